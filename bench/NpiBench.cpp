@@ -1,0 +1,453 @@
+#include "bench/NpiBench.h"
+
+#include "common/AtomicFile.h"
+#include "common/Errors.h"
+#include "datasets/TraceFile.h"
+#include "npi/NpiData.h"
+#include "npi/NpiModel.h"
+#include "npi/NpiWorkload.h"
+#include "trainer/Threads.h"
+
+#include <fcntl.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <torch/torch.h>
+#include <torch/version.h>
+#include <unistd.h>
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <ctime>
+#include <filesystem>
+#include <fstream>
+#include <iomanip>
+#include <numeric>
+#include <random>
+#include <sstream>
+#include <thread>
+
+extern char** environ;
+
+namespace engram::bench {
+namespace {
+
+using nlohmann::json;
+using Clock = std::chrono::steady_clock;
+
+constexpr int kWarmupSteps = 3;
+constexpr double kLearningRate = 1e-3;  // trainer::TrainerOptions defaults
+constexpr double kGradClip = 1.0;
+constexpr int kBatchSizes[] = {1, 32};
+/// Relative difference allowed between the first-step losses of the two implementations, which
+/// start from the same weights on the same batch.
+constexpr double kLossTolerance = 1e-4;
+
+double seconds_since(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+/// CPU time of the whole process: unlike wall time, barely moved by other jobs on the machine.
+double process_cpu_seconds() {
+  timespec ts{};
+  ::clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
+}
+
+/// A fresh private directory, removed with its content on destruction.
+class TempDir {
+ public:
+  TempDir() {
+    std::string pattern =
+        (std::filesystem::temp_directory_path() / "engram-bench-npi-XXXXXX").string();
+    if (::mkdtemp(pattern.data()) == nullptr) {
+      throw std::runtime_error("cannot create a temporary directory: " +
+                               std::string(std::strerror(errno)));
+    }
+    path_ = pattern;
+  }
+  ~TempDir() {
+    std::error_code ignored;
+    std::filesystem::remove_all(path_, ignored);
+  }
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  std::string file(const std::string& name) const { return (path_ / name).string(); }
+
+ private:
+  std::filesystem::path path_;
+};
+
+std::string cpu_model() {
+  std::ifstream in("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("model name", 0) == 0) {
+      const auto colon = line.find(':');
+      if (colon != std::string::npos) {
+        const auto start = line.find_first_not_of(" \t", colon + 1);
+        return start == std::string::npos ? "" : line.substr(start);
+      }
+    }
+  }
+  return "unknown";
+}
+
+/// `count` batches of trace indices drawn as trainer::train draws them: epochs of a seeded shuffle.
+std::vector<std::vector<std::size_t>> sample_batches(std::size_t n, std::size_t batch, long count,
+                                                     std::uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::vector<std::size_t> order(n);
+  std::iota(order.begin(), order.end(), 0);
+  std::shuffle(order.begin(), order.end(), rng);
+  std::size_t cursor = 0;
+  std::vector<std::vector<std::size_t>> batches(count);
+  for (auto& indices : batches) {
+    while (indices.size() < batch) {
+      if (cursor == n) {
+        std::shuffle(order.begin(), order.end(), rng);
+        cursor = 0;
+      }
+      indices.push_back(order[cursor++]);
+    }
+  }
+  return batches;
+}
+
+/// Initial weights for the peer: `manifest` lists name and shape of every parameter, `blob`
+/// holds their float32 values back to back in that order.
+void write_parameters(npi::NpiModel& model, const std::string& manifest_path,
+                      const std::string& blob_path) {
+  json manifest = json::array();
+  std::ofstream blob(blob_path, std::ios::binary | std::ios::trunc);
+  for (const auto& item : model->named_parameters()) {
+    const auto values = item.value().detach().to(torch::kFloat).contiguous();
+    manifest.push_back({{"name", item.key()}, {"shape", values.sizes().vec()}});
+    blob.write(reinterpret_cast<const char*>(values.data_ptr<float>()),
+               static_cast<std::streamsize>(values.numel() * sizeof(float)));
+  }
+  blob.close();
+  if (!blob) throw std::runtime_error("cannot write '" + blob_path + "'");
+  write_file_atomically(manifest_path, manifest.dump());
+}
+
+/// Mean seconds per timed step of each phase of a training step.
+struct Phases {
+  double batch = 0, forward = 0, backward = 0, clip = 0, optimizer = 0;
+  json to_json_ms(long steps) const {
+    const double k = 1e3 / static_cast<double>(steps);
+    return {{"batch", batch * k},
+            {"forward", forward * k},
+            {"backward", backward * k},
+            {"clip", clip * k},
+            {"optimizer", optimizer * k}};
+  }
+};
+
+struct Measurement {
+  double seconds = 0;      ///< timed steps, wall clock
+  double cpu_seconds = 0;  ///< timed steps, process CPU time
+  double mean_rows = 0;
+  double first_loss = 0;  ///< loss of the first warm-up step
+  double last_loss = 0;
+  Phases phases;
+};
+
+/// The training step of trainer::train (Adam, clipping at 1.0), timed over the batches after the
+/// warm-up ones. The model starts from the weights `torch::manual_seed(seed)` gives.
+Measurement measure_cpp(const npi::NpiConfig& config, const npi::NpiDataset& data,
+                        const std::vector<std::vector<std::size_t>>& batches, std::uint64_t seed) {
+  torch::manual_seed(seed);
+  npi::NpiModel model(config);
+  npi::NpiWorkload workload(model, data);
+  auto params = workload.parameters();
+  torch::optim::Adam optimizer(params, torch::optim::AdamOptions(kLearningRate));
+
+  Measurement m;
+  double rows = 0;
+  Clock::time_point timed_start;
+  double cpu_start = 0;
+  for (std::size_t i = 0; i < batches.size(); ++i) {
+    if (i == kWarmupSteps) {
+      timed_start = Clock::now();
+      cpu_start = process_cpu_seconds();
+    }
+    const auto t0 = Clock::now();
+    const npi::NpiBatch batch = data.batch(batches[i]);
+    const auto t1 = Clock::now();
+    optimizer.zero_grad();
+    trainer::StepOutput out = workload.forward(batch);
+    const auto t2 = Clock::now();
+    out.loss.backward();
+    const auto t3 = Clock::now();
+    torch::nn::utils::clip_grad_norm_(params, kGradClip);
+    const auto t4 = Clock::now();
+    optimizer.step();
+    const double loss = out.loss.item<double>();
+    const auto t5 = Clock::now();
+    if (i == 0) m.first_loss = loss;
+    m.last_loss = loss;
+    if (i >= kWarmupSteps) {
+      using D = std::chrono::duration<double>;
+      m.phases.batch += D(t1 - t0).count();
+      m.phases.forward += D(t2 - t1).count();
+      m.phases.backward += D(t3 - t2).count();
+      m.phases.clip += D(t4 - t3).count();
+      m.phases.optimizer += D(t5 - t4).count();
+      rows += static_cast<double>(batch.programs.size(0));
+    }
+  }
+  m.seconds = seconds_since(timed_start);
+  m.cpu_seconds = process_cpu_seconds() - cpu_start;
+  m.mean_rows = rows / static_cast<double>(batches.size() - kWarmupSteps);
+  return m;
+}
+
+/// The last non-empty line of `text`.
+std::string last_line(const std::string& text) {
+  std::istringstream in(text);
+  std::string line, last;
+  while (std::getline(in, line)) {
+    if (line.find_first_not_of(" \t\r") != std::string::npos) last = line;
+  }
+  return last;
+}
+
+/// `text` cut to its last 300 characters, for one-line error messages.
+std::string tail(const std::string& text) {
+  return text.size() > 300 ? "..." + text.substr(text.size() - 297) : text;
+}
+
+std::string read_all(const std::string& path) {
+  std::ifstream in(path);
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+/// Runs `argv` with stdout and stderr going to files and returns its stdout; throws
+/// std::runtime_error with stderr's last line if it cannot start or does not exit with 0.
+std::string run_peer(const std::vector<std::string>& argv, const TempDir& dir) {
+  const std::string out_path = dir.file("peer.stdout"), err_path = dir.file("peer.stderr");
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, out_path.c_str(),
+                                   O_WRONLY | O_CREAT | O_TRUNC, 0600);
+  posix_spawn_file_actions_addopen(&actions, STDERR_FILENO, err_path.c_str(),
+                                   O_WRONLY | O_CREAT | O_TRUNC, 0600);
+  std::vector<char*> args;
+  for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  pid_t pid = 0;
+  const int spawn_error = ::posix_spawnp(&pid, args[0], &actions, nullptr, args.data(), environ);
+  posix_spawn_file_actions_destroy(&actions);
+  if (spawn_error != 0) {
+    throw std::runtime_error("cannot start the Python peer with '" + argv[0] +
+                             "': " + std::strerror(spawn_error) + " (see --python, --no-peer)");
+  }
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0) {
+    if (errno != EINTR) throw std::runtime_error("waiting for the Python peer failed");
+  }
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+    const std::string how = WIFEXITED(status)
+                                ? "exited with " + std::to_string(WEXITSTATUS(status))
+                                : "was killed by signal " + std::to_string(WTERMSIG(status));
+    throw std::runtime_error("the Python peer (" + argv[0] + " " + argv[1] + ") " + how + ": " +
+                             tail(last_line(read_all(err_path))) + " (see --python, --no-peer)");
+  }
+  return read_all(out_path);
+}
+
+/// The JSON object on the last line the peer printed.
+json peer_json(const std::string& text) {
+  try {
+    return json::parse(last_line(text));
+  } catch (const json::exception&) {
+    throw std::runtime_error("the Python peer printed no JSON result: '" + tail(last_line(text)) +
+                             "'");
+  }
+}
+
+std::string fixed(double value, int precision) {
+  std::ostringstream s;
+  s << std::fixed << std::setprecision(precision) << value;
+  return s.str();
+}
+
+std::string phases_text(const json& ms) {
+  std::string s;
+  for (const char* k : {"batch", "forward", "backward", "clip", "optimizer"}) {
+    s += std::string(s.empty() ? "" : "  ") + k + " " + fixed(ms.at(k).get<double>(), 2);
+  }
+  return s;
+}
+
+}  // namespace
+
+void run_npi_bench(const NpiBenchOptions& options, std::ostream& out) {
+  if (options.json_path.empty()) throw UsageError("--json is required");
+  if (options.steps < 1) throw UsageError("--steps must be at least 1");
+  if (options.threads < 1) throw UsageError("--threads must be at least 1");
+  if (options.hidden < 1) throw UsageError("--hidden must be at least 1");
+  const auto& task = datasets::task_by_name(options.task);
+  const std::string peer_script = std::string(ENGRAM_SOURCE_DIR) + "/bench/peers/npi_peer.py";
+  if (!options.skip_peer && !std::filesystem::exists(peer_script)) {
+    throw std::runtime_error("the Python peer '" + peer_script + "' is missing (see --no-peer)");
+  }
+  const bool blas_threads_set = trainer::set_compute_threads(options.threads);
+
+  // The task's default training data (as `engram data gen` makes it).
+  datasets::GenerateOptions gen;
+  gen.min_length = task.min_length();
+  gen.per_length = task.name() == "addition" ? 32 : 64;
+  gen.seed = options.seed;
+  const auto traces = datasets::generate_traces(task, gen);
+  const TempDir dir;
+  const std::string data_path = dir.file("traces.jsonl");
+  datasets::write_trace_file(data_path, traces);
+
+  npi::NpiConfig config;
+  config.task = task.name();
+  config.num_programs = static_cast<int>(task.programs().size());
+  config.observation_sizes = task.observation_sizes();
+  config.arg_size = task.arg_size();
+  config.hidden = options.hidden;
+  const npi::NpiDataset data(task, traces.traces);
+  const std::string config_path = dir.file("config.json");
+  const std::string manifest_path = dir.file("init.json"), blob_path = dir.file("init.bin");
+  write_file_atomically(config_path, config.to_json());
+  {
+    torch::manual_seed(options.seed);
+    npi::NpiModel initial(config);
+    write_parameters(initial, manifest_path, blob_path);
+  }
+
+  json report{{"benchmark", "npi"},
+              {"machine", {{"cpu", cpu_model()}, {"cores", std::thread::hardware_concurrency()}}},
+              {"versions", {{"libtorch", TORCH_VERSION}, {"python_torch", nullptr}}},
+              {"task", task.name()},
+              {"hidden", options.hidden},
+              {"threads", options.threads},
+              {"openblas_threads_set", {{"cpp", blas_threads_set}, {"python", nullptr}}},
+              {"seed", options.seed},
+              {"steps", options.steps},
+              {"warmup_steps", kWarmupSteps},
+              {"learning_rate", kLearningRate},
+              {"grad_clip", kGradClip},
+              {"data",
+               {{"traces", data.num_traces()},
+                {"rows", data.num_steps()},
+                {"min_len", gen.min_length},
+                {"max_len", gen.max_length},
+                {"per_length", gen.per_length}}},
+              {"results", json::array()}};
+
+  if (!options.skip_peer) {
+    // Fails fast (before minutes of measuring) when the interpreter or its torch is unusable.
+    const json versions = peer_json(run_peer({options.python, peer_script, "--probe"}, dir));
+    report["versions"]["python_torch"] = versions.at("torch_version");
+    report["versions"]["python"] = versions.at("python_version");
+  }
+  for (const int batch_size : kBatchSizes) {
+    const std::size_t batch =
+        std::min<std::size_t>(static_cast<std::size_t>(batch_size), data.num_traces());
+    const auto batches =
+        sample_batches(data.num_traces(), batch, kWarmupSteps + options.steps, options.seed);
+    const Measurement cpp = measure_cpp(config, data, batches, options.seed);
+    const double traces_per_step = static_cast<double>(batch);
+    json r{{"batch", batch},
+           {"mean_rows", cpp.mean_rows},
+           {"cpp_traces_per_s", options.steps * traces_per_step / cpp.seconds},
+           {"cpp_steps_per_s", options.steps / cpp.seconds},
+           {"python_traces_per_s", nullptr},
+           {"python_steps_per_s", nullptr},
+           {"ratio", nullptr},
+           {"cpp_cpu_ms_per_step", 1e3 * cpp.cpu_seconds / options.steps},
+           {"python_cpu_ms_per_step", nullptr},
+           {"cpu_ratio", nullptr},
+           {"cpp_phases_ms", cpp.phases.to_json_ms(options.steps)},
+           {"python_phases_ms", nullptr},
+           {"cpp_first_loss", cpp.first_loss},
+           {"python_first_loss", nullptr},
+           {"first_loss_match", nullptr},
+           {"cpp_last_loss", cpp.last_loss},
+           {"python_last_loss", nullptr}};
+
+    if (!options.skip_peer) {
+      const std::string indices_path = dir.file("indices.json");
+      write_file_atomically(indices_path, json(batches).dump());
+      const std::string text = run_peer({options.python, peer_script,
+                                         "--data",       data_path,
+                                         "--config",     config_path,
+                                         "--batch",      std::to_string(batch),
+                                         "--steps",      std::to_string(options.steps),
+                                         "--warmup",     std::to_string(kWarmupSteps),
+                                         "--threads",    std::to_string(options.threads),
+                                         "--seed",       std::to_string(options.seed),
+                                         "--indices",    indices_path,
+                                         "--init",       manifest_path},
+                                        dir);
+      const json peer = peer_json(text);
+      const double python_seconds = peer.at("seconds").get<double>();
+      const double python_first = peer.at("first_loss").get<double>();
+      report["openblas_threads_set"]["python"] = peer.at("openblas_threads_set");
+      r["python_traces_per_s"] = options.steps * traces_per_step / python_seconds;
+      r["python_steps_per_s"] = options.steps / python_seconds;
+      r["ratio"] = python_seconds / cpp.seconds;
+      const double python_cpu = peer.at("cpu_seconds").get<double>();
+      r["python_cpu_ms_per_step"] = 1e3 * python_cpu / options.steps;
+      r["cpu_ratio"] = python_cpu / cpp.cpu_seconds;
+      r["python_phases_ms"] = peer.at("phases_ms");
+      r["python_first_loss"] = python_first;
+      r["first_loss_match"] = std::abs(python_first - cpp.first_loss) <=
+                              kLossTolerance * std::max(1.0, std::abs(cpp.first_loss));
+      r["python_last_loss"] = peer.at("last_loss");
+      if (peer.at("mean_rows").get<double>() != cpp.mean_rows) {
+        throw std::runtime_error("the Python peer assembled different batches (" +
+                                 fixed(peer.at("mean_rows").get<double>(), 1) + " rows per step, " +
+                                 fixed(cpp.mean_rows, 1) + " in C++)");
+      }
+    }
+    report["results"].push_back(std::move(r));
+  }
+  write_file_atomically(options.json_path, report.dump(2) + "\n");
+
+  out << "NPI training throughput: task " << task.name() << ", hidden " << options.hidden << ", "
+      << options.threads << " thread(s), " << options.steps << " timed steps after " << kWarmupSteps
+      << " warm-up, " << report["machine"]["cpu"].get<std::string>() << "\n";
+  out << "batch  rows/step  C++ traces/s  Python traces/s   ratio  C++ steps/s  Python steps/s"
+         "  CPU-time ratio\n";
+  auto cell = [](const json& v, int width, int precision) {
+    std::ostringstream s;
+    s << std::setw(width) << (v.is_null() ? std::string("-") : fixed(v.get<double>(), precision));
+    return s.str();
+  };
+  for (const auto& r : report["results"]) {
+    out << std::setw(5) << r["batch"].get<long>() << cell(r["mean_rows"], 11, 1)
+        << cell(r["cpp_traces_per_s"], 14, 2) << cell(r["python_traces_per_s"], 17, 2)
+        << cell(r["ratio"], 8, 2) << cell(r["cpp_steps_per_s"], 13, 2)
+        << cell(r["python_steps_per_s"], 16, 2) << cell(r["cpu_ratio"], 16, 2) << "\n";
+  }
+  for (const auto& r : report["results"]) {
+    out << "batch " << r["batch"].get<long>()
+        << " C++ ms/step:    " << phases_text(r["cpp_phases_ms"]) << "\n";
+    if (!r["python_phases_ms"].is_null()) {
+      out << "batch " << r["batch"].get<long>()
+          << " Python ms/step: " << phases_text(r["python_phases_ms"]) << "\n";
+    }
+    if (r["first_loss_match"].is_boolean() && !r["first_loss_match"].get<bool>()) {
+      out << "warning: batch " << r["batch"].get<long>() << ": first-step losses differ (C++ "
+          << r["cpp_first_loss"].get<double>() << ", Python "
+          << r["python_first_loss"].get<double>() << "): the peer is not the same model\n";
+    }
+  }
+  out << "wrote " << options.json_path << "\n";
+}
+
+}  // namespace engram::bench

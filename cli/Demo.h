@@ -1,0 +1,18 @@
+#pragma once
+/// \file
+/// `engram demo`: the whole NPI workflow on addition in a few minutes on two cores.
+
+#include <ostream>
+#include <string>
+
+namespace engram::cli {
+
+struct DemoOptions {
+  std::string dir = "engram-demo";  ///< where the data, model and reports go
+  int threads = 0;
+};
+
+/// Returns the exit code.
+int run_demo(const DemoOptions& options, std::ostream& out);
+
+}  // namespace engram::cli

@@ -1,0 +1,271 @@
+#include "npi/Npi.h"
+
+#include "common/Errors.h"
+#include "datasets/TraceFile.h"
+#include "npi/Interpreter.h"
+#include "npi/NpiWorkload.h"
+#include "trainer/Checkpoint.h"
+#include "trainer/Threads.h"
+#include "trainer/Trainer.h"
+
+#include <nlohmann/json.hpp>
+
+#include <chrono>
+#include <cmath>
+
+namespace engram::npi {
+namespace {
+
+using nlohmann::json;
+
+/// 0 means every core the machine has.
+void set_threads(int threads) {
+  if (threads < 0) throw UsageError("--threads must be 0 (all cores) or positive");
+  trainer::set_compute_threads(threads);
+}
+
+void save_model(const std::string& path, NpiModel& model) {
+  trainer::Checkpoint ck;
+  ck.kind = "npi";
+  ck.config_json = model->config().to_json();
+  for (const auto& item : model->named_parameters()) ck.tensors.emplace_back(item.key(), item.value());
+  trainer::save_checkpoint(path, ck);
+}
+
+NpiModel load_model(const std::string& path, const datasets::Task& task) {
+  const auto ck = trainer::load_checkpoint(path, "npi");
+  const NpiConfig config = NpiConfig::from_json(ck.config_json);
+  if (config.task != task.name()) {
+    throw FormatError("'" + path + "' is a model of task '" + config.task + "', not '" +
+                      task.name() + "'");
+  }
+  if (config.num_programs != static_cast<int>(task.programs().size()) ||
+      config.observation_sizes != task.observation_sizes() || config.arg_size != task.arg_size()) {
+    throw FormatError("'" + path + "' does not match this version of task '" + task.name() + "'");
+  }
+  NpiModel model(config);
+  torch::NoGradGuard no_grad;
+  auto params = model->named_parameters();
+  if (params.size() != ck.tensors.size()) throw FormatError("'" + path + "' has the wrong tensors");
+  for (const auto& [name, tensor] : ck.tensors) {
+    auto* target = params.find(name);
+    if (target == nullptr || target->sizes() != tensor.sizes()) {
+      throw FormatError("'" + path + "' has an unexpected tensor '" + name + "'");
+    }
+    target->copy_(tensor);
+  }
+  return model;
+}
+
+std::string format_call(const datasets::Task& task, const datasets::Call& call) {
+  const std::string args = task.format_args(call.program, call.args);
+  const std::string& name = task.programs().at(call.program).name;
+  return args.empty() ? name : name + "(" + args + ")";
+}
+
+}  // namespace
+
+std::vector<int> parse_lengths(const std::string& text) {
+  std::vector<int> lengths;
+  std::size_t start = 0;
+  while (start <= text.size()) {
+    const auto comma = text.find(',', start);
+    const std::string item = text.substr(start, comma == std::string::npos ? std::string::npos
+                                                                           : comma - start);
+    std::size_t used = 0;
+    int value = 0;
+    try {
+      value = std::stoi(item, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (item.empty() || used != item.size() || value < 1) {
+      throw UsageError("--length expects positive integers separated by commas, got '" + text + "'");
+    }
+    lengths.push_back(value);
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  return lengths;
+}
+
+TrainReport train_npi(const TrainOptions& options) {
+  const auto& task = datasets::task_by_name(options.task);
+  if (options.steps < 1) throw UsageError("--steps must be at least 1");
+  if (options.batch < 1) throw UsageError("--batch must be at least 1");
+  if (options.hidden < 1) throw UsageError("--hidden must be at least 1");
+  if (!(options.learning_rate > 0) || !std::isfinite(options.learning_rate)) {
+    throw UsageError("--lr must be a positive number");
+  }
+  if (options.out_path.empty()) throw UsageError("--out is required");
+  set_threads(options.threads);
+  const auto data = datasets::read_trace_file(options.data_path);
+  if (data.task != task.name()) {
+    throw FormatError("'" + options.data_path + "' holds traces of task '" + data.task +
+                      "', not '" + task.name() + "'");
+  }
+  torch::manual_seed(options.seed);
+  NpiConfig config;
+  config.task = task.name();
+  config.num_programs = static_cast<int>(task.programs().size());
+  config.observation_sizes = task.observation_sizes();
+  config.arg_size = task.arg_size();
+  config.hidden = options.hidden;
+  NpiModel model(config);
+  const NpiDataset dataset(task, data.traces);
+  NpiWorkload workload(model, dataset);
+
+  trainer::TrainerOptions t;
+  t.steps = options.steps;
+  t.batch_size = options.batch;
+  t.learning_rate = options.learning_rate;
+  t.seed = options.seed;
+  t.metrics_path = options.metrics_path;
+  t.progress = options.progress;
+  const auto summary = trainer::train(workload, t);
+  save_model(options.out_path, model);
+  return {summary.steps, summary.seconds, summary.final_loss, summary.examples_per_second};
+}
+
+std::vector<LengthReport> evaluate_npi(const EvalOptions& options) {
+  const auto& task = datasets::task_by_name(options.task);
+  if (options.lengths.empty()) throw UsageError("--length is required");
+  if (options.count < 1) throw UsageError("--count must be at least 1");
+  for (int length : options.lengths) {
+    if (length < task.min_length()) {
+      throw UsageError("--length must be at least " + std::to_string(task.min_length()) + " for " +
+                       task.name());
+    }
+  }
+  set_threads(options.threads);
+  NpiModel model = load_model(options.model_path, task);
+  std::mt19937_64 rng(options.seed);
+  std::vector<LengthReport> reports;
+  for (int length : options.lengths) {
+    const auto start = std::chrono::steady_clock::now();
+    std::vector<std::string> inputs;
+    for (int i = 0; i < options.count; ++i) inputs.push_back(task.random_input(length, rng));
+    InterpretOptions limits{options.max_steps, options.max_depth};
+    const auto runs = interpret(model, task, inputs, limits);
+    LengthReport report;
+    report.task = task.name();
+    report.length = length;
+    report.count = options.count;
+    int exact = 0;
+    for (const auto& run : runs) {
+      const std::string expected = task.solve(run.input);
+      const bool correct = run.error.empty() && run.output == expected;
+      const auto reference = datasets::call_sequence(task.teach(run.input), task.programs());
+      long diverged = -1;
+      const std::size_t common = std::min(reference.size(), run.calls.size());
+      for (std::size_t k = 0; k < common && diverged < 0; ++k) {
+        if (!(reference[k] == run.calls[k])) diverged = static_cast<long>(k);
+      }
+      if (diverged < 0 && reference.size() != run.calls.size()) diverged = static_cast<long>(common);
+      report.correct += correct ? 1 : 0;
+      exact += diverged < 0 ? 1 : 0;
+      if ((!correct || diverged >= 0) &&
+          static_cast<int>(report.failures.size()) < options.max_failures) {
+        Failure f{run.input, expected, run.output, run.error, diverged, "", ""};
+        if (diverged >= 0) {
+          const auto k = static_cast<std::size_t>(diverged);
+          if (k < reference.size()) f.expected_call = format_call(task, reference[k]);
+          if (k < run.calls.size()) f.generated_call = format_call(task, run.calls[k]);
+        }
+        report.failures.push_back(std::move(f));
+      }
+    }
+    report.accuracy = static_cast<double>(report.correct) / options.count;
+    report.trace_exact = static_cast<double>(exact) / options.count;
+    report.seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    reports.push_back(std::move(report));
+  }
+  return reports;
+}
+
+RunReport run_npi(const RunOptions& options) {
+  const auto& task = datasets::task_by_name(options.task);
+  task.make_environment(options.input);  // validates the input before any file is read
+  set_threads(options.threads);
+  NpiModel model = load_model(options.model_path, task);
+  const auto runs = interpret(model, task, {options.input}, {options.max_steps, options.max_depth});
+  RunReport report;
+  report.task = task.name();
+  report.input = options.input;
+  report.output = runs[0].output;
+  report.expected = task.solve(options.input);
+  report.error = runs[0].error;
+  report.correct = report.error.empty() && report.output == report.expected;
+  report.steps = runs[0].steps;
+  report.calls = runs[0].calls;
+  return report;
+}
+
+std::string call_tree_text(const RunReport& report) {
+  const auto& task = datasets::task_by_name(report.task);
+  std::string out;
+  for (const auto& call : report.calls) {
+    out.append(2 * static_cast<std::size_t>(call.depth), ' ');
+    out += format_call(task, call) + "\n";
+  }
+  return out;
+}
+
+std::string run_report_json(const RunReport& report) {
+  const auto& task = datasets::task_by_name(report.task);
+  // Build the tree from the pre-order sequence with an explicit stack (depth may be in thousands).
+  json root;
+  std::vector<json*> path;
+  for (const auto& call : report.calls) {
+    json node{{"program", task.programs().at(call.program).name},
+              {"args", call.args},
+              {"text", format_call(task, call)},
+              {"calls", json::array()}};
+    path.resize(std::min<std::size_t>(path.size(), static_cast<std::size_t>(call.depth)));
+    if (path.empty()) {
+      root = std::move(node);
+      path.push_back(&root);
+    } else {
+      auto& siblings = (*path.back())["calls"];
+      siblings.push_back(std::move(node));
+      path.push_back(&siblings.back());
+    }
+  }
+  json out{{"task", report.task},         {"input", report.input},
+           {"output", report.output},     {"expected", report.expected},
+           {"correct", report.correct},   {"steps", report.steps},
+           {"program", root}};
+  if (!report.error.empty()) out["error"] = report.error;
+  return out.dump(2);
+}
+
+std::string eval_reports_json(const std::vector<LengthReport>& reports) {
+  json list = json::array();
+  for (const auto& r : reports) {
+    json failures = json::array();
+    for (const auto& f : r.failures) {
+      json j{{"input", f.input},
+             {"expected", f.expected},
+             {"output", f.output},
+             {"first_divergence", f.first_divergence}};
+      if (!f.error.empty()) j["error"] = f.error;
+      if (f.first_divergence >= 0) {
+        j["expected_call"] = f.expected_call;
+        j["generated_call"] = f.generated_call;
+      }
+      failures.push_back(std::move(j));
+    }
+    list.push_back(json{{"task", r.task},
+                        {"length", r.length},
+                        {"count", r.count},
+                        {"correct", r.correct},
+                        {"accuracy", r.accuracy},
+                        {"trace_exact", r.trace_exact},
+                        {"seconds", r.seconds},
+                        {"failures", failures}});
+  }
+  return (list.size() == 1 ? list[0] : list).dump(2);
+}
+
+}  // namespace engram::npi

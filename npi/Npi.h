@@ -1,0 +1,110 @@
+#pragma once
+/// \file
+/// The NPI's public entry points, one per command, over plain option structs (no torch in this
+/// header, so the command line compiles fast). Each validates its options, runs, and returns a report.
+///
+/// \code
+///   engram::npi::TrainOptions t;  t.task = "addition";  t.data_path = "add.jsonl";  t.out_path = "m.pt";
+///   engram::npi::train_npi(t);
+///   engram::npi::EvalOptions e;  e.model_path = "m.pt";  e.task = "addition";  e.lengths = {100};
+///   for (const auto& r : engram::npi::evaluate_npi(e)) std::cout << r.accuracy << "\n";
+///   engram::npi::RunOptions r;  r.model_path = "m.pt";  r.task = "addition";  r.input = "25+17";
+///   std::cout << engram::npi::call_tree_text(engram::npi::run_npi(r));
+/// \endcode
+///
+/// Errors: UsageError for invalid options or input, FormatError for unusable files (corrupt,
+/// mismatched), std::runtime_error for other failures.
+
+#include "datasets/Task.h"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace engram::npi {
+
+struct TrainOptions {
+  std::string task;
+  std::string data_path;
+  std::string out_path;
+  long steps = 2000;            ///< optimizer steps
+  int batch = 8;                ///< traces per step
+  double learning_rate = 2e-3;  ///< Adam
+  int hidden = 256;             ///< LSTM width
+  /// Intra-op threads; 0: all cores. One is the default because the NPI's matrices are small:
+  /// on the 2-core reference machine two threads trained addition 1.8x slower than one.
+  int threads = 1;
+  std::uint64_t seed = 1;
+  std::string metrics_path;     ///< JSON lines; empty: none
+  bool progress = false;
+};
+
+struct TrainReport {
+  long steps = 0;
+  double seconds = 0;
+  double final_loss = 0;
+  double traces_per_second = 0;
+};
+
+TrainReport train_npi(const TrainOptions& options);
+
+struct EvalOptions {
+  std::string model_path;
+  std::string task;
+  std::vector<int> lengths;
+  int count = 100;              ///< problems per length
+  std::uint64_t seed = 1;
+  int threads = 0;
+  long max_steps = 0;           ///< 0: task default, scaled with length
+  int max_depth = 0;            ///< 0: task default, scaled with length
+  int max_failures = 10;        ///< failures kept in the report, per length
+};
+
+struct Failure {
+  std::string input, expected, output, error;
+  long first_divergence = -1;  ///< index in the call sequence where the trace first differs; -1: none
+  std::string expected_call, generated_call;  ///< the calls at that index ("" past the end)
+};
+
+struct LengthReport {
+  std::string task;
+  int length = 0;
+  int count = 0;
+  int correct = 0;
+  double accuracy = 0;
+  double trace_exact = 0;  ///< fraction whose call sequence equals the reference program's
+  double seconds = 0;
+  std::vector<Failure> failures;
+};
+
+std::vector<LengthReport> evaluate_npi(const EvalOptions& options);
+
+struct RunOptions {
+  std::string model_path;
+  std::string task;
+  std::string input;
+  int threads = 0;
+  long max_steps = 0;
+  int max_depth = 0;
+};
+
+struct RunReport {
+  std::string task, input, output, expected, error;
+  bool correct = false;
+  long steps = 0;
+  std::vector<datasets::Call> calls;  ///< pre-order with depths: the generated call tree
+};
+
+RunReport run_npi(const RunOptions& options);
+
+/// The call tree indented two spaces per level, e.g. "ADD\n  ADD1\n    WRITE(OUT, 2)\n".
+std::string call_tree_text(const RunReport& report);
+/// {"task":..,"input":..,"output":..,"expected":..,"correct":..,"steps":..,"program":{tree}}.
+std::string run_report_json(const RunReport& report);
+/// One object per length; a list when there are several.
+std::string eval_reports_json(const std::vector<LengthReport>& reports);
+
+/// Parses "100" or "20,60,100"; throws UsageError.
+std::vector<int> parse_lengths(const std::string& text);
+
+}  // namespace engram::npi

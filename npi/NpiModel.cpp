@@ -1,0 +1,93 @@
+#include "npi/NpiModel.h"
+
+#include "common/Errors.h"
+
+#include <nlohmann/json.hpp>
+
+#include <numeric>
+
+namespace engram::npi {
+
+int NpiConfig::feature_dim() const {
+  return std::accumulate(observation_sizes.begin(), observation_sizes.end(), 0) + 3 * arg_size;
+}
+
+std::string NpiConfig::to_json() const {
+  return nlohmann::json{{"task", task},
+                        {"num_programs", num_programs},
+                        {"observation_sizes", observation_sizes},
+                        {"arg_size", arg_size},
+                        {"hidden", hidden},
+                        {"layers", layers},
+                        {"state_dim", state_dim},
+                        {"program_dim", program_dim},
+                        {"key_dim", key_dim}}
+      .dump();
+}
+
+NpiConfig NpiConfig::from_json(const std::string& text) {
+  try {
+    const auto j = nlohmann::json::parse(text);
+    NpiConfig c;
+    c.task = j.at("task").get<std::string>();
+    c.num_programs = j.at("num_programs").get<int>();
+    c.observation_sizes = j.at("observation_sizes").get<std::vector<int>>();
+    c.arg_size = j.at("arg_size").get<int>();
+    c.hidden = j.at("hidden").get<int>();
+    c.layers = j.at("layers").get<int>();
+    c.state_dim = j.at("state_dim").get<int>();
+    c.program_dim = j.at("program_dim").get<int>();
+    c.key_dim = j.at("key_dim").get<int>();
+    return c;
+  } catch (const nlohmann::json::exception& e) {
+    throw FormatError(std::string("bad NPI configuration in checkpoint: ") + e.what());
+  }
+}
+
+NpiModelImpl::NpiModelImpl(NpiConfig config) : config_(std::move(config)) {
+  namespace nn = torch::nn;
+  encoder_ = register_module(
+      "encoder", nn::Sequential(nn::Linear(config_.feature_dim(), config_.state_dim), nn::ReLU(),
+                                nn::Linear(config_.state_dim, config_.state_dim)));
+  program_embedding_ = register_module(
+      "program_embedding", nn::Embedding(config_.num_programs, config_.program_dim));
+  program_keys_ = register_parameter(
+      "program_keys", torch::randn({config_.num_programs, config_.key_dim}) * 0.5);
+  core_ = register_module(
+      "core", nn::LSTM(nn::LSTMOptions(config_.state_dim + config_.program_dim, config_.hidden)
+                           .num_layers(config_.layers)));
+  end_head_ = register_module("end_head", nn::Linear(config_.hidden, 1));
+  key_head_ = register_module("key_head", nn::Linear(config_.hidden, config_.key_dim));
+  arg_head_ = register_module("arg_head", nn::Linear(config_.hidden, 3 * config_.arg_size));
+}
+
+torch::Tensor NpiModelImpl::core_input(const torch::Tensor& features,
+                                       const torch::Tensor& programs) {
+  return torch::cat({encoder_->forward(features), program_embedding_->forward(programs)}, 1);
+}
+
+NpiHeads NpiModelImpl::heads(const torch::Tensor& hidden) {
+  NpiHeads out;
+  out.end_logit = end_head_->forward(hidden).squeeze(1);
+  out.program_logits = torch::matmul(key_head_->forward(hidden), program_keys_.t());
+  out.arg_logits = arg_head_->forward(hidden).view({-1, 3, config_.arg_size});
+  return out;
+}
+
+NpiHeads NpiModelImpl::forward_packed(const torch::Tensor& features, const torch::Tensor& programs,
+                                      const torch::Tensor& batch_sizes) {
+  torch::nn::utils::rnn::PackedSequence packed(core_input(features, programs), batch_sizes);
+  auto result = core_->forward_with_packed_input(packed);
+  return heads(std::get<0>(result).data());
+}
+
+NpiHeads NpiModelImpl::step(const torch::Tensor& features, const torch::Tensor& programs,
+                            torch::Tensor& h, torch::Tensor& c) {
+  auto result = core_->forward(core_input(features, programs).unsqueeze(0),
+                               std::make_tuple(h, c));
+  h = std::get<0>(std::get<1>(result));
+  c = std::get<1>(std::get<1>(result));
+  return heads(std::get<0>(result).squeeze(0));
+}
+
+}  // namespace engram::npi

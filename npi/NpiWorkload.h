@@ -1,0 +1,27 @@
+#pragma once
+/// \file
+/// The NPI as a trainer::Workload: examples are traces; the loss is maximum likelihood of the
+/// reference decisions (return or call, which program, which arguments) at every step.
+
+#include "npi/NpiData.h"
+#include "npi/NpiModel.h"
+#include "trainer/Workload.h"
+
+namespace engram::npi {
+
+class NpiWorkload final : public trainer::Workload {
+ public:
+  NpiWorkload(NpiModel model, const NpiDataset& data) : model_(std::move(model)), data_(data) {}
+  std::vector<at::Tensor> parameters() override { return model_->parameters(); }
+  std::size_t num_examples() const override { return data_.num_traces(); }
+  trainer::StepOutput forward(const std::vector<std::size_t>& batch) override;
+
+  /// Loss and metrics of a prepared batch (also used by the benchmark).
+  trainer::StepOutput forward(const NpiBatch& batch);
+
+ private:
+  NpiModel model_;
+  const NpiDataset& data_;
+};
+
+}  // namespace engram::npi

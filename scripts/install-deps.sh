@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Installs every system dependency of Engram on Debian 12 (see DESIGN.md section 7).
+# Idempotent: packages already present are left alone, so re-running is cheap.
+set -euo pipefail
+
+packages=(
+  build-essential cmake ninja-build pkg-config git
+  libtorch-dev libgloo-dev libopenblas0-pthread libopenblas-dev
+  libboost-graph-dev
+  googletest libgtest-dev libgmock-dev libbenchmark-dev
+  libcli11-dev nlohmann-json3-dev libfmt-dev libspdlog-dev
+  python3-torch python3-numpy
+  clang-format clang-tidy
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$p")
+  fi
+done
+
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "install-deps: all ${#packages[@]} packages present"
+  exit 0
+fi
+
+echo "install-deps: installing ${missing[*]}"
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"

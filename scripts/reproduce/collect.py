@@ -1,0 +1,66 @@
+#!/usr/bin/env python3
+"""Assembles a reproduce run's pieces into one JSON file (standard library only).
+
+Usage: collect.py OUT.json CLAIM WORKDIR RUN...
+where each RUN is NAME=TRAIN_SECONDS, and WORKDIR holds NAME.train.txt (engram train's output),
+NAME.metrics.jsonl and NAME.eval*.json (engram eval --json). The output is written atomically.
+"""
+import glob
+import json
+import os
+import platform
+import subprocess
+import sys
+import time
+
+
+def machine():
+    model = ""
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    model = line.split(":", 1)[1].strip()
+                    break
+    except OSError:
+        pass
+    return {"cpu": model, "cores": os.cpu_count(), "system": platform.platform()}
+
+
+def main():
+    out, claim, work = sys.argv[1], sys.argv[2], sys.argv[3]
+    runs = []
+    for spec in sys.argv[4:]:
+        name, seconds = spec.split("=")
+        run = {"name": name, "train_seconds": round(float(seconds), 1)}
+        with open(os.path.join(work, name + ".cmd")) as f:
+            run["commands"] = [line.rstrip("\n") for line in f if line.strip()]
+        with open(os.path.join(work, name + ".metrics.jsonl")) as f:
+            lines = [json.loads(l) for l in f if l.strip()]
+        run["final_metrics"] = lines[-1] if lines else None
+        evals = []
+        for path in sorted(glob.glob(os.path.join(work, name + ".eval*.json"))):
+            with open(path) as f:
+                data = json.load(f)
+            for item in data if isinstance(data, list) else [data]:
+                item["failures"] = item.get("failures", [])[:3]
+                evals.append(item)
+        run["eval"] = evals
+        runs.append(run)
+    git = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
+    result = {
+        "claim": claim,
+        "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "commit": git.stdout.strip(),
+        "machine": machine(),
+        "runs": runs,
+    }
+    tmp = out + ".tmp"
+    with open(tmp, "w") as f:
+        json.dump(result, f, indent=2)
+        f.write("\n")
+    os.replace(tmp, out)
+
+
+if __name__ == "__main__":
+    main()

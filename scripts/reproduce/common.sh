@@ -1,0 +1,40 @@
+# Shared by the reproduce scripts: argument parsing and a timed, logged command runner.
+# Sourced, not run. Sets: root, engram, quick (0/1), out, work.
+set -euo pipefail
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+engram=${ENGRAM_BIN:-$root/build/cli/engram}
+quick=0
+out=""
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --quick) quick=1 ;;
+    --out) out=$2; shift ;;
+    *) echo "usage: $0 [--quick] [--out FILE.json]" >&2; exit 2 ;;
+  esac
+  shift
+done
+if [ ! -x "$engram" ]; then
+  echo "$0: $engram not built; run scripts/build.sh first" >&2
+  exit 1
+fi
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+
+# run_logged NAME CMD...: runs an engram command, appends it to NAME.cmd, echoes it.
+run_logged() {
+  local name=$1
+  shift
+  echo "+ engram $*" | tee -a "$work/$name.cmd" >&2
+  "$engram" "$@"
+}
+
+# train_timed NAME ARGS...: engram train npi ARGS, prints elapsed seconds.
+train_timed() {
+  local name=$1
+  shift
+  local start end
+  start=$(date +%s%N)
+  run_logged "$name" train npi "$@" --metrics "$work/$name.metrics.jsonl" > "$work/$name.train.txt"
+  end=$(date +%s%N)
+  awk -v ns=$((end - start)) 'BEGIN { printf "%.1f", ns / 1e9 }'
+}

@@ -1,0 +1,273 @@
+// The command line end to end, in-process: engram_main with captured output, as a user runs it.
+#include "cli/Cli.h"
+
+#include "datasets/TraceFile.h"
+#include "tests/support/TempDir.h"
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <filesystem>
+#include <sstream>
+#include <string>
+#include <vector>
+
+namespace engram::cli {
+namespace {
+
+using nlohmann::json;
+using testing::read_file;
+using testing::split_lines;
+using testing::TempDir;
+using testing::write_file;
+
+struct Outcome {
+  int code = -1;
+  std::string out, err;
+};
+
+Outcome engram(const std::vector<std::string>& args) {
+  std::ostringstream out, err;
+  Outcome o;
+  o.code = engram_main(args, out, err);
+  o.out = out.str();
+  o.err = err.str();
+  return o;
+}
+
+std::string describe(const std::vector<std::string>& args, const Outcome& o) {
+  std::string s = "engram";
+  for (const auto& a : args) s += " " + a;
+  return s + "\n  exit " + std::to_string(o.code) + "\n  stdout: " + o.out + "\n  stderr: " + o.err;
+}
+
+/// Runs `args` and expects exit code `code` with one error line on stderr and nothing on stdout.
+Outcome expect_error(const std::vector<std::string>& args, int code, const std::string& needle) {
+  const Outcome o = engram(args);
+  EXPECT_EQ(o.code, code) << describe(args, o);
+  EXPECT_EQ(o.err.rfind("engram: error: ", 0), 0u) << describe(args, o);
+  EXPECT_EQ(std::count(o.err.begin(), o.err.end(), '\n'), 1) << "one line: " << describe(args, o);
+  EXPECT_EQ(o.err.back(), '\n') << describe(args, o);
+  EXPECT_NE(o.err.find(needle), std::string::npos)
+      << "expected '" << needle << "' in " << describe(args, o);
+  EXPECT_EQ(o.out, "") << describe(args, o);
+  return o;
+}
+
+class CliTest : public ::testing::Test {
+ protected:
+  Outcome expect_ok(const std::vector<std::string>& args) {
+    const Outcome o = engram(args);
+    EXPECT_EQ(o.code, 0) << describe(args, o);
+    EXPECT_EQ(o.err, "") << describe(args, o);
+    return o;
+  }
+  /// Small addition data and a tiny model trained on it for three steps.
+  void make_model() {
+    expect_ok({"data", "gen", "--task", "addition", "--out", data_, "--max-len", "3",
+               "--per-length", "4", "--seed", "1"});
+    expect_ok({"train", "npi", "--task", "addition", "--data", data_, "--out", model_, "--steps",
+               "3", "--hidden", "16", "--batch", "4", "--threads", "1"});
+  }
+
+  TempDir dir_;
+  std::string data_ = dir_.file("addition.jsonl");
+  std::string model_ = dir_.file("addition.pt");
+};
+
+TEST_F(CliTest, DataGenTrainEvalRun) {
+  Outcome o = expect_ok({"data", "gen", "--task", "addition", "--out", data_, "--max-len", "3",
+                         "--per-length", "4", "--seed", "1"});
+  EXPECT_EQ(o.out, "wrote 12 addition traces (lengths 1..3) to " + data_ + "\n");
+  const auto set = datasets::read_trace_file(data_);
+  EXPECT_EQ(set.task, "addition");
+  EXPECT_EQ(set.traces.size(), 12u);
+
+  const std::string metrics = dir_.file("metrics.jsonl");
+  o = expect_ok({"train", "npi", "--task", "addition", "--data", data_, "--out", model_, "--steps",
+                 "3", "--hidden", "16", "--threads", "1", "--metrics", metrics});
+  EXPECT_EQ(o.out.rfind("trained addition NPI: 3 steps", 0), 0u) << o.out;
+  EXPECT_NE(o.out.find("wrote " + model_), std::string::npos) << o.out;
+  const auto lines = split_lines(read_file(metrics));
+  ASSERT_EQ(lines.size(), 1u) << "three steps, logged at the last";
+  EXPECT_EQ(json::parse(lines[0]).at("step"), 3);
+
+  // eval --json: one length gives an object...
+  o = expect_ok({"eval", "npi", "--model", model_, "--task", "addition", "--length", "3", "--count",
+                 "4", "--threads", "1", "--json"});
+  const json one = json::parse(o.out);
+  ASSERT_TRUE(one.is_object()) << o.out;
+  for (const char* key : {"task", "length", "count", "correct", "accuracy", "trace_exact"}) {
+    EXPECT_TRUE(one.contains(key)) << key << " missing in " << o.out;
+  }
+  EXPECT_EQ(one.at("task"), "addition");
+  EXPECT_EQ(one.at("length"), 3);
+  EXPECT_EQ(one.at("count"), 4);
+  EXPECT_DOUBLE_EQ(one.at("accuracy").get<double>(), one.at("correct").get<int>() / 4.0);
+  // ...two lengths a list.
+  o = expect_ok({"eval", "npi", "--model", model_, "--task", "addition", "--length", "2,3",
+                 "--count", "3", "--threads", "1", "--json"});
+  const json two = json::parse(o.out);
+  ASSERT_TRUE(two.is_array()) << o.out;
+  ASSERT_EQ(two.size(), 2u);
+  EXPECT_EQ(two[0].at("length"), 2);
+  EXPECT_EQ(two[1].at("length"), 3);
+  for (const auto& r : two) EXPECT_EQ(r.at("count"), 3);
+  // The table.
+  o = expect_ok({"eval", "npi", "--model", model_, "--task", "addition", "--length", "2", "--count",
+                 "2", "--threads", "1"});
+  EXPECT_EQ(o.out.rfind("task            length  count  accuracy  trace_exact  seconds\n", 0), 0u)
+      << o.out;
+  EXPECT_NE(o.out.find("addition             2      2"), std::string::npos) << o.out;
+
+  // run --json: the generated program as a tree, and the result.
+  o = expect_ok({"run", "--model", model_, "--task", "addition", "--input", "25+17", "--threads",
+                 "1", "--json"});
+  const json run = json::parse(o.out);
+  EXPECT_EQ(run.at("task"), "addition");
+  EXPECT_EQ(run.at("input"), "25+17");
+  EXPECT_EQ(run.at("expected"), "42");
+  EXPECT_TRUE(run.at("output").is_string());
+  EXPECT_EQ(run.at("correct").get<bool>(), run.at("output") == "42" && !run.contains("error"));
+  EXPECT_GE(run.at("steps").get<long>(), 1);
+  EXPECT_EQ(run.at("program").at("program"), "ADD");
+  EXPECT_TRUE(run.at("program").at("calls").is_array());
+
+  // run as text: the call tree from the root, then the result.
+  o = expect_ok(
+      {"run", "--model", model_, "--task", "addition", "--input", "25+17", "--threads", "1"});
+  const auto text = split_lines(o.out);
+  ASSERT_GE(text.size(), 2u) << o.out;
+  EXPECT_EQ(text[0], "ADD");
+  const bool correct = run.at("correct").get<bool>();
+  const std::string result_line = "result: " + run.at("output").get<std::string>();
+  EXPECT_NE(std::find_if(text.begin(), text.end(),
+                         [&](const std::string& line) { return line.rfind(result_line, 0) == 0; }),
+            text.end())
+      << o.out;
+  EXPECT_NE(o.out.find(correct ? "(correct)" : "(WRONG, expected 42)"), std::string::npos) << o.out;
+  if (run.contains("error")) {
+    EXPECT_NE(o.out.find("stopped: " + run.at("error").get<std::string>()), std::string::npos);
+  }
+
+  EXPECT_EQ(dir_.entries(),
+            (std::set<std::string>{"addition.jsonl", "addition.pt", "metrics.jsonl"}))
+      << "no temporary files left";
+}
+
+TEST_F(CliTest, DataGenDefaultsDependOnTheTask) {
+  const Outcome o = expect_ok({"data", "gen", "--task", "sort", "--out", data_, "--max-len", "3"});
+  EXPECT_EQ(o.out, "wrote 128 sort traces (lengths 2..3) to " + data_ + "\n");
+}
+
+TEST_F(CliTest, Help) {
+  // `engram help` describes the whole program, as `engram --help` does.
+  Outcome o = expect_ok({"help"});
+  EXPECT_NE(o.out.find("Usage: engram [OPTIONS] SUBCOMMAND"), std::string::npos) << o.out;
+  for (const char* command : {"data", "train", "eval", "run", "help"}) {
+    EXPECT_NE(o.out.find("\n  " + std::string(command) + " "), std::string::npos)
+        << command << " not listed in\n"
+        << o.out;
+  }
+  EXPECT_EQ(expect_ok({"--help"}).out, o.out);
+  // `engram help train npi` describes that command, as `engram train npi --help` does.
+  o = expect_ok({"help", "train", "npi"});
+  EXPECT_NE(o.out.find("Usage: engram train npi [OPTIONS]"), std::string::npos) << o.out;
+  for (const char* option : {"--task", "--data", "--out", "--steps", "--hidden", "--lr"}) {
+    EXPECT_NE(o.out.find(option), std::string::npos) << option << " not in\n" << o.out;
+  }
+  EXPECT_EQ(expect_ok({"train", "npi", "--help"}).out, o.out);
+  o = expect_ok({"run", "--help"});
+  EXPECT_NE(o.out.find("Usage: engram run [OPTIONS]"), std::string::npos) << o.out;
+  EXPECT_NE(o.out.find("--input"), std::string::npos) << o.out;
+  EXPECT_EQ(expect_ok({"help", "run"}).out, o.out);
+  o = expect_ok({"--help-all"});
+  EXPECT_NE(o.out.find("--max-depth"), std::string::npos) << o.out;
+  expect_error({"help", "nosuch"}, 2, "nosuch");
+}
+
+TEST_F(CliTest, UsageErrorsExitWithTwo) {
+  expect_error({}, 2, "engram help");
+  expect_error({"frobnicate"}, 2, "subcommand");
+  expect_error({"data", "gen", "--task", "addition", "--out", data_, "--bogus"}, 2, "--bogus");
+  expect_error({"train", "npi", "--task", "addition"}, 2, "--data");
+  expect_error(
+      {"train", "npi", "--task", "addition", "--data", data_, "--out", model_, "--steps", "many"},
+      2, "many");
+  // Unknown task, wherever it is named.
+  expect_error({"data", "gen", "--task", "multiply", "--out", data_}, 2, "unknown task 'multiply'");
+  expect_error({"run", "--model", model_, "--task", "multiply", "--input", "1+2"}, 2, "multiply");
+  expect_error({"eval", "npi", "--model", model_, "--task", "multiply", "--length", "3"}, 2,
+               "multiply");
+  // Malformed problems and values, reported before any file is opened.
+  expect_error({"run", "--model", model_, "--task", "addition", "--input", "12+"}, 2, "'12+'");
+  expect_error({"run", "--model", model_, "--task", "sort", "--input", "3,,1"}, 2, "'3,,1'");
+  expect_error({"eval", "npi", "--model", model_, "--task", "addition", "--length", "0"}, 2,
+               "--length");
+  expect_error({"data", "gen", "--task", "sort", "--out", data_, "--min-len", "1"}, 2, "--min-len");
+  expect_error(
+      {"train", "npi", "--task", "addition", "--data", data_, "--out", model_, "--steps", "0"}, 2,
+      "--steps");
+  EXPECT_TRUE(dir_.entries().empty()) << "usage errors write nothing";
+}
+
+TEST_F(CliTest, RuntimeErrorsExitWithOne) {
+  // Missing files.
+  expect_error({"run", "--model", model_, "--task", "addition", "--input", "1+2"}, 1, model_);
+  expect_error({"eval", "npi", "--model", model_, "--task", "addition", "--length", "3"}, 1,
+               model_);
+  expect_error({"train", "npi", "--task", "addition", "--data", data_, "--out", model_}, 1, data_);
+
+  make_model();
+  // A model of another task.
+  expect_error({"run", "--model", model_, "--task", "sort", "--input", "3,1,2"}, 1,
+               "task 'addition'");
+  expect_error({"eval", "npi", "--model", model_, "--task", "sort-recursive", "--length", "3"}, 1,
+               "task 'addition'");
+  // Data of another task.
+  expect_error({"train", "npi", "--task", "sort", "--data", data_, "--out", dir_.file("s.pt")}, 1,
+               "addition");
+
+  // Corrupt files.
+  const std::string bad_model = dir_.file("bad.pt");
+  write_file(bad_model, "not a model at all\n");
+  expect_error({"run", "--model", bad_model, "--task", "addition", "--input", "1+2"}, 1, bad_model);
+  std::string bytes = read_file(model_);
+  bytes[bytes.size() / 2] ^= 0x20;
+  write_file(bad_model, bytes);
+  expect_error({"run", "--model", bad_model, "--task", "addition", "--input", "1+2"}, 1, "corrupt");
+  const std::string bad_data = dir_.file("bad.jsonl");
+  write_file(bad_data, read_file(data_).substr(0, read_file(data_).size() / 2));
+  expect_error(
+      {"train", "npi", "--task", "addition", "--data", bad_data, "--out", dir_.file("x.pt")}, 1,
+      bad_data);
+}
+
+TEST_F(CliTest, AFailedTrainLeavesNoFiles) {
+  expect_ok(
+      {"data", "gen", "--task", "addition", "--out", data_, "--max-len", "2", "--per-length", "2"});
+  std::filesystem::create_directory(dir_.file("sub"));
+  const auto before = dir_.entries();
+  const std::vector<std::vector<std::string>> failing{
+      {"--data", dir_.file("absent.jsonl")},
+      {"--task", "sort"},
+      {"--steps", "0"},
+      {"--lr", "-1"},
+      {"--threads", "-2"},
+      {"--out", dir_.file("no-such-dir/model.pt")},
+      {"--out", dir_.file("sub")},  // a directory: the rename fails after the file was written
+  };
+  for (const auto& change : failing) {
+    std::vector<std::string> args{"train",    "npi",   "--task",    "addition", "--data",
+                                  data_,      "--out", model_,      "--steps",  "2",
+                                  "--hidden", "8",     "--threads", "1"};
+    args.insert(args.end(), change.begin(), change.end());  // a repeated option: the last wins
+    const Outcome o = engram(args);
+    EXPECT_NE(o.code, 0) << describe(args, o);
+    EXPECT_EQ(dir_.entries(), before) << describe(args, o);
+  }
+}
+
+}  // namespace
+}  // namespace engram::cli

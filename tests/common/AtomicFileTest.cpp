@@ -1,0 +1,84 @@
+#include "common/AtomicFile.h"
+
+#include "tests/support/TempDir.h"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <stdexcept>
+
+namespace engram {
+namespace {
+
+using testing::read_file;
+using testing::TempDir;
+using testing::write_file;
+
+TEST(AtomicFile, CommitWritesTheTargetAndLeavesNoTemporaryFile) {
+  TempDir dir;
+  const std::string target = dir.file("out.txt");
+  {
+    AtomicFile file(target);
+    file.stream() << "hello\n" << 42;
+    // Until commit() only the temporary file exists, beside the target.
+    EXPECT_TRUE(std::filesystem::exists(file.temporary_path()));
+    EXPECT_EQ(std::filesystem::path(file.temporary_path()).parent_path(),
+              std::filesystem::path(target).parent_path());
+    EXPECT_FALSE(std::filesystem::exists(target));
+    file.commit();
+  }
+  EXPECT_EQ(read_file(target), "hello\n42");
+  EXPECT_EQ(dir.entries(), std::set<std::string>{"out.txt"});
+}
+
+TEST(AtomicFile, WithoutCommitTheTargetIsNotCreated) {
+  TempDir dir;
+  {
+    AtomicFile file(dir.file("out.txt"));
+    file.stream() << "never seen";
+  }
+  EXPECT_TRUE(dir.entries().empty());
+}
+
+TEST(AtomicFile, WithoutCommitAnExistingTargetIsUntouched) {
+  TempDir dir;
+  const std::string target = dir.file("out.txt");
+  write_file(target, "original");
+  {
+    AtomicFile file(target);
+    file.stream() << "replacement";
+    // An exception between writing and commit() is the case this protects against.
+  }
+  EXPECT_EQ(read_file(target), "original");
+  EXPECT_EQ(dir.entries(), std::set<std::string>{"out.txt"});
+}
+
+TEST(AtomicFile, CommitReplacesAnExistingTarget) {
+  TempDir dir;
+  const std::string target = dir.file("out.txt");
+  write_file(target, "original content that is longer");
+  write_file_atomically(target, "new");
+  EXPECT_EQ(read_file(target), "new");
+  EXPECT_EQ(dir.entries(), std::set<std::string>{"out.txt"});
+}
+
+TEST(AtomicFile, BinaryContentSurvivesUnchanged) {
+  TempDir dir;
+  const std::string content("a\0b\r\n\xff", 6);
+  {
+    AtomicFile file(dir.file("bin"), /*binary=*/true);
+    file.stream() << content;
+    file.commit();
+  }
+  EXPECT_EQ(read_file(dir.file("bin")), content);
+}
+
+TEST(AtomicFile, MissingDirectoryIsARuntimeErrorNamingThePath) {
+  TempDir dir;
+  const std::string target = dir.file("no/such/dir/out.txt");
+  ENGRAM_EXPECT_THROW_WITH(AtomicFile file(target), std::runtime_error, target);
+  EXPECT_TRUE(dir.entries().empty());
+}
+
+}  // namespace
+}  // namespace engram

@@ -1,0 +1,88 @@
+#include "datasets/Task.h"
+
+#include "tests/support/TempDir.h"
+
+#include <gtest/gtest.h>
+
+#include <set>
+#include <string>
+
+namespace engram::datasets {
+namespace {
+
+TEST(TaskRegistry, EveryNameResolvesToTheTaskOfThatName) {
+  const auto names = task_names();
+  EXPECT_EQ(names, (std::vector<std::string>{"addition", "sort", "sort-recursive"}));
+  for (const auto& name : names) {
+    const Task& task = task_by_name(name);
+    EXPECT_EQ(task.name(), name);
+    EXPECT_FALSE(task.input_help().empty());
+    ASSERT_GE(task.root_program(), 0);
+    ASSERT_LT(task.root_program(), static_cast<int>(task.programs().size()));
+    EXPECT_FALSE(task.programs()[task.root_program()].is_act) << name;
+    std::set<std::string> program_names;
+    for (const auto& p : task.programs()) program_names.insert(p.name);
+    EXPECT_EQ(program_names.size(), task.programs().size()) << "program names are unique";
+  }
+}
+
+TEST(TaskRegistry, UnknownTaskIsAnInputErrorListingTheKnownTasks) {
+  EXPECT_THROW(task_by_name("multiply"), InputError);
+  EXPECT_THROW(task_by_name(""), InputError);
+  EXPECT_THROW(task_by_name("Addition"), InputError) << "names are case-sensitive";
+  ENGRAM_EXPECT_THROW_WITH(task_by_name("multiply"), UsageError, "'multiply'");
+  ENGRAM_EXPECT_THROW_WITH(task_by_name("multiply"), InputError, "addition, sort, sort-recursive");
+}
+
+TEST(TaskRegistry, ProgramIndexFindsProgramsByName) {
+  const Task& addition = task_by_name("addition");
+  EXPECT_EQ(addition.program_index("ADD"), 0);
+  EXPECT_EQ(addition.program_index("MOVE"), 5);
+  EXPECT_TRUE(addition.programs()[addition.program_index("WRITE")].is_act);
+  EXPECT_EQ(addition.program_index("BUBBLE"), -1);
+  const Task& sort = task_by_name("sort");
+  EXPECT_EQ(sort.program_index("SWAP"), 8);
+  EXPECT_EQ(sort.program_index("ADD"), -1);
+}
+
+TEST(CallSequence, EmptyTraceHasNoCalls) {
+  EXPECT_TRUE(call_sequence(Trace{}, task_by_name("addition").programs()).empty());
+}
+
+TEST(CallSequence, TruncatedTraceStopsWithoutReadingPastTheEnd) {
+  const Task& task = task_by_name("addition");
+  Trace trace = task.teach("5+7");
+  const auto full = call_sequence(trace, task.programs());
+  trace.invocations.resize(2);  // ADD and ADD1; the CARRY invocation is missing
+  const auto calls = call_sequence(trace, task.programs());
+  ASSERT_LT(calls.size(), full.size());
+  ASSERT_GE(calls.size(), 4u);
+  for (std::size_t k = 0; k < calls.size(); ++k) EXPECT_EQ(calls[k], full[k]) << k;
+}
+
+TEST(CallSequence, DeepRecursionDoesNotOverflowTheStack) {
+  const Task& task = task_by_name("addition");
+  const std::string digits(3000, '9');
+  const Trace trace = task.teach(digits + "+1");
+  EXPECT_EQ(trace.output, "1" + std::string(3000, '0'));
+  const auto calls = call_sequence(trace, task.programs());
+  int depth = 0;
+  for (const auto& call : calls) depth = std::max(depth, call.depth);
+  EXPECT_GT(depth, 3000);
+}
+
+TEST(TraceEquality, ReturnStepsIgnoreTheirUnusedCallee) {
+  Step a{{1, 2}, true, -1, {0, 0, 0}};
+  Step b{{1, 2}, true, 3, {1, 1, 1}};
+  EXPECT_TRUE(a == b);
+  b.observation = {1, 3};
+  EXPECT_FALSE(a == b);
+  Step c{{1, 2}, false, 3, {1, 0, 0}};
+  Step d = c;
+  EXPECT_TRUE(c == d);
+  d.callee_args[2] = 1;
+  EXPECT_FALSE(c == d);
+}
+
+}  // namespace
+}  // namespace engram::datasets

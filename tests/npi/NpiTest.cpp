@@ -1,0 +1,612 @@
+// Tests of the npi module: model, training data, interpreter and the public API. One file because
+// every test here needs torch headers, which are slow to compile.
+#include "common/Errors.h"
+#include "datasets/AdditionTask.h"
+#include "datasets/TraceFile.h"
+#include "npi/Interpreter.h"
+#include "npi/Npi.h"
+#include "npi/NpiData.h"
+#include "npi/NpiModel.h"
+#include "npi/NpiWorkload.h"
+#include "tests/support/TempDir.h"
+#include "trainer/Trainer.h"
+
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace engram::npi {
+namespace {
+
+using datasets::AdditionTask;
+using datasets::Args;
+using datasets::Task;
+using datasets::task_by_name;
+using datasets::Trace;
+using testing::TempDir;
+
+const Task& addition() { return task_by_name("addition"); }
+
+NpiConfig small_config(const Task& task, int hidden = 16) {
+  NpiConfig config;
+  config.task = task.name();
+  config.num_programs = static_cast<int>(task.programs().size());
+  config.observation_sizes = task.observation_sizes();
+  config.arg_size = task.arg_size();
+  config.hidden = hidden;
+  config.state_dim = hidden;
+  config.program_dim = 8;
+  config.key_dim = 8;
+  return config;
+}
+
+class NpiTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    torch::set_num_threads(1);
+    torch::manual_seed(0);
+  }
+  TempDir dir_;
+};
+
+// ---------------------------------------------------------------------------------------------
+// Model
+
+using NpiModelTest = NpiTest;
+
+TEST_F(NpiModelTest, ForwardPackedHasOneRowPerStep) {
+  const NpiConfig config = small_config(addition());
+  NpiModel model(config);
+  const auto batch_sizes = torch::tensor({3, 2, 2, 1}, torch::kLong);
+  const long n = 8;
+  const NpiHeads out = model->forward_packed(torch::rand({n, config.feature_dim()}),
+                                             torch::randint(6, {n}, torch::kLong), batch_sizes);
+  EXPECT_EQ(out.end_logit.sizes(), (std::vector<int64_t>{n}));
+  EXPECT_EQ(out.program_logits.sizes(), (std::vector<int64_t>{n, 6}));
+  EXPECT_EQ(out.arg_logits.sizes(), (std::vector<int64_t>{n, 3, 10}));
+  EXPECT_EQ(config.feature_dim(), 4 * 11 + 3 * 10);
+}
+
+TEST_F(NpiModelTest, StepAdvancesTheStateOfEveryFrame) {
+  const NpiConfig config = small_config(task_by_name("sort"), 12);
+  NpiModel model(config);
+  const long b = 4;
+  auto h = torch::zeros({config.layers, b, config.hidden});
+  auto c = torch::zeros({config.layers, b, config.hidden});
+  const NpiHeads out = model->step(torch::rand({b, config.feature_dim()}),
+                                   torch::randint(9, {b}, torch::kLong), h, c);
+  EXPECT_EQ(out.end_logit.sizes(), (std::vector<int64_t>{b}));
+  EXPECT_EQ(out.program_logits.sizes(), (std::vector<int64_t>{b, 9}));
+  EXPECT_EQ(out.arg_logits.sizes(), (std::vector<int64_t>{b, 3, 3}));
+  EXPECT_EQ(h.sizes(), (std::vector<int64_t>{config.layers, b, config.hidden}));
+  EXPECT_EQ(c.sizes(), (std::vector<int64_t>{config.layers, b, config.hidden}));
+  EXPECT_GT(h.abs().sum().item<double>(), 0) << "the state was replaced";
+}
+
+TEST_F(NpiModelTest, StepByStepGivesTheSameHeadsAsForwardPacked) {
+  // Three sequences of lengths 5, 3 and 2 in packed order (time-major, longest first).
+  const NpiConfig config = small_config(addition());
+  NpiModel model(config);
+  model->eval();
+  const std::vector<long> lengths{5, 3, 2};
+  const std::vector<long> batch_sizes{3, 3, 2, 1, 1};
+  const long n = 10;
+  const auto features = torch::rand({n, config.feature_dim()});
+  const auto programs = torch::randint(config.num_programs, {n}, torch::kLong);
+  const NpiHeads packed =
+      model->forward_packed(features, programs, torch::tensor(batch_sizes, torch::kLong));
+  torch::NoGradGuard no_grad;
+  for (long s = 0; s < 3; ++s) {
+    auto h = torch::zeros({config.layers, 1, config.hidden});
+    auto c = torch::zeros({config.layers, 1, config.hidden});
+    long offset = 0;
+    for (long t = 0; t < lengths[s]; ++t) {
+      const long row = offset + s;
+      offset += batch_sizes[t];
+      const NpiHeads one =
+          model->step(features.slice(0, row, row + 1), programs.slice(0, row, row + 1), h, c);
+      SCOPED_TRACE("sequence " + std::to_string(s) + ", time " + std::to_string(t));
+      EXPECT_TRUE(torch::allclose(one.end_logit, packed.end_logit.slice(0, row, row + 1), 0, 1e-5));
+      EXPECT_TRUE(torch::allclose(one.program_logits, packed.program_logits.slice(0, row, row + 1),
+                                  0, 1e-5));
+      EXPECT_TRUE(
+          torch::allclose(one.arg_logits, packed.arg_logits.slice(0, row, row + 1), 0, 1e-5));
+    }
+  }
+}
+
+TEST(NpiConfig, JsonRoundTrip) {
+  NpiConfig config = small_config(task_by_name("sort-recursive"), 24);
+  config.layers = 3;
+  const NpiConfig back = NpiConfig::from_json(config.to_json());
+  EXPECT_EQ(back.task, "sort-recursive");
+  EXPECT_EQ(back.num_programs, 9);
+  EXPECT_EQ(back.observation_sizes, (std::vector<int>{11, 11, 11}));
+  EXPECT_EQ(back.arg_size, 3);
+  EXPECT_EQ(back.hidden, 24);
+  EXPECT_EQ(back.layers, 3);
+  EXPECT_EQ(back.state_dim, 24);
+  EXPECT_EQ(back.program_dim, 8);
+  EXPECT_EQ(back.key_dim, 8);
+  EXPECT_THROW(NpiConfig::from_json("{}"), FormatError);
+  EXPECT_THROW(NpiConfig::from_json("not json"), FormatError);
+  EXPECT_THROW(NpiConfig::from_json(R"({"task":1})"), FormatError);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Training data
+
+TEST(FeatureIndices, OneColumnPerObservationSlotThenPerArgument) {
+  std::vector<long> out(7);
+  feature_indices({11, 11, 11, 11}, 10, {5, 7, 10, 2}, {3, 1, 0}, out.data());
+  EXPECT_EQ(out, (std::vector<long>{5, 11 + 7, 22 + 10, 33 + 2, 44 + 3, 54 + 1, 64 + 0}));
+}
+
+TEST_F(NpiTest, DatasetBatchPacksInvocationsLongestFirstAlignedWithTheTrace) {
+  const Task& task = addition();
+  const auto set = datasets::generate_traces(task, {1, 3, 1, 5});
+  const NpiDataset data(task, set.traces);
+  ASSERT_EQ(data.num_traces(), 3u);
+  std::size_t total = 0;
+  for (const auto& t : set.traces) {
+    for (const auto& inv : t.invocations) total += inv.steps.size();
+  }
+  EXPECT_EQ(data.num_steps(), total);
+
+  const std::vector<std::size_t> chosen{2, 0};
+  const NpiBatch batch = data.batch(chosen);
+  // The invocations of the chosen traces, ordered as the batch promises: by decreasing length,
+  // ties in trace order.
+  std::vector<const datasets::Invocation*> invs;
+  for (auto t : chosen) {
+    for (const auto& inv : set.traces[t].invocations) invs.push_back(&inv);
+  }
+  std::stable_sort(invs.begin(), invs.end(),
+                   [](auto* a, auto* b) { return a->steps.size() > b->steps.size(); });
+
+  const auto sizes = batch.batch_sizes;
+  ASSERT_EQ(sizes.dim(), 1);
+  ASSERT_EQ(sizes.size(0), static_cast<long>(invs.front()->steps.size()));
+  EXPECT_EQ(sizes[0].item<long>(), static_cast<long>(invs.size()));
+  for (long t = 1; t < sizes.size(0); ++t) {
+    EXPECT_LE(sizes[t].item<long>(), sizes[t - 1].item<long>()) << "time " << t;
+  }
+  const long n = sizes.sum().item<long>();
+  ASSERT_EQ(batch.features.sizes(), (std::vector<int64_t>{n, 74}));
+  ASSERT_EQ(batch.programs.size(0), n);
+  ASSERT_EQ(batch.end_target.size(0), n);
+  ASSERT_EQ(batch.callee_target.size(0), n);
+  ASSERT_EQ(batch.arg_targets.sizes(), (std::vector<int64_t>{n, 3}));
+  EXPECT_TRUE(torch::equal(batch.call_mask, 1.0 - batch.end_target));
+  EXPECT_TRUE(torch::equal(batch.features.sum(1), torch::full({n}, 7.0f))) << "7 one-hot slots";
+
+  long offset = 0;
+  for (long t = 0; t < sizes.size(0); ++t) {
+    for (long j = 0; j < sizes[t].item<long>(); ++j) {
+      const long row = offset + j;
+      const auto& inv = *invs[j];
+      ASSERT_LT(t, static_cast<long>(inv.steps.size()));
+      const auto& step = inv.steps[t];
+      SCOPED_TRACE("time " + std::to_string(t) + ", sequence " + std::to_string(j));
+      std::vector<long> hot(7);
+      feature_indices(task.observation_sizes(), task.arg_size(), step.observation, inv.args,
+                      hot.data());
+      for (long col : hot) EXPECT_EQ(batch.features[row][col].item<float>(), 1.0f);
+      EXPECT_EQ(batch.programs[row].item<long>(), inv.program);
+      EXPECT_EQ(batch.end_target[row].item<float>(), step.end ? 1.0f : 0.0f);
+      if (!step.end) {
+        EXPECT_EQ(batch.callee_target[row].item<long>(), step.callee);
+        for (int a = 0; a < 3; ++a) {
+          EXPECT_EQ(batch.arg_targets[row][a].item<long>(), step.callee_args[a]);
+        }
+      }
+    }
+    offset += sizes[t].item<long>();
+  }
+}
+
+TEST_F(NpiTest, WorkloadLossIsFiniteAndReachesEveryParameter) {
+  const Task& task = addition();
+  const auto set = datasets::generate_traces(task, {1, 2, 2, 1});
+  const NpiDataset data(task, set.traces);
+  NpiModel model(small_config(task));
+  NpiWorkload workload(model, data);
+  EXPECT_EQ(workload.num_examples(), 4u);
+  const auto out = workload.forward(std::vector<std::size_t>{0, 3});
+  ASSERT_EQ(out.loss.dim(), 0);
+  EXPECT_TRUE(std::isfinite(out.loss.item<double>()));
+  EXPECT_GT(out.loss.item<double>(), 0);
+  for (const char* key : {"step_error", "end_loss", "program_loss", "arg_loss"}) {
+    ASSERT_EQ(out.metrics.count(key), 1u) << key;
+  }
+  EXPECT_NEAR(
+      out.loss.item<double>(),
+      out.metrics.at("end_loss") + out.metrics.at("program_loss") + out.metrics.at("arg_loss"),
+      1e-4);
+  EXPECT_GE(out.metrics.at("step_error"), 0);
+  EXPECT_LE(out.metrics.at("step_error"), 1);
+  out.loss.backward();
+  for (const auto& p : model->named_parameters()) {
+    ASSERT_TRUE(p.value().grad().defined()) << p.key();
+    EXPECT_GT(p.value().grad().abs().sum().item<double>(), 0) << p.key();
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Overfitting one trace, then interpreting
+
+TEST_F(NpiTest, OverfitsOneAdditionTraceAndTheInterpreterReproducesIt) {
+  const Task& task = addition();
+  const std::string input = "58+67";  // two carries and a new leading digit
+  const Trace trace = task.teach(input);
+  ASSERT_EQ(trace.output, "125");
+  const NpiDataset data(task, {trace});
+  NpiModel model(small_config(task, 32));
+  NpiWorkload workload(model, data);
+  trainer::TrainerOptions options;
+  options.steps = 1000;  // an upper bound: over 40 seeds it took 70 to 220 steps
+  options.batch_size = 1;
+  options.learning_rate = 2e-2;
+  options.log_every = 10;
+  double step_error = 1;
+  options.on_log = [&](long, const std::map<std::string, double>& metrics) {
+    step_error = metrics.at("step_error");
+    return step_error == 0;  // every decision of the last 10 steps matched the trace
+  };
+  const auto summary = trainer::train(workload, options);
+  ASSERT_EQ(step_error, 0) << "not fitted after " << summary.steps << " steps";
+
+  const auto runs = interpret(model, task, {input});
+  ASSERT_EQ(runs.size(), 1u);
+  EXPECT_EQ(runs[0].error, "");
+  EXPECT_EQ(runs[0].output, "125");
+  EXPECT_EQ(runs[0].output, task.solve(input));
+  const auto reference = datasets::call_sequence(trace, task.programs());
+  EXPECT_TRUE(runs[0].calls == reference)
+      << "generated " << runs[0].calls.size() << " calls, the trace has " << reference.size();
+  long trace_steps = 0;
+  for (const auto& inv : trace.invocations) trace_steps += static_cast<long>(inv.steps.size());
+  EXPECT_EQ(runs[0].steps, trace_steps);
+
+  // Problems interpreted together behave exactly as when run one by one, whatever each does.
+  const std::vector<std::string> inputs{"58+67", "5+7", "123+989", "0+0", "4+5", "1000+1", "58+67"};
+  const auto together = interpret(model, task, inputs);
+  ASSERT_EQ(together.size(), inputs.size());
+  for (std::size_t i = 0; i < inputs.size(); ++i) {
+    const auto alone = interpret(model, task, {inputs[i]});
+    SCOPED_TRACE(inputs[i]);
+    EXPECT_EQ(together[i].input, inputs[i]);
+    EXPECT_EQ(together[i].output, alone[0].output);
+    EXPECT_EQ(together[i].error, alone[0].error);
+    EXPECT_EQ(together[i].steps, alone[0].steps);
+    EXPECT_TRUE(together[i].calls == alone[0].calls);
+  }
+}
+
+/// A model whose decisions are fixed: it returns at every step if `ends`, else it calls `callee`
+/// with `args`, whatever it observes.
+NpiModel rigged_model(const Task& task, bool ends, int callee, Args args) {
+  const NpiConfig config = small_config(task);
+  NpiModel model(config);
+  torch::NoGradGuard no_grad;
+  auto params = model->named_parameters();
+  for (const char* head : {"end_head", "key_head", "arg_head"}) {
+    params[std::string(head) + ".weight"].zero_();
+    params[std::string(head) + ".bias"].zero_();
+  }
+  params["end_head.bias"].fill_(ends ? 10.0 : -10.0);
+  params["program_keys"].zero_();
+  params["program_keys"][callee][0] = 1.0;
+  params["key_head.bias"][0] = 10.0;
+  for (int a = 0; a < 3; ++a) params["arg_head.bias"][a * config.arg_size + args[a]] = 10.0;
+  return model;
+}
+
+using InterpreterTest = NpiTest;
+
+TEST_F(InterpreterTest, ARootThatReturnsAtOnceEndsCleanly) {
+  NpiModel model = rigged_model(addition(), true, 0, {0, 0, 0});
+  const auto runs = interpret(model, addition(), {"25+17"});
+  EXPECT_EQ(runs[0].error, "");
+  EXPECT_EQ(runs[0].steps, 1);
+  ASSERT_EQ(runs[0].calls.size(), 1u);
+  EXPECT_EQ(runs[0].calls[0], (datasets::Call{AdditionTask::kAdd, {0, 0, 0}, 0}));
+  EXPECT_EQ(runs[0].output, "");
+}
+
+TEST_F(InterpreterTest, StepLimitStopsARunawayProgram) {
+  NpiModel model = rigged_model(addition(), false, AdditionTask::kAdd1, {0, 0, 0});
+  const auto runs = interpret(model, addition(), {"25+17"}, {5, 1000});
+  EXPECT_NE(runs[0].error.find("step limit of 5 exceeded"), std::string::npos) << runs[0].error;
+  EXPECT_EQ(runs[0].steps, 6);
+  ASSERT_EQ(runs[0].calls.size(), 6u) << "the root and five calls";
+  for (int k = 0; k < 6; ++k) EXPECT_EQ(runs[0].calls[k].depth, k);
+}
+
+TEST_F(InterpreterTest, DepthLimitStopsRunawayRecursion) {
+  NpiModel model = rigged_model(addition(), false, AdditionTask::kAdd1, {0, 0, 0});
+  const auto runs = interpret(model, addition(), {"25+17"}, {1000, 3});
+  EXPECT_NE(runs[0].error.find("call depth limit of 3 exceeded"), std::string::npos)
+      << runs[0].error;
+  EXPECT_EQ(runs[0].steps, 3);
+  int deepest = 0;
+  for (const auto& call : runs[0].calls) deepest = std::max(deepest, call.depth);
+  EXPECT_EQ(deepest, 3);
+}
+
+TEST_F(InterpreterTest, DefaultLimitsScaleWithEachProblemsLength) {
+  NpiModel model = rigged_model(addition(), false, AdditionTask::kAdd1, {0, 0, 0});
+  const std::vector<std::string> inputs{"5+7", "1234567890+1", "12+34"};
+  const auto runs = interpret(model, addition(), inputs);
+  for (std::size_t i = 0; i < inputs.size(); ++i) {
+    const int length = addition().make_environment(inputs[i])->length();
+    const int depth = addition().default_limits(length).max_depth;
+    EXPECT_NE(runs[i].error.find("depth limit of " + std::to_string(depth) + " "),
+              std::string::npos)
+        << runs[i].error;
+  }
+}
+
+TEST_F(InterpreterTest, AnImpossibleActStopsTheProblemWithTheReason) {
+  // MOVE(IN1, RIGHT) from the rightmost column.
+  NpiModel model = rigged_model(addition(), false, AdditionTask::kMove, {AdditionTask::kIn1, 1, 0});
+  const auto runs = interpret(model, addition(), {"25+17", "3+4"});
+  for (const auto& run : runs) {
+    EXPECT_NE(run.error.find("MOVE failed"), std::string::npos) << run.error;
+    EXPECT_NE(run.error.find("off the scratchpad"), std::string::npos) << run.error;
+    EXPECT_EQ(run.steps, 1);
+    EXPECT_EQ(run.calls.size(), 2u);
+  }
+}
+
+TEST_F(InterpreterTest, MalformedInputIsAnInputError) {
+  NpiModel model = rigged_model(addition(), true, 0, {0, 0, 0});
+  EXPECT_THROW(interpret(model, addition(), {"25+17", "12+"}), datasets::InputError);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Public API (npi/Npi.h)
+
+TEST(ParseLengths, AcceptsPositiveIntegersSeparatedByCommas) {
+  EXPECT_EQ(parse_lengths("100"), (std::vector<int>{100}));
+  EXPECT_EQ(parse_lengths("20,60,100"), (std::vector<int>{20, 60, 100}));
+  for (const std::string bad : {"", "0", "-3", "1,,2", "1,2,", ",1", "abc", "5x", "1.5"}) {
+    EXPECT_THROW(parse_lengths(bad), UsageError) << "'" << bad << "'";
+  }
+}
+
+class NpiApiTest : public NpiTest {
+ protected:
+  void SetUp() override {
+    NpiTest::SetUp();
+    datasets::write_trace_file(data_path_, datasets::generate_traces(addition(), {1, 3, 4, 1}));
+  }
+  TrainOptions train_options() const {
+    TrainOptions t;
+    t.task = "addition";
+    t.data_path = data_path_;
+    t.out_path = model_path_;
+    t.steps = 5;
+    t.batch = 4;
+    t.hidden = 16;
+    t.threads = 1;
+    t.seed = 3;
+    return t;
+  }
+  RunOptions run_options(const std::string& input) const {
+    RunOptions r;
+    r.model_path = model_path_;
+    r.task = "addition";
+    r.input = input;
+    r.threads = 1;
+    return r;
+  }
+
+  std::string data_path_ = dir_.file("addition.jsonl");
+  std::string model_path_ = dir_.file("model.pt");
+};
+
+TEST_F(NpiApiTest, SavedModelRunsExactlyAsTheModelInMemory) {
+  TrainOptions t = train_options();
+  t.steps = 30;  // enough to leave the random start: the runs below make several calls
+  t.learning_rate = 1e-2;
+  const TrainReport report = train_npi(t);
+  EXPECT_EQ(report.steps, 30);
+  EXPECT_TRUE(std::isfinite(report.final_loss));
+
+  // The same training in memory, as train_npi does it.
+  torch::manual_seed(t.seed);
+  NpiConfig config;
+  config.task = "addition";
+  config.num_programs = 6;
+  config.observation_sizes = addition().observation_sizes();
+  config.arg_size = addition().arg_size();
+  config.hidden = t.hidden;
+  NpiModel model(config);
+  const NpiDataset dataset(addition(), datasets::read_trace_file(t.data_path).traces);
+  NpiWorkload workload(model, dataset);
+  trainer::TrainerOptions options;
+  options.steps = t.steps;
+  options.batch_size = t.batch;
+  options.learning_rate = t.learning_rate;
+  options.seed = t.seed;
+  trainer::train(workload, options);
+
+  std::size_t most_calls = 0;
+  for (const std::string input : {"25+17", "999+1", "0+0", "12345+678"}) {
+    SCOPED_TRACE(input);
+    const RunReport loaded = run_npi(run_options(input));
+    const auto in_memory = interpret(model, addition(), {input})[0];
+    most_calls = std::max(most_calls, in_memory.calls.size());
+    EXPECT_EQ(loaded.task, "addition");
+    EXPECT_EQ(loaded.input, input);
+    EXPECT_EQ(loaded.expected, addition().solve(input));
+    EXPECT_EQ(loaded.output, in_memory.output);
+    EXPECT_EQ(loaded.error, in_memory.error);
+    EXPECT_EQ(loaded.steps, in_memory.steps);
+    EXPECT_TRUE(loaded.calls == in_memory.calls);
+    EXPECT_EQ(loaded.correct, loaded.error.empty() && loaded.output == loaded.expected);
+  }
+  EXPECT_GT(most_calls, 5u) << "the comparison is only telling if the model does something";
+}
+
+TEST_F(NpiApiTest, EvaluationReportsAreConsistent) {
+  train_npi(train_options());
+  EvalOptions e;
+  e.model_path = model_path_;
+  e.task = "addition";
+  e.lengths = {1, 4};
+  e.count = 6;
+  e.threads = 1;
+  e.max_failures = 2;
+  const auto reports = evaluate_npi(e);
+  ASSERT_EQ(reports.size(), 2u);
+  for (std::size_t i = 0; i < 2; ++i) {
+    const auto& r = reports[i];
+    EXPECT_EQ(r.task, "addition");
+    EXPECT_EQ(r.length, e.lengths[i]);
+    EXPECT_EQ(r.count, 6);
+    EXPECT_GE(r.correct, 0);
+    EXPECT_LE(r.correct, 6);
+    EXPECT_DOUBLE_EQ(r.accuracy, r.correct / 6.0);
+    EXPECT_GE(r.trace_exact, 0);
+    EXPECT_LE(r.trace_exact, 1);
+    EXPECT_LE(r.failures.size(), 2u);
+    for (const auto& f : r.failures) {
+      EXPECT_EQ(f.expected, addition().solve(f.input));
+      EXPECT_TRUE(f.output != f.expected || !f.error.empty() || f.first_divergence >= 0);
+    }
+  }
+  // Deterministic in the seed.
+  const auto again = evaluate_npi(e);
+  for (std::size_t i = 0; i < 2; ++i) EXPECT_EQ(again[i].correct, reports[i].correct);
+}
+
+TEST_F(NpiApiTest, InvalidRequestsAreUsageErrorsAndBadFilesRuntimeErrors) {
+  // Input is validated before the model file is looked at.
+  ENGRAM_EXPECT_THROW_WITH(run_npi(run_options("12+")), UsageError, "12+");
+  ENGRAM_EXPECT_THROW_WITH(run_npi(run_options("25+17")), std::runtime_error, model_path_);
+  train_npi(train_options());
+  RunOptions sort = run_options("3,1,2");
+  sort.task = "sort";
+  ENGRAM_EXPECT_THROW_WITH(run_npi(sort), FormatError, "task 'addition'");
+  sort.task = "multiply";
+  EXPECT_THROW(run_npi(sort), UsageError);
+
+  EvalOptions e;
+  e.model_path = model_path_;
+  e.task = "sort";
+  e.lengths = {1};
+  e.threads = 1;
+  ENGRAM_EXPECT_THROW_WITH(evaluate_npi(e), UsageError, "at least 2");
+  e.task = "addition";
+  e.lengths = {};
+  EXPECT_THROW(evaluate_npi(e), UsageError);
+  e.lengths = {2};
+  e.count = 0;
+  EXPECT_THROW(evaluate_npi(e), UsageError);
+}
+
+TEST_F(NpiApiTest, FailedTrainingWritesNoModel) {
+  std::filesystem::remove(model_path_);
+  auto expect_no_model = [&](TrainOptions t, const char* what) {
+    try {
+      train_npi(t);
+      ADD_FAILURE() << what << ": no error";
+    } catch (const std::exception&) {
+    }
+    EXPECT_EQ(dir_.entries(), std::set<std::string>{"addition.jsonl"}) << what;
+  };
+  TrainOptions t = train_options();
+  t.steps = 0;
+  expect_no_model(t, "zero steps");
+  t = train_options();
+  t.learning_rate = 0;
+  expect_no_model(t, "zero learning rate");
+  t = train_options();
+  t.data_path = dir_.file("absent.jsonl");
+  expect_no_model(t, "missing data");
+  t = train_options();
+  t.task = "sort";
+  expect_no_model(t, "data of another task");
+  t = train_options();
+  t.out_path = dir_.file("no-such-dir/model.pt");
+  expect_no_model(t, "unwritable output");
+  t = train_options();
+  t.threads = -1;
+  expect_no_model(t, "negative threads");
+}
+
+TEST(RunReportOutput, CallTreeTextAndJson) {
+  const Task& task = addition();
+  RunReport report;
+  report.task = "addition";
+  report.input = "5+7";
+  report.output = "12";
+  report.expected = "12";
+  report.correct = true;
+  report.steps = 30;
+  report.calls = datasets::call_sequence(task.teach("5+7"), task.programs());
+  const std::string text = call_tree_text(report);
+  EXPECT_EQ(text.substr(0, 80),
+            std::string("ADD\n  ADD1\n    WRITE(OUT, 2)\n    CARRY\n      MOVE(CARRY, LEFT)\n"
+                        "      WRITE(CARRY, 1)\n")
+                .substr(0, 80));
+  EXPECT_EQ(std::count(text.begin(), text.end(), '\n'), static_cast<long>(report.calls.size()));
+
+  const auto j = nlohmann::json::parse(run_report_json(report));
+  EXPECT_EQ(j.at("task"), "addition");
+  EXPECT_EQ(j.at("input"), "5+7");
+  EXPECT_EQ(j.at("output"), "12");
+  EXPECT_EQ(j.at("correct"), true);
+  EXPECT_EQ(j.at("steps"), 30);
+  EXPECT_FALSE(j.contains("error"));
+  const auto& root = j.at("program");
+  EXPECT_EQ(root.at("program"), "ADD");
+  ASSERT_EQ(root.at("calls").size(), 3u) << "ADD1, LSHIFT, ADD";
+  EXPECT_EQ(root["calls"][0]["program"], "ADD1");
+  EXPECT_EQ(root["calls"][0]["calls"][0]["text"], "WRITE(OUT, 2)");
+  EXPECT_EQ(root["calls"][0]["calls"][0]["args"], nlohmann::json::array({3, 2, 0}));
+  EXPECT_EQ(root["calls"][2]["calls"][2]["program"], "ADD");
+  // Every call is one node of the tree.
+  std::function<std::size_t(const nlohmann::json&)> count = [&](const nlohmann::json& node) {
+    std::size_t n = 1;
+    for (const auto& child : node.at("calls")) n += count(child);
+    return n;
+  };
+  EXPECT_EQ(count(root), report.calls.size());
+
+  report.error = "step limit of 5 exceeded";
+  EXPECT_EQ(nlohmann::json::parse(run_report_json(report)).at("error"), report.error);
+}
+
+TEST(EvalReportOutput, OneLengthIsAnObjectSeveralAList) {
+  LengthReport a;
+  a.task = "addition";
+  a.length = 5;
+  a.count = 4;
+  a.correct = 3;
+  a.accuracy = 0.75;
+  a.failures.push_back({"1+2", "3", "4", "", 3, "WRITE(OUT, 3)", "WRITE(OUT, 4)"});
+  const auto one = nlohmann::json::parse(eval_reports_json({a}));
+  ASSERT_TRUE(one.is_object());
+  for (const char* key : {"task", "length", "count", "correct", "accuracy", "trace_exact"}) {
+    EXPECT_TRUE(one.contains(key)) << key;
+  }
+  EXPECT_EQ(one.at("failures").at(0).at("generated_call"), "WRITE(OUT, 4)");
+  LengthReport b = a;
+  b.length = 9;
+  const auto two = nlohmann::json::parse(eval_reports_json({a, b}));
+  ASSERT_TRUE(two.is_array());
+  ASSERT_EQ(two.size(), 2u);
+  EXPECT_EQ(two[1].at("length"), 9);
+}
+
+}  // namespace
+}  // namespace engram::npi

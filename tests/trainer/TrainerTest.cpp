@@ -1,0 +1,429 @@
+// Tests of the trainer module: checkpoints and the training loop. One file because every test
+// here needs torch headers, which are slow to compile.
+#include "common/Errors.h"
+#include "tests/support/TempDir.h"
+#include "trainer/Checkpoint.h"
+#include "trainer/Trainer.h"
+
+#include <gtest/gtest.h>
+#include <torch/serialize.h>
+#include <torch/torch.h>
+#include <nlohmann/json.hpp>
+
+#include <cmath>
+#include <limits>
+#include <map>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+namespace engram::trainer {
+namespace {
+
+using testing::read_file;
+using testing::split_lines;
+using testing::TempDir;
+using testing::write_file;
+
+class TorchTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    torch::set_num_threads(1);
+    torch::manual_seed(0);
+  }
+  TempDir dir_;
+};
+
+// ---------------------------------------------------------------------------------------------
+// Checkpoints
+
+Checkpoint sample_checkpoint() {
+  Checkpoint ck;
+  ck.kind = "npi";
+  ck.config_json = R"({"hidden":16,"task":"addition"})";
+  ck.tensors.emplace_back("encoder.0.weight", torch::randn({4, 3}));
+  ck.tensors.emplace_back("counts", torch::arange(5, torch::kLong));
+  ck.tensors.emplace_back("scale", torch::tensor(2.5, torch::kDouble));
+  ck.tensors.emplace_back("transposed", torch::randn({3, 5}).t());  // not contiguous
+  ck.tensors.emplace_back("empty", torch::zeros({0, 3}));
+  ck.tensors.emplace_back("param", torch::randn({2}).requires_grad_());
+  return ck;
+}
+
+void expect_same_checkpoint(const Checkpoint& a, const Checkpoint& b) {
+  EXPECT_EQ(a.kind, b.kind);
+  EXPECT_EQ(a.config_json, b.config_json);
+  ASSERT_EQ(a.tensors.size(), b.tensors.size());
+  for (std::size_t i = 0; i < a.tensors.size(); ++i) {
+    const auto& [name_a, ta] = a.tensors[i];
+    const auto& [name_b, tb] = b.tensors[i];
+    EXPECT_EQ(name_a, name_b) << "tensor order is kept";
+    EXPECT_EQ(ta.scalar_type(), tb.scalar_type()) << name_a;
+    EXPECT_EQ(ta.sizes(), tb.sizes()) << name_a;
+    EXPECT_TRUE(torch::equal(ta.detach(), tb.detach())) << name_a;
+  }
+}
+
+/// Writes `archive` in the checkpoint layout of Checkpoint.h: a line with the format version, the
+/// size and the FNV-1a checksum of the archive, then the archive.
+void save_archive(const std::string& path, torch::serialize::OutputArchive& archive,
+                  int version = kCheckpointFormatVersion) {
+  std::ostringstream bytes;
+  archive.save_to(bytes);
+  const std::string data = bytes.str();
+  std::uint64_t h = 1469598103934665603ULL;
+  for (unsigned char c : data) {
+    h ^= c;
+    h *= 1099511628211ULL;
+  }
+  write_file(path, "engram-checkpoint " + std::to_string(version) + " " +
+                       std::to_string(data.size()) + " " + std::to_string(h) + "\n" + data);
+}
+
+/// Saves a checkpoint whose engram header has arbitrary content.
+void save_raw(const std::string& path, const nlohmann::json& header, const std::string& names) {
+  torch::serialize::OutputArchive archive;
+  archive.write("engram_header", c10::IValue(header.dump()));
+  archive.write("engram_names", c10::IValue(names));
+  save_archive(path, archive);
+}
+
+using CheckpointTest = TorchTest;
+
+TEST_F(CheckpointTest, RoundTripGivesBackEqualTensors) {
+  const Checkpoint ck = sample_checkpoint();
+  const std::string path = dir_.file("model.pt");
+  save_checkpoint(path, ck);
+  expect_same_checkpoint(load_checkpoint(path, "npi"), ck);
+  EXPECT_EQ(dir_.entries(), std::set<std::string>{"model.pt"}) << "no temporary files";
+}
+
+TEST_F(CheckpointTest, SavingOverAnExistingCheckpointReplacesIt) {
+  const std::string path = dir_.file("model.pt");
+  save_checkpoint(path, sample_checkpoint());
+  Checkpoint other{"npi", "{}", {{"w", torch::ones({2, 2})}}};
+  save_checkpoint(path, other);
+  expect_same_checkpoint(load_checkpoint(path, "npi"), other);
+}
+
+TEST_F(CheckpointTest, MissingFileIsARuntimeErrorNamingIt) {
+  const std::string path = dir_.file("absent.pt");
+  ENGRAM_EXPECT_THROW_WITH(load_checkpoint(path, "npi"), std::runtime_error, path);
+  try {
+    load_checkpoint(path, "npi");
+  } catch (const FormatError&) {
+    ADD_FAILURE() << "a missing file is not a format error";
+  } catch (const std::runtime_error&) {
+  }
+}
+
+TEST_F(CheckpointTest, WrongKindIsAFormatErrorNamingBothKinds) {
+  const std::string path = dir_.file("model.pt");
+  save_checkpoint(path, sample_checkpoint());
+  ENGRAM_EXPECT_THROW_WITH(load_checkpoint(path, "tbcnn"), FormatError, "'npi'");
+  ENGRAM_EXPECT_THROW_WITH(load_checkpoint(path, "tbcnn"), FormatError, "'tbcnn'");
+}
+
+TEST_F(CheckpointTest, FlippedBytesInTheMiddleAreAFormatError) {
+  Checkpoint ck{"npi", "{}", {{"big", torch::randn({64, 64})}}};  // the middle is tensor data
+  const std::string path = dir_.file("model.pt");
+  save_checkpoint(path, ck);
+  std::string bytes = read_file(path);
+  for (std::size_t i = bytes.size() / 2; i < bytes.size() / 2 + 4; ++i) bytes[i] ^= 0x5a;
+  write_file(path, bytes);
+  ENGRAM_EXPECT_THROW_WITH(load_checkpoint(path, "npi"), FormatError, path);
+}
+
+TEST_F(CheckpointTest, AnySingleFlippedByteIsDetectedOrHarmless) {
+  // Flip every byte in turn: loading must either fail with a FormatError or give back exactly
+  // what was saved (a byte of zip padding changes nothing). Never a crash, never wrong weights.
+  const Checkpoint ck = sample_checkpoint();
+  const std::string path = dir_.file("model.pt");
+  save_checkpoint(path, ck);
+  const std::string original = read_file(path);
+  int detected = 0, harmless = 0;
+  for (std::size_t i = 0; i < original.size(); ++i) {
+    std::string bytes = original;
+    bytes[i] ^= (i % 2 == 0) ? 0x01 : 0x80;
+    write_file(path, bytes);
+    try {
+      const Checkpoint back = load_checkpoint(path, "npi");
+      SCOPED_TRACE("byte " + std::to_string(i) + " flipped and not detected");
+      expect_same_checkpoint(back, ck);
+      ++harmless;
+      if (HasFailure()) return;
+    } catch (const FormatError&) {
+      ++detected;
+    } catch (const std::exception& e) {
+      FAIL() << "byte " << i << ": not a FormatError: " << e.what();
+    }
+  }
+  EXPECT_GT(detected, static_cast<int>(original.size()) / 2);
+  RecordProperty("harmless_flips", harmless);
+}
+
+TEST_F(CheckpointTest, TruncatedOrForeignFilesAreFormatErrors) {
+  const std::string path = dir_.file("model.pt");
+  save_checkpoint(path, sample_checkpoint());
+  const std::string bytes = read_file(path);
+  write_file(path, bytes.substr(0, bytes.size() / 2));
+  ENGRAM_EXPECT_THROW_WITH(load_checkpoint(path, "npi"), FormatError, path);
+  write_file(path, "");
+  EXPECT_THROW(load_checkpoint(path, "npi"), FormatError);
+  write_file(path, "this is not a model\n");
+  EXPECT_THROW(load_checkpoint(path, "npi"), FormatError);
+  // A torch archive, but not one of ours: as it is, and behind a valid first line.
+  torch::serialize::OutputArchive archive;
+  archive.write("weight", torch::ones({2}));
+  archive.save_to(path);
+  ENGRAM_EXPECT_THROW_WITH(load_checkpoint(path, "npi"), FormatError, "not an engram checkpoint");
+  save_archive(path, archive);
+  EXPECT_THROW(load_checkpoint(path, "npi"), FormatError);
+}
+
+TEST_F(CheckpointTest, TheFirstLineIsCheckedBeforeTorchReadsTheArchive) {
+  const std::string path = dir_.file("model.pt");
+  save_checkpoint(path, sample_checkpoint());
+  const std::string bytes = read_file(path);
+  const auto newline = bytes.find('\n');
+  ASSERT_NE(newline, std::string::npos);
+  const auto fields = bytes.substr(0, newline);
+  EXPECT_EQ(fields.rfind("engram-checkpoint " + std::to_string(kCheckpointFormatVersion) + " ", 0),
+            0u)
+      << fields;
+  const std::string archive = bytes.substr(newline + 1);
+  write_file(path,
+             "engram-checkpoint 1 " + fields.substr(fields.find(' ', 18) + 1) + "\n" + archive);
+  ENGRAM_EXPECT_THROW_WITH(load_checkpoint(path, "npi"), FormatError, "version 1");
+  write_file(path, fields + "\n" + archive + "x");
+  ENGRAM_EXPECT_THROW_WITH(load_checkpoint(path, "npi"), FormatError, "size or checksum");
+  write_file(path, fields + "\n" + archive.substr(0, archive.size() - 1));
+  ENGRAM_EXPECT_THROW_WITH(load_checkpoint(path, "npi"), FormatError, "size or checksum");
+}
+
+TEST_F(CheckpointTest, HeaderProblemsAreFormatErrors) {
+  const std::string path = dir_.file("model.pt");
+  const nlohmann::json good{{"format", "engram-checkpoint"},
+                            {"version", kCheckpointFormatVersion},
+                            {"kind", "npi"},
+                            {"config", "{}"},
+                            {"checksum", "0"}};
+  auto with = [&](const char* key, const nlohmann::json& value) {
+    nlohmann::json h = good;
+    h[key] = value;
+    return h;
+  };
+  save_raw(path, with("version", 99), "[]");
+  ENGRAM_EXPECT_THROW_WITH(load_checkpoint(path, "npi"), FormatError, "version 99");
+  save_raw(path, with("format", "other"), "[]");
+  ENGRAM_EXPECT_THROW_WITH(load_checkpoint(path, "npi"), FormatError, "not an engram checkpoint");
+  save_raw(path, good, "[]");
+  ENGRAM_EXPECT_THROW_WITH(load_checkpoint(path, "npi"), FormatError, "checksum");
+  save_raw(path, good, "[\"missing\"]");
+  EXPECT_THROW(load_checkpoint(path, "npi"), FormatError);
+  save_raw(path, good, "not json");
+  EXPECT_THROW(load_checkpoint(path, "npi"), FormatError);
+  // Fields of the wrong type.
+  save_raw(path, with("version", "1"), "[]");
+  EXPECT_THROW(load_checkpoint(path, "npi"), FormatError);
+  save_raw(path, with("kind", 3), "[]");
+  EXPECT_THROW(load_checkpoint(path, "npi"), FormatError);
+  save_raw(path, nlohmann::json::array({1, 2}), "[]");
+  EXPECT_THROW(load_checkpoint(path, "npi"), FormatError);
+}
+
+TEST_F(CheckpointTest, AFailedSaveLeavesNothingBehind) {
+  const std::string path = dir_.file("no-such-dir/model.pt");
+  ENGRAM_EXPECT_THROW_WITH(save_checkpoint(path, sample_checkpoint()), std::runtime_error, path);
+  EXPECT_TRUE(dir_.entries().empty());
+}
+
+// ---------------------------------------------------------------------------------------------
+// The training loop, on a toy workload: linear regression y = x . w* + b*.
+
+class LinearRegression : public Workload {
+ public:
+  explicit LinearRegression(long n) {
+    x_ = torch::randn({n, 3});
+    y_ = x_.matmul(torch::tensor({1.5f, -2.0f, 0.5f})) + 0.25f;
+    w_ = torch::zeros({3}, torch::requires_grad());
+    b_ = torch::zeros({1}, torch::requires_grad());
+  }
+  std::vector<at::Tensor> parameters() override { return {w_, b_}; }
+  std::size_t num_examples() const override { return static_cast<std::size_t>(x_.size(0)); }
+  StepOutput forward(const std::vector<std::size_t>& batch) override {
+    batches.push_back(batch);
+    std::vector<long> idx(batch.begin(), batch.end());
+    const auto rows = torch::tensor(idx, torch::kLong);
+    const auto error = x_.index_select(0, rows).matmul(w_) + b_ - y_.index_select(0, rows);
+    StepOutput out;
+    out.loss = error.pow(2).mean() * loss_scale;
+    out.metrics["abs_error"] = error.abs().mean().item<double>();
+    return out;
+  }
+  double full_loss() {
+    torch::NoGradGuard no_grad;
+    return (x_.matmul(w_) + b_ - y_).pow(2).mean().item<double>();
+  }
+
+  std::vector<std::vector<std::size_t>> batches;
+  double loss_scale = 1.0;
+  torch::Tensor w_, b_;
+
+ private:
+  torch::Tensor x_, y_;
+};
+
+using TrainerTest = TorchTest;
+
+TEST_F(TrainerTest, ReducesTheLossOfAToyRegression) {
+  LinearRegression workload(64);
+  const double before = workload.full_loss();
+  TrainerOptions options;
+  options.steps = 300;
+  options.batch_size = 8;
+  options.learning_rate = 0.05;
+  const TrainSummary summary = train(workload, options);
+  EXPECT_EQ(summary.steps, 300);
+  EXPECT_GT(summary.seconds, 0);
+  EXPECT_GT(summary.examples_per_second, 0);
+  EXPECT_TRUE(std::isfinite(summary.final_loss));
+  const double after = workload.full_loss();
+  EXPECT_GT(before, 1.0);
+  EXPECT_LT(after, 1e-3 * before) << "before " << before << ", after " << after;
+  EXPECT_TRUE(torch::allclose(workload.w_.detach(), torch::tensor({1.5f, -2.0f, 0.5f}), 0, 0.05))
+      << workload.w_;
+}
+
+TEST_F(TrainerTest, WritesJsonLinesMetrics) {
+  LinearRegression workload(64);
+  TrainerOptions options;
+  options.steps = 25;
+  options.log_every = 10;
+  options.learning_rate = 0.05;
+  options.metrics_path = dir_.file("metrics.jsonl");
+  train(workload, options);
+  const auto lines = split_lines(read_file(options.metrics_path));
+  ASSERT_EQ(lines.size(), 3u) << "steps 10, 20 and the last one";
+  std::vector<long> steps;
+  double previous_seconds = 0;
+  std::vector<double> losses;
+  for (const auto& line : lines) {
+    const auto j = nlohmann::json::parse(line);
+    for (const char* key : {"step", "seconds", "loss", "abs_error"}) {
+      EXPECT_TRUE(j.contains(key)) << key << " missing in " << line;
+    }
+    steps.push_back(j.at("step").get<long>());
+    EXPECT_GE(j.at("seconds").get<double>(), previous_seconds);
+    previous_seconds = j.at("seconds").get<double>();
+    losses.push_back(j.at("loss").get<double>());
+  }
+  EXPECT_EQ(steps, (std::vector<long>{10, 20, 25}));
+  EXPECT_LT(losses.back(), losses.front());
+}
+
+TEST_F(TrainerTest, BatchesCoverEveryExampleOncePerEpoch) {
+  LinearRegression workload(10);
+  TrainerOptions options;
+  options.steps = 6;
+  options.batch_size = 5;
+  train(workload, options);
+  ASSERT_EQ(workload.batches.size(), 6u);
+  for (std::size_t epoch = 0; epoch < 3; ++epoch) {
+    std::multiset<std::size_t> seen;
+    for (std::size_t b = 2 * epoch; b < 2 * epoch + 2; ++b) {
+      EXPECT_EQ(workload.batches[b].size(), 5u);
+      seen.insert(workload.batches[b].begin(), workload.batches[b].end());
+    }
+    std::multiset<std::size_t> all;
+    for (std::size_t i = 0; i < 10; ++i) all.insert(i);
+    EXPECT_EQ(seen, all) << "epoch " << epoch;
+  }
+  EXPECT_NE(workload.batches[0], workload.batches[2]) << "reshuffled every epoch";
+}
+
+TEST_F(TrainerTest, BatchLargerThanTheDataIsClamped) {
+  LinearRegression workload(4);
+  TrainerOptions options;
+  options.steps = 2;
+  options.batch_size = 100;
+  train(workload, options);
+  ASSERT_EQ(workload.batches.size(), 2u);
+  EXPECT_EQ(workload.batches[0].size(), 4u);
+}
+
+TEST_F(TrainerTest, SameSeedSameResult) {
+  auto run = [](std::uint64_t seed) {
+    torch::manual_seed(0);
+    LinearRegression workload(32);
+    TrainerOptions options;
+    options.steps = 20;
+    options.batch_size = 4;
+    options.seed = seed;
+    train(workload, options);
+    return std::make_pair(workload.batches, workload.w_.detach().clone());
+  };
+  const auto a = run(1), b = run(1), c = run(2);
+  EXPECT_EQ(a.first, b.first);
+  EXPECT_TRUE(torch::equal(a.second, b.second));
+  EXPECT_NE(a.first, c.first);
+}
+
+TEST_F(TrainerTest, OnLogCanStopTrainingEarly) {
+  LinearRegression workload(16);
+  TrainerOptions options;
+  options.steps = 100;
+  options.log_every = 10;
+  options.metrics_path = dir_.file("metrics.jsonl");
+  std::vector<long> calls;
+  options.on_log = [&](long step, const std::map<std::string, double>& metrics) {
+    calls.push_back(step);
+    EXPECT_EQ(metrics.count("loss"), 1u);
+    EXPECT_EQ(metrics.count("abs_error"), 1u);
+    return step >= 20;
+  };
+  const TrainSummary summary = train(workload, options);
+  EXPECT_EQ(summary.steps, 20);
+  EXPECT_EQ(calls, (std::vector<long>{10, 20}));
+  EXPECT_EQ(workload.batches.size(), 20u);
+  EXPECT_EQ(split_lines(read_file(options.metrics_path)).size(), 2u);
+}
+
+TEST_F(TrainerTest, DivergenceIsARuntimeError) {
+  LinearRegression workload(16);
+  workload.loss_scale = std::numeric_limits<double>::quiet_NaN();
+  TrainerOptions options;
+  options.steps = 10;
+  ENGRAM_EXPECT_THROW_WITH(train(workload, options), std::runtime_error, "diverged");
+}
+
+TEST_F(TrainerTest, InvalidOptionsAreRejected) {
+  LinearRegression workload(16);
+  TrainerOptions options;
+  options.steps = -1;
+  EXPECT_THROW(train(workload, options), std::invalid_argument);
+  options.steps = 10;
+  options.log_every = 0;
+  EXPECT_THROW(train(workload, options), std::invalid_argument);
+  options.log_every = 10;
+  options.metrics_path = dir_.file("no-such-dir/metrics.jsonl");
+  ENGRAM_EXPECT_THROW_WITH(train(workload, options), std::runtime_error, options.metrics_path);
+  LinearRegression empty(0);
+  options.metrics_path.clear();
+  EXPECT_THROW(train(empty, options), std::runtime_error);
+  EXPECT_TRUE(workload.batches.empty()) << "nothing ran";
+}
+
+TEST_F(TrainerTest, ZeroStepsChangesNothing) {
+  LinearRegression workload(16);
+  TrainerOptions options;
+  options.steps = 0;
+  const TrainSummary summary = train(workload, options);
+  EXPECT_EQ(summary.steps, 0);
+  EXPECT_TRUE(workload.batches.empty());
+  EXPECT_TRUE(torch::equal(workload.w_.detach(), torch::zeros({3})));
+}
+
+}  // namespace
+}  // namespace engram::trainer

@@ -1,0 +1,13 @@
+#pragma once
+/// \file
+/// One knob for compute threads. LibTorch 1.13's set_num_threads does not reach OpenBLAS, which
+/// otherwise runs every matrix product on as many threads as there are cores whatever torch was
+/// told, so both are set here.
+
+namespace engram::trainer {
+
+/// Sets torch's intra-op threads and, when an OpenBLAS is loaded, its threads; 0 means every core.
+/// Returns whether OpenBLAS was found and told.
+bool set_compute_threads(int threads);
+
+}  // namespace engram::trainer

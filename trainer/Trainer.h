@@ -1,0 +1,44 @@
+#pragma once
+/// \file
+/// The training loop shared by every model: batch sampling, Adam, gradient clipping, JSON-lines
+/// metrics and a progress bar.
+///
+/// \code
+///   engram::trainer::TrainerOptions opt;
+///   opt.steps = 2000;  opt.batch_size = 32;  opt.metrics_path = "metrics.jsonl";
+///   engram::trainer::TrainSummary s = engram::trainer::train(workload, opt);
+/// \endcode
+
+#include "trainer/Workload.h"
+
+#include <cstdint>
+#include <functional>
+#include <string>
+
+namespace engram::trainer {
+
+struct TrainerOptions {
+  long steps = 1000;           ///< optimizer steps
+  int batch_size = 32;         ///< examples per step, sampled without replacement per epoch
+  double learning_rate = 1e-3; ///< Adam
+  double grad_clip = 1.0;      ///< max global gradient norm; <= 0 disables clipping
+  std::uint64_t seed = 1;      ///< batch order
+  std::string metrics_path;    ///< JSON lines, one object per logged step; empty: none
+  int log_every = 10;          ///< steps between metrics lines
+  bool progress = false;       ///< draw a progress bar on stderr
+  /// Called every `log_every` steps with the step number and the averaged metrics; returning true
+  /// stops training early (e.g. once the training set is solved).
+  std::function<bool(long step, const std::map<std::string, double>& metrics)> on_log;
+};
+
+struct TrainSummary {
+  long steps = 0;
+  double final_loss = 0;
+  double seconds = 0;
+  double examples_per_second = 0;
+};
+
+/// Runs the loop; throws std::runtime_error if the loss becomes non-finite.
+TrainSummary train(Workload& workload, const TrainerOptions& options);
+
+}  // namespace engram::trainer
