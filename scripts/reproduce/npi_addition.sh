@@ -21,7 +21,7 @@ for seed in $seeds; do
     --seed "$seed" "${train_extra[@]}")
   for e in "${evals[@]}"; do
     run_logged "$name" eval npi --model "$work/$name.pt" --task addition --length "${e%%:*}" \
-      --count "${e##*:}" --seed "$seed" --json > "$work/$name.eval-${e%%:*}.json"
+      --count "${e##*:}" --seed "$seed" --threads 1 --json > "$work/$name.eval-${e%%:*}.json"
   done
   runs+=("$name=$secs")
 done
