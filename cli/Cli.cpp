@@ -10,6 +10,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <iomanip>
 #include <sstream>
 
@@ -147,6 +148,16 @@ int engram_main(const std::vector<std::string>& args, std::ostream& out, std::os
   std::vector<std::string> help_topic;
   help->add_option("command", help_topic, "Command to describe");
 
+  // CLI11 reports an unknown first word only as "a subcommand is required"; name it instead.
+  if (!args.empty() && !args[0].empty() && args[0][0] != '-') {
+    const auto known = app.get_subcommands([](const CLI::App*) { return true; });
+    const bool found = std::any_of(known.begin(), known.end(),
+                                   [&](const CLI::App* sub) { return sub->get_name() == args[0]; });
+    if (!found) {
+      err << "engram: error: unknown command '" << args[0] << "' (see `engram help`)\n";
+      return 2;
+    }
+  }
   std::vector<std::string> reversed(args.rbegin(), args.rend());
   try {
     app.parse(reversed);

@@ -1,5 +1,6 @@
 #include "npi/Npi.h"
 
+#include "common/AtomicFile.h"
 #include "common/Errors.h"
 #include "datasets/TraceFile.h"
 #include "npi/Interpreter.h"
@@ -98,6 +99,10 @@ TrainReport train_npi(const TrainOptions& options) {
     throw UsageError("--lr must be a positive number");
   }
   if (options.out_path.empty()) throw UsageError("--out is required");
+  {
+    // Fail before training, not after it, when the model cannot be written.
+    AtomicFile probe(options.out_path, /*binary=*/true);
+  }
   set_threads(options.threads);
   const auto data = datasets::read_trace_file(options.data_path);
   if (data.task != task.name()) {

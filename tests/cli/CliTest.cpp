@@ -189,7 +189,7 @@ TEST_F(CliTest, Help) {
 
 TEST_F(CliTest, UsageErrorsExitWithTwo) {
   expect_error({}, 2, "engram help");
-  expect_error({"frobnicate"}, 2, "subcommand");
+  expect_error({"frobnicate"}, 2, "unknown command 'frobnicate'");
   expect_error({"data", "gen", "--task", "addition", "--out", data_, "--bogus"}, 2, "--bogus");
   expect_error({"train", "npi", "--task", "addition"}, 2, "--data");
   expect_error(

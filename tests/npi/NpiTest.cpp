@@ -543,6 +543,14 @@ TEST_F(NpiApiTest, FailedTrainingWritesNoModel) {
   expect_no_model(t, "negative threads");
 }
 
+TEST_F(NpiApiTest, UnwritableOutputFailsBeforeTraining) {
+  // With this many steps, training first would run into the test's timeout.
+  TrainOptions t = train_options();
+  t.steps = 100000000;
+  t.out_path = dir_.file("no-such-dir/model.pt");
+  EXPECT_THROW(train_npi(t), std::runtime_error);
+}
+
 TEST(RunReportOutput, CallTreeTextAndJson) {
   const Task& task = addition();
   RunReport report;
