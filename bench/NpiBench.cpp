@@ -6,6 +6,7 @@
 #include "npi/NpiData.h"
 #include "npi/NpiModel.h"
 #include "npi/NpiWorkload.h"
+#include "trainer/FusedAdam.h"
 #include "trainer/Threads.h"
 
 #include <fcntl.h>
@@ -158,7 +159,7 @@ struct Measurement {
   Phases phases;
 };
 
-/// The training step of trainer::train (Adam, clipping at 1.0), timed over the batches after the
+/// The training step of trainer::train (its FusedAdam, clipping at 1.0), timed over the batches after the
 /// warm-up ones. The model starts from the weights `torch::manual_seed(seed)` gives.
 Measurement measure_cpp(const npi::NpiConfig& config, const npi::NpiDataset& data,
                         const std::vector<std::vector<std::size_t>>& batches, std::uint64_t seed) {
@@ -166,7 +167,7 @@ Measurement measure_cpp(const npi::NpiConfig& config, const npi::NpiDataset& dat
   npi::NpiModel model(config);
   npi::NpiWorkload workload(model, data);
   auto params = workload.parameters();
-  torch::optim::Adam optimizer(params, torch::optim::AdamOptions(kLearningRate));
+  trainer::FusedAdam optimizer(params, kLearningRate);
 
   Measurement m;
   double rows = 0;

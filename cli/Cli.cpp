@@ -98,13 +98,16 @@ int engram_main(const std::vector<std::string>& args, std::ostream& out, std::os
   eval_npi->add_option("--length", lengths, "Problem length(s), e.g. 100 or 20,60,100")->required();
   eval_npi->add_option("--count", eo.count, "Problems per length")->capture_default_str();
   eval_npi->add_option("--seed", eo.seed, "Random seed")->capture_default_str();
-  eval_npi->add_option("--threads", eo.threads, "Intra-op threads, 0 for all cores");
+  eval_npi->add_option("--threads", eo.threads, "Intra-op threads, 0 for all cores")
+      ->capture_default_str();
   eval_npi->add_option("--max-steps", eo.max_steps, "Step limit (default: scales with length)");
-  eval_npi->add_option("--max-depth", eo.max_depth, "Call-depth limit (default: scales with length)");
+  eval_npi->add_option("--max-depth", eo.max_depth,
+                       "Call-depth limit (default: scales with length)");
   eval_npi->add_flag("--json", eval_json, "Print JSON: one object per length, a list for several");
 
   // engram run
-  auto* run = app.add_subcommand("run", "Query a model: print the generated program and its result");
+  auto* run =
+      app.add_subcommand("run", "Query a model: print the generated program and its result");
   npi::RunOptions ro;
   bool run_json = false;
   run->add_option("--model", ro.model_path, "Model file")->required();
@@ -112,18 +115,21 @@ int engram_main(const std::vector<std::string>& args, std::ostream& out, std::os
   run->add_option("--input", ro.input,
                   "Problem: \"A+B\" for addition, comma-separated digits for sort")
       ->required();
-  run->add_option("--threads", ro.threads, "Intra-op threads, 0 for all cores");
+  run->add_option("--threads", ro.threads, "Intra-op threads, 0 for all cores")
+      ->capture_default_str();
   run->add_option("--max-steps", ro.max_steps, "Step limit (default: scales with length)");
   run->add_option("--max-depth", ro.max_depth, "Call-depth limit (default: scales with length)");
   run->add_flag("--json", run_json, "Print the call tree and result as JSON");
 
   // engram demo
-  auto* demo = app.add_subcommand("demo", "Generate data, train a small addition model, evaluate "
-                                          "it far beyond its training lengths and query it");
+  auto* demo = app.add_subcommand("demo",
+                                  "Generate data, train a small addition model, evaluate "
+                                  "it far beyond its training lengths and query it");
   DemoOptions demo_options;
   demo->add_option("--dir", demo_options.dir, "Working directory for the demo's files")
       ->capture_default_str();
-  demo->add_option("--threads", demo_options.threads, "Intra-op threads, 0 for all cores");
+  demo->add_option("--threads", demo_options.threads, "Intra-op threads, 0 for all cores")
+      ->capture_default_str();
 
   // engram bench npi
   auto* bench = app.add_subcommand("bench", "Benchmarks that write JSON");
@@ -227,7 +233,9 @@ int engram_main(const std::vector<std::string>& args, std::ostream& out, std::os
         out << npi::run_report_json(report) << "\n";
       } else {
         out << npi::call_tree_text(report);
-        out << "result: " << report.output << (report.correct ? "  (correct)" : "  (WRONG, expected " + report.expected + ")") << "\n";
+        out << "result: " << report.output
+            << (report.correct ? "  (correct)" : "  (WRONG, expected " + report.expected + ")")
+            << "\n";
         if (!report.error.empty()) out << "stopped: " << report.error << "\n";
       }
       return 0;

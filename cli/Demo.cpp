@@ -20,22 +20,24 @@ int run_demo(const DemoOptions& options, std::ostream& out) {
   datasets::GenerateOptions gen;  // the paper's set: 32 traces for each length 1..20
   const auto set = datasets::generate_traces(task, gen);
   datasets::write_trace_file(data_path, set);
-  out << set.traces.size() << " reference traces of lengths 1..20\n\n";
+  out << set.traces.size() << " reference traces of lengths 1..20\n\n" << std::flush;
 
   npi::TrainOptions train;
   train.task = "addition";
   train.data_path = data_path;
   train.out_path = model_path;
   train.hidden = 64;
-  train.steps = 600;
+  train.steps = 1500;
   train.threads = options.threads;
   train.metrics_path = options.dir + "/metrics.jsonl";
   train.progress = ::isatty(STDERR_FILENO) != 0;
   out << "== 2/4  engram train npi --task addition --hidden " << train.hidden << " --steps "
-      << train.steps << "\n";
+      << train.steps << "\n"
+      << std::flush;
   const auto trained = npi::train_npi(train);
-  out << std::fixed << std::setprecision(1) << "trained in " << trained.seconds
-      << " s, final loss " << std::setprecision(5) << trained.final_loss << "\n\n";
+  out << std::fixed << std::setprecision(1) << "trained in " << trained.seconds << " s, final loss "
+      << std::setprecision(5) << trained.final_loss << "\n\n"
+      << std::flush;
 
   npi::EvalOptions eval;
   eval.model_path = model_path;
@@ -43,11 +45,13 @@ int run_demo(const DemoOptions& options, std::ostream& out) {
   eval.lengths = {20, 100, 1000};
   eval.count = 20;
   eval.threads = options.threads;
-  out << "== 3/4  engram eval npi --length 20,100,1000 --count 20 (trained on lengths up to 20)\n";
+  out << "== 3/4  engram eval npi --length 20,100,1000 --count 20 (trained on lengths up to 20)\n"
+      << std::flush;
   const auto reports = npi::evaluate_npi(eval);
   for (const auto& r : reports) {
     out << "  length " << std::setw(5) << r.length << ": accuracy " << std::setprecision(3)
-        << r.accuracy << ", trace_exact " << r.trace_exact << "\n";
+        << r.accuracy << ", trace_exact " << r.trace_exact << "\n"
+        << std::flush;
   }
   out << "\n";
 
@@ -60,8 +64,9 @@ int run_demo(const DemoOptions& options, std::ostream& out) {
   const auto report = npi::run_npi(run);
   out << npi::call_tree_text(report) << "result: " << report.output
       << (report.correct ? "  (correct)\n" : "  (wrong, expected " + report.expected + ")\n");
-  out << "\nfiles in " << options.dir << "/: addition.jsonl (traces), addition.pt (model), "
-                                         "metrics.jsonl (training curve)\n";
+  out << "\nfiles in " << options.dir
+      << "/: addition.jsonl (traces), addition.pt (model), "
+         "metrics.jsonl (training curve)\n";
   return 0;
 }
 

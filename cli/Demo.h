@@ -9,7 +9,7 @@ namespace engram::cli {
 
 struct DemoOptions {
   std::string dir = "engram-demo";  ///< where the data, model and reports go
-  int threads = 0;
+  int threads = 1;  ///< 0: all cores; one is fastest for these small matrices (see npi/Npi.h)
 };
 
 /// Returns the exit code.

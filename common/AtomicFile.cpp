@@ -1,16 +1,15 @@
 #include "common/AtomicFile.h"
 
+#include <unistd.h>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <stdexcept>
-#include <unistd.h>
 
 namespace engram {
 
 AtomicFile::AtomicFile(std::string path, bool binary)
-    : path_(std::move(path)),
-      temp_path_(path_ + ".tmp." + std::to_string(::getpid())) {
+    : path_(std::move(path)), temp_path_(path_ + ".tmp." + std::to_string(::getpid())) {
   stream_.open(temp_path_, binary ? std::ios::out | std::ios::binary | std::ios::trunc
                                   : std::ios::out | std::ios::trunc);
   if (!stream_) {

@@ -102,7 +102,7 @@ class Scratchpad final : public Environment {
 }  // namespace
 
 AdditionTask::AdditionTask()
-    : programs_{{"ADD", false},   {"ADD1", false}, {"CARRY", false},
+    : programs_{{"ADD", false},    {"ADD1", false}, {"CARRY", false},
                 {"LSHIFT", false}, {"WRITE", true}, {"MOVE", true}} {}
 
 std::unique_ptr<Environment> AdditionTask::make_environment(const std::string& input) const {
@@ -175,7 +175,8 @@ Trace AdditionTask::teach(const std::string& input) const {
         for (int row : {kIn1, kIn2, kCarryRow, kOut}) rec.call(kMove, {row, 0, 0});
         break;
       default:
-        throw std::logic_error("addition teacher has no body for program " + std::to_string(program));
+        throw std::logic_error("addition teacher has no body for program " +
+                               std::to_string(program));
     }
     rec.ret();
   });

@@ -4,8 +4,9 @@
 /// tail-recursive as in Cai, Shin & Song (2017) so that every invocation has bounded length.
 ///
 /// Rows: 0 first input, 1 second input, 2 carry, 3 output. Each row has a pointer; all start on the
-/// rightmost (least significant) column. Column 0 is always blank, so the recursion ends there at the
-/// latest. Observation: the value under each of the four pointers (digit 0..9, or 10 for blank).
+/// rightmost (least significant) column. Column 0 is always blank, so the recursion ends there at
+/// the latest. Observation: the value under each of the four pointers (digit 0..9, or 10 for
+/// blank).
 ///
 /// Programs and their reference implementations:
 ///   ADD     if the column is empty: return; else ADD1, LSHIFT, ADD, return

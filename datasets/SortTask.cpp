@@ -76,7 +76,7 @@ class PointerArray final : public Environment {
  private:
   int value(int position) const {
     return position < 0 || position >= static_cast<int>(values_.size()) ? SortTask::kBlank
-                                                                         : values_[position];
+                                                                        : values_[position];
   }
   std::vector<int> values_;
   std::array<int, 3> pointers_{0, 0, 0};
@@ -85,10 +85,11 @@ class PointerArray final : public Environment {
 }  // namespace
 
 SortTask::SortTask(bool recursive)
-    : recursive_(recursive),
-      programs_{{"BUBBLESORT", false}, {"BUBBLE", false}, {"RESET", false},
-                {"BSTEP", false},      {"COMPSWAP", false}, {"LSHIFT", false},
-                {"RSHIFT", false},     {"PTR", true},      {"SWAP", true}} {}
+    : recursive_(recursive), programs_{{"BUBBLESORT", false}, {"BUBBLE", false},
+                                       {"RESET", false},      {"BSTEP", false},
+                                       {"COMPSWAP", false},   {"LSHIFT", false},
+                                       {"RSHIFT", false},     {"PTR", true},
+                                       {"SWAP", true}} {}
 
 std::unique_ptr<Environment> SortTask::make_environment(const std::string& input) const {
   return std::make_unique<PointerArray>(parse(input));
@@ -193,7 +194,8 @@ Trace SortTask::teach(const std::string& input) const {
 }
 
 std::string SortTask::format_args(int program, const Args& args) const {
-  if (program == kPtr) return std::to_string(args[0] + 1) + ", " + (args[1] == 0 ? "LEFT" : "RIGHT");
+  if (program == kPtr)
+    return std::to_string(args[0] + 1) + ", " + (args[1] == 0 ? "LEFT" : "RIGHT");
   if (program == kSwap) return std::to_string(args[0] + 1) + ", " + std::to_string(args[1] + 1);
   return "";
 }

@@ -1,9 +1,9 @@
 #pragma once
 /// \file
 /// Bubble sort on an array with three pointers (Reed & de Freitas 2016, section 4.2). Pointer 1 and
-/// pointer 2 walk the array comparing neighbours; pointer 3 counts passes (the sort ends when it runs
-/// off the array). Observation: the value under each pointer (digit 0..9, or 10 off the array).
-/// Pointers range over [-1, n]; all start at 0.
+/// pointer 2 walk the array comparing neighbours; pointer 3 counts passes (the sort ends when it
+/// runs off the array). Observation: the value under each pointer (digit 0..9, or 10 off the
+/// array). Pointers range over [-1, n]; all start at 0.
 ///
 /// Iterative (`sort`, as in the paper):
 ///   BUBBLESORT  while pointer 3 is on the array: BUBBLE, RESET; return
@@ -26,7 +26,17 @@ namespace engram::datasets {
 
 class SortTask final : public Task {
  public:
-  enum Program { kBubblesort = 0, kBubble, kReset, kBstep, kCompswap, kLshift, kRshift, kPtr, kSwap };
+  enum Program {
+    kBubblesort = 0,
+    kBubble,
+    kReset,
+    kBstep,
+    kCompswap,
+    kLshift,
+    kRshift,
+    kPtr,
+    kSwap
+  };
   static constexpr int kBlank = 10;
 
   explicit SortTask(bool recursive);
@@ -36,9 +46,7 @@ class SortTask final : public Task {
   std::vector<int> observation_sizes() const override { return {11, 11, 11}; }
   int arg_size() const override { return 3; }
   int min_length() const override { return 2; }
-  std::string input_help() const override {
-    return "comma-separated digits 0..9, e.g. \"3,1,2\"";
-  }
+  std::string input_help() const override { return "comma-separated digits 0..9, e.g. \"3,1,2\""; }
   std::unique_ptr<Environment> make_environment(const std::string& input) const override;
   std::string random_input(int length, std::mt19937_64& rng) const override;
   std::string solve(const std::string& input) const override;

@@ -38,8 +38,8 @@ class InputError : public UsageError {
   using UsageError::UsageError;
 };
 
-/// An ACT that cannot be applied (pointer moved off the tape, write out of range). A runtime error of
-/// the program being executed, not of the user.
+/// An ACT that cannot be applied (pointer moved off the tape, write out of range). A runtime error
+/// of the program being executed, not of the user.
 class ActError : public std::runtime_error {
  public:
   using std::runtime_error::runtime_error;

@@ -53,7 +53,8 @@ class Validator {
     for (const char* key : {"input", "output", "invocations"}) {
       if (!j.contains(key)) fail(std::string("trace has no '") + key + "'");
     }
-    if (!j["input"].is_string() || !j["output"].is_string()) fail("input and output must be strings");
+    if (!j["input"].is_string() || !j["output"].is_string())
+      fail("input and output must be strings");
     Trace t;
     t.input = j["input"].get<std::string>();
     t.output = j["output"].get<std::string>();
@@ -69,10 +70,12 @@ class Validator {
       Invocation inv;
       inv.program = integer(ji[0], 0, programs, "program");
       if (task_.programs()[inv.program].is_act) fail("an ACT cannot be invoked as a subprogram");
-      for (int a = 0; a < kNumArgs; ++a) inv.args[a] = integer(ji[1 + a], 0, task_.arg_size(), "argument");
+      for (int a = 0; a < kNumArgs; ++a)
+        inv.args[a] = integer(ji[1 + a], 0, task_.arg_size(), "argument");
       if (ji[4].empty()) fail("an invocation has no steps");
       for (const auto& js : ji[4]) {
-        if (!js.is_array() || js.size() != sizes.size() + 5) fail("a step has the wrong number of fields");
+        if (!js.is_array() || js.size() != sizes.size() + 5)
+          fail("a step has the wrong number of fields");
         Step step;
         for (size_t k = 0; k < sizes.size(); ++k) {
           step.observation.push_back(integer(js[k], 0, sizes[k], "observation value"));
@@ -81,7 +84,8 @@ class Validator {
         if (!step.end) {
           step.callee = integer(js[sizes.size() + 1], 0, programs, "callee");
           for (int a = 0; a < kNumArgs; ++a) {
-            step.callee_args[a] = integer(js[sizes.size() + 2 + a], 0, task_.arg_size(), "argument");
+            step.callee_args[a] =
+                integer(js[sizes.size() + 2 + a], 0, task_.arg_size(), "argument");
           }
           if (!task_.programs()[step.callee].is_act) ++subprogram_calls;
         }
@@ -139,7 +143,8 @@ void write_trace_file(const std::string& path, const TraceSet& set) {
 
 TraceSet read_trace_file(const std::string& path) {
   std::ifstream in(path);
-  if (!in) throw std::runtime_error("cannot read data file '" + path + "': " + std::strerror(errno));
+  if (!in)
+    throw std::runtime_error("cannot read data file '" + path + "': " + std::strerror(errno));
   std::string line;
   auto parse_line = [&](int number) {
     try {
@@ -148,7 +153,8 @@ TraceSet read_trace_file(const std::string& path) {
       throw FormatError(path + ":" + std::to_string(number) + ": not valid JSON");
     }
   };
-  if (!std::getline(in, line)) throw FormatError(path + ": empty file, expected an engram trace file");
+  if (!std::getline(in, line))
+    throw FormatError(path + ": empty file, expected an engram trace file");
   const json header = parse_line(1);
   if (!header.is_object() || header.value("format", "") != kFormat) {
     throw FormatError(path + ": not an engram trace file (make one with `engram data gen`)");

@@ -37,7 +37,8 @@ struct TraceSet {
   std::vector<Trace> traces;
 };
 
-/// `per_length` reference traces for every length in [min_length, max_length], deterministic in seed.
+/// `per_length` reference traces for every length in [min_length, max_length], deterministic in
+/// seed.
 TraceSet generate_traces(const Task& task, const GenerateOptions& options);
 
 /// Writes atomically (temporary file, then rename).

@@ -58,7 +58,8 @@ std::vector<Execution> interpret(NpiModel& model, const datasets::Task& task,
     std::vector<float> state(2 * layers * hidden);
     for (long l = 0; l < layers; ++l) {
       std::memcpy(state.data() + l * hidden, row_of(h_all, l, b), hidden * sizeof(float));
-      std::memcpy(state.data() + (layers + l) * hidden, row_of(c_all, l, b), hidden * sizeof(float));
+      std::memcpy(state.data() + (layers + l) * hidden, row_of(c_all, l, b),
+                  hidden * sizeof(float));
     }
     return state;
   };
@@ -90,8 +91,9 @@ std::vector<Execution> interpret(NpiModel& model, const datasets::Task& task,
                       indices.data() + r * slots);
       running[r] = frame.program;
     }
-    const auto features = torch::zeros({n, config.feature_dim()})
-                              .scatter_(1, torch::from_blob(indices.data(), {n, slots}, torch::kLong), 1.0);
+    const auto features =
+        torch::zeros({n, config.feature_dim()})
+            .scatter_(1, torch::from_blob(indices.data(), {n, slots}, torch::kLong), 1.0);
     const auto program_ids = torch::from_blob(running.data(), {n}, torch::kLong);
     const bool all = n == batch;
     const auto rows = torch::from_blob(active.data(), {n}, torch::kLong);
@@ -155,9 +157,9 @@ std::vector<Execution> interpret(NpiModel& model, const datasets::Task& task,
       load_row(b, nullptr);
       p.stack.push_back({callee, call_args});
     }
-    active.erase(std::remove_if(active.begin(), active.end(),
-                                [&](long b) { return problems[b].done; }),
-                 active.end());
+    active.erase(
+        std::remove_if(active.begin(), active.end(), [&](long b) { return problems[b].done; }),
+        active.end());
   }
   for (std::size_t i = 0; i < inputs.size(); ++i) results[i].output = problems[i].env->result();
   return results;

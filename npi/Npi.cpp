@@ -29,7 +29,8 @@ void save_model(const std::string& path, NpiModel& model) {
   trainer::Checkpoint ck;
   ck.kind = "npi";
   ck.config_json = model->config().to_json();
-  for (const auto& item : model->named_parameters()) ck.tensors.emplace_back(item.key(), item.value());
+  for (const auto& item : model->named_parameters())
+    ck.tensors.emplace_back(item.key(), item.value());
   trainer::save_checkpoint(path, ck);
 }
 
@@ -71,8 +72,8 @@ std::vector<int> parse_lengths(const std::string& text) {
   std::size_t start = 0;
   while (start <= text.size()) {
     const auto comma = text.find(',', start);
-    const std::string item = text.substr(start, comma == std::string::npos ? std::string::npos
-                                                                           : comma - start);
+    const std::string item =
+        text.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
     std::size_t used = 0;
     int value = 0;
     try {
@@ -81,7 +82,8 @@ std::vector<int> parse_lengths(const std::string& text) {
       used = 0;
     }
     if (item.empty() || used != item.size() || value < 1) {
-      throw UsageError("--length expects positive integers separated by commas, got '" + text + "'");
+      throw UsageError("--length expects positive integers separated by commas, got '" + text +
+                       "'");
     }
     lengths.push_back(value);
     if (comma == std::string::npos) break;
@@ -166,7 +168,8 @@ std::vector<LengthReport> evaluate_npi(const EvalOptions& options) {
       for (std::size_t k = 0; k < common && diverged < 0; ++k) {
         if (!(reference[k] == run.calls[k])) diverged = static_cast<long>(k);
       }
-      if (diverged < 0 && reference.size() != run.calls.size()) diverged = static_cast<long>(common);
+      if (diverged < 0 && reference.size() != run.calls.size())
+        diverged = static_cast<long>(common);
       report.correct += correct ? 1 : 0;
       exact += diverged < 0 ? 1 : 0;
       if ((!correct || diverged >= 0) &&
@@ -237,9 +240,12 @@ std::string run_report_json(const RunReport& report) {
       path.push_back(&siblings.back());
     }
   }
-  json out{{"task", report.task},         {"input", report.input},
-           {"output", report.output},     {"expected", report.expected},
-           {"correct", report.correct},   {"steps", report.steps},
+  json out{{"task", report.task},
+           {"input", report.input},
+           {"output", report.output},
+           {"expected", report.expected},
+           {"correct", report.correct},
+           {"steps", report.steps},
            {"program", root}};
   if (!report.error.empty()) out["error"] = report.error;
   return out.dump(2);

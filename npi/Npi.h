@@ -1,15 +1,16 @@
 #pragma once
 /// \file
 /// The NPI's public entry points, one per command, over plain option structs (no torch in this
-/// header, so the command line compiles fast). Each validates its options, runs, and returns a report.
+/// header, so the command line compiles fast). Each validates its options, runs, and returns a
+/// report.
 ///
 /// \code
-///   engram::npi::TrainOptions t;  t.task = "addition";  t.data_path = "add.jsonl";  t.out_path = "m.pt";
-///   engram::npi::train_npi(t);
-///   engram::npi::EvalOptions e;  e.model_path = "m.pt";  e.task = "addition";  e.lengths = {100};
-///   for (const auto& r : engram::npi::evaluate_npi(e)) std::cout << r.accuracy << "\n";
-///   engram::npi::RunOptions r;  r.model_path = "m.pt";  r.task = "addition";  r.input = "25+17";
-///   std::cout << engram::npi::call_tree_text(engram::npi::run_npi(r));
+///   engram::npi::TrainOptions t;  t.task = "addition";  t.data_path = "add.jsonl";  t.out_path =
+///   "m.pt"; engram::npi::train_npi(t); engram::npi::EvalOptions e;  e.model_path = "m.pt";  e.task
+///   = "addition";  e.lengths = {100}; for (const auto& r : engram::npi::evaluate_npi(e)) std::cout
+///   << r.accuracy << "\n"; engram::npi::RunOptions r;  r.model_path = "m.pt";  r.task =
+///   "addition";  r.input = "25+17"; std::cout <<
+///   engram::npi::call_tree_text(engram::npi::run_npi(r));
 /// \endcode
 ///
 /// Errors: UsageError for invalid options or input, FormatError for unusable files (corrupt,
@@ -35,7 +36,7 @@ struct TrainOptions {
   /// on the 2-core reference machine two threads trained addition 1.8x slower than one.
   int threads = 1;
   std::uint64_t seed = 1;
-  std::string metrics_path;     ///< JSON lines; empty: none
+  std::string metrics_path;  ///< JSON lines; empty: none
   bool progress = false;
 };
 
@@ -52,17 +53,18 @@ struct EvalOptions {
   std::string model_path;
   std::string task;
   std::vector<int> lengths;
-  int count = 100;              ///< problems per length
+  int count = 100;  ///< problems per length
   std::uint64_t seed = 1;
-  int threads = 0;
-  long max_steps = 0;           ///< 0: task default, scaled with length
-  int max_depth = 0;            ///< 0: task default, scaled with length
-  int max_failures = 10;        ///< failures kept in the report, per length
+  int threads = 1;        ///< 0: all cores (see TrainOptions::threads)
+  long max_steps = 0;     ///< 0: task default, scaled with length
+  int max_depth = 0;      ///< 0: task default, scaled with length
+  int max_failures = 10;  ///< failures kept in the report, per length
 };
 
 struct Failure {
   std::string input, expected, output, error;
-  long first_divergence = -1;  ///< index in the call sequence where the trace first differs; -1: none
+  long first_divergence =
+      -1;  ///< index in the call sequence where the trace first differs; -1: none
   std::string expected_call, generated_call;  ///< the calls at that index ("" past the end)
 };
 
@@ -83,7 +85,7 @@ struct RunOptions {
   std::string model_path;
   std::string task;
   std::string input;
-  int threads = 0;
+  int threads = 1;  ///< 0: all cores
   long max_steps = 0;
   int max_depth = 0;
 };

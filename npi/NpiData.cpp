@@ -75,7 +75,8 @@ NpiBatch NpiDataset::batch(const std::vector<std::size_t>& traces) const {
     }
     batch_sizes.push_back(running);
   }
-  const auto index = torch::from_blob(order.data(), {static_cast<long>(order.size())}, torch::kLong);
+  const auto index =
+      torch::from_blob(order.data(), {static_cast<long>(order.size())}, torch::kLong);
   NpiBatch b;
   const auto active = active_.index_select(0, index);
   b.features = torch::zeros({index.size(0), feature_dim_}).scatter_(1, active, 1.0);

@@ -1,8 +1,8 @@
 #pragma once
 /// \file
-/// Execution traces as training tensors. Every invocation of a trace is an independent sequence (each
-/// call starts from a fresh core state), so a batch of traces becomes one packed batch of sequences:
-/// no padding, one LSTM call.
+/// Execution traces as training tensors. Every invocation of a trace is an independent sequence
+/// (each call starts from a fresh core state), so a batch of traces becomes one packed batch of
+/// sequences: no padding, one LSTM call.
 
 #include "datasets/Task.h"
 #include "npi/NpiModel.h"
@@ -18,13 +18,13 @@ void feature_indices(const std::vector<int>& observation_sizes, int arg_size,
 
 /// One packed training batch.
 struct NpiBatch {
-  torch::Tensor features;      ///< [N, feature_dim] one-hot, packed order
-  torch::Tensor programs;      ///< [N] running program
-  torch::Tensor batch_sizes;   ///< [T]
-  torch::Tensor end_target;    ///< [N] float, 1 at return steps
-  torch::Tensor callee_target; ///< [N] long
-  torch::Tensor arg_targets;   ///< [N, 3] long
-  torch::Tensor call_mask;     ///< [N] float, 1 at call steps
+  torch::Tensor features;       ///< [N, feature_dim] one-hot, packed order
+  torch::Tensor programs;       ///< [N] running program
+  torch::Tensor batch_sizes;    ///< [T]
+  torch::Tensor end_target;     ///< [N] float, 1 at return steps
+  torch::Tensor callee_target;  ///< [N] long
+  torch::Tensor arg_targets;    ///< [N, 3] long
+  torch::Tensor call_mask;      ///< [N] float, 1 at call steps
 };
 
 class NpiDataset {
@@ -37,7 +37,7 @@ class NpiDataset {
 
  private:
   int feature_dim_;
-  torch::Tensor active_;   ///< [S, slots + 3] feature indices
+  torch::Tensor active_;  ///< [S, slots + 3] feature indices
   torch::Tensor programs_, end_, callee_, args_;
   std::vector<long> inv_start_, inv_len_;
   std::vector<std::size_t> trace_first_, trace_count_;

@@ -69,7 +69,8 @@ void save_checkpoint(const std::string& path, const Checkpoint& checkpoint) {
 }
 
 Checkpoint load_checkpoint(const std::string& path, const std::string& expected_kind) {
-  if (!std::filesystem::exists(path)) throw std::runtime_error("model file '" + path + "' not found");
+  if (!std::filesystem::exists(path))
+    throw std::runtime_error("model file '" + path + "' not found");
   std::ifstream in(path, std::ios::binary);
   if (!in) throw std::runtime_error("cannot read model file '" + path + "'");
   const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());

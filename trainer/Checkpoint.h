@@ -1,8 +1,9 @@
 #pragma once
 /// \file
 /// Checkpoints: named tensors plus a header (format version, model kind, config as JSON text),
-/// written through torch's serializer to a temporary file and renamed into place. A content checksum
-/// in the header turns a corrupted file into a clear FormatError instead of silently wrong weights.
+/// written through torch's serializer to a temporary file and renamed into place. A content
+/// checksum in the header turns a corrupted file into a clear FormatError instead of silently wrong
+/// weights.
 ///
 /// File layout (version 2): one text line `engram-checkpoint <version> <bytes> <fnv1a-64>` giving
 /// the size and FNV-1a checksum of the rest, then torch's archive. The whole archive is verified
