@@ -159,8 +159,8 @@ struct Measurement {
   Phases phases;
 };
 
-/// The training step of trainer::train (its FusedAdam, clipping at 1.0), timed over the batches after the
-/// warm-up ones. The model starts from the weights `torch::manual_seed(seed)` gives.
+/// The training step of trainer::train (its FusedAdam, clipping at 1.0), timed over the batches
+/// after the warm-up ones. The model starts from the weights `torch::manual_seed(seed)` gives.
 Measurement measure_cpp(const npi::NpiConfig& config, const npi::NpiDataset& data,
                         const std::vector<std::vector<std::size_t>>& batches, std::uint64_t seed) {
   torch::manual_seed(seed);

@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include <numeric>
+#include <stdexcept>
 
 namespace engram::npi {
 
@@ -21,7 +22,8 @@ std::string NpiConfig::to_json() const {
                         {"layers", layers},
                         {"state_dim", state_dim},
                         {"program_dim", program_dim},
-                        {"key_dim", key_dim}}
+                        {"key_dim", key_dim},
+                        {"core", core}}
       .dump();
 }
 
@@ -38,6 +40,10 @@ NpiConfig NpiConfig::from_json(const std::string& text) {
     c.state_dim = j.at("state_dim").get<int>();
     c.program_dim = j.at("program_dim").get<int>();
     c.key_dim = j.at("key_dim").get<int>();
+    c.core = j.value("core", c.core);
+    if (c.core != "fused" && c.core != "torch") {
+      throw FormatError("bad NPI configuration in checkpoint: unknown core '" + c.core + "'");
+    }
     return c;
   } catch (const nlohmann::json::exception& e) {
     throw FormatError(std::string("bad NPI configuration in checkpoint: ") + e.what());
@@ -49,13 +55,20 @@ NpiModelImpl::NpiModelImpl(NpiConfig config) : config_(std::move(config)) {
   encoder_ = register_module(
       "encoder", nn::Sequential(nn::Linear(config_.feature_dim(), config_.state_dim), nn::ReLU(),
                                 nn::Linear(config_.state_dim, config_.state_dim)));
-  program_embedding_ = register_module(
-      "program_embedding", nn::Embedding(config_.num_programs, config_.program_dim));
-  program_keys_ = register_parameter(
-      "program_keys", torch::randn({config_.num_programs, config_.key_dim}) * 0.5);
-  core_ = register_module(
-      "core", nn::LSTM(nn::LSTMOptions(config_.state_dim + config_.program_dim, config_.hidden)
-                           .num_layers(config_.layers)));
+  program_embedding_ = register_module("program_embedding",
+                                       nn::Embedding(config_.num_programs, config_.program_dim));
+  program_keys_ = register_parameter("program_keys",
+                                     torch::randn({config_.num_programs, config_.key_dim}) * 0.5);
+  const int core_input = config_.state_dim + config_.program_dim;
+  if (config_.core == "fused") {
+    fused_core_ = register_module(
+        "core", FusedLstm(FusedLstmOptions(core_input, config_.hidden).num_layers(config_.layers)));
+  } else if (config_.core == "torch") {
+    core_ = register_module(
+        "core", nn::LSTM(nn::LSTMOptions(core_input, config_.hidden).num_layers(config_.layers)));
+  } else {
+    throw std::invalid_argument("unknown NPI core '" + config_.core + "' (fused or torch)");
+  }
   end_head_ = register_module("end_head", nn::Linear(config_.hidden, 1));
   key_head_ = register_module("key_head", nn::Linear(config_.hidden, config_.key_dim));
   arg_head_ = register_module("arg_head", nn::Linear(config_.hidden, 3 * config_.arg_size));
@@ -76,6 +89,9 @@ NpiHeads NpiModelImpl::heads(const torch::Tensor& hidden) {
 
 NpiHeads NpiModelImpl::forward_packed(const torch::Tensor& features, const torch::Tensor& programs,
                                       const torch::Tensor& batch_sizes) {
+  if (fused_core_) {
+    return heads(fused_core_->forward_packed(core_input(features, programs), batch_sizes));
+  }
   torch::nn::utils::rnn::PackedSequence packed(core_input(features, programs), batch_sizes);
   auto result = core_->forward_with_packed_input(packed);
   return heads(std::get<0>(result).data());
@@ -83,8 +99,8 @@ NpiHeads NpiModelImpl::forward_packed(const torch::Tensor& features, const torch
 
 NpiHeads NpiModelImpl::step(const torch::Tensor& features, const torch::Tensor& programs,
                             torch::Tensor& h, torch::Tensor& c) {
-  auto result = core_->forward(core_input(features, programs).unsqueeze(0),
-                               std::make_tuple(h, c));
+  if (fused_core_) return heads(fused_core_->step(core_input(features, programs), h, c));
+  auto result = core_->forward(core_input(features, programs).unsqueeze(0), std::make_tuple(h, c));
   h = std::get<0>(std::get<1>(result));
   c = std::get<1>(std::get<1>(result));
   return heads(std::get<0>(result).squeeze(0));

@@ -9,10 +9,13 @@
 ///   a_t = f_arg(h_t)                                      three argument heads
 ///
 /// One deviation from the paper, for recursion: the termination decision is taken *before* the call
-/// at each step (the step either returns or calls), so a base case may return without calling anything.
+/// at each step (the step either returns or calls), so a base case may return without calling
+/// anything.
 ///
 /// Heavy header (torch/torch.h): include it only from npi sources and tests; the command line uses
 /// npi/Npi.h.
+
+#include "npi/FusedLstm.h"
 
 #include <torch/torch.h>
 
@@ -31,22 +34,28 @@ struct NpiConfig {
   int state_dim = 128;                 ///< encoder output s_t
   int program_dim = 64;                ///< program embedding width
   int key_dim = 32;                    ///< program key width
+  /// Core LSTM implementation: "fused" (npi/FusedLstm.h, the fast one) or "torch"
+  /// (torch::nn::LSTM, kept as the reference). Both have the same parameters under the same names,
+  /// so a checkpoint of one loads into the other.
+  std::string core = "fused";
 
   /// Width of the encoder input: one-hot observation slots then three one-hot arguments.
   int feature_dim() const;
   std::string to_json() const;
-  static NpiConfig from_json(const std::string& text);  ///< throws FormatError
+  /// Throws FormatError; a configuration without "core" gets the default.
+  static NpiConfig from_json(const std::string& text);
 };
 
 /// Outputs of the heads for N steps.
 struct NpiHeads {
-  torch::Tensor end_logit;      ///< [N]
-  torch::Tensor program_logits; ///< [N, num_programs]
-  torch::Tensor arg_logits;     ///< [N, 3, arg_size]
+  torch::Tensor end_logit;       ///< [N]
+  torch::Tensor program_logits;  ///< [N, num_programs]
+  torch::Tensor arg_logits;      ///< [N, 3, arg_size]
 };
 
 class NpiModelImpl : public torch::nn::Module {
  public:
+  /// Throws std::invalid_argument for an unknown config.core.
   explicit NpiModelImpl(NpiConfig config);
 
   /// Training: a packed batch of invocation sequences. `features` [N, feature_dim] and `programs`
@@ -70,7 +79,8 @@ class NpiModelImpl : public torch::nn::Module {
   torch::nn::Sequential encoder_{nullptr};
   torch::nn::Embedding program_embedding_{nullptr};
   torch::Tensor program_keys_;
-  torch::nn::LSTM core_{nullptr};
+  torch::nn::LSTM core_{nullptr};  ///< config_.core == "torch"
+  FusedLstm fused_core_{nullptr};  ///< config_.core == "fused"
   torch::nn::Linear end_head_{nullptr};
   torch::nn::Linear key_head_{nullptr};
   torch::nn::Linear arg_head_{nullptr};

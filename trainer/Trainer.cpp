@@ -1,5 +1,6 @@
 #include "trainer/Trainer.h"
 
+#include "trainer/FusedAdam.h"
 #include "trainer/ProgressBar.h"
 
 #include <torch/torch.h>
@@ -22,12 +23,13 @@ TrainSummary train(Workload& workload, const TrainerOptions& options) {
   const std::size_t batch = std::min<std::size_t>(std::max(1, options.batch_size), n);
 
   auto params = workload.parameters();
-  torch::optim::Adam optimizer(params, torch::optim::AdamOptions(options.learning_rate));
+  FusedAdam optimizer(params, options.learning_rate);
 
   std::ofstream metrics;
   if (!options.metrics_path.empty()) {
     metrics.open(options.metrics_path, std::ios::out | std::ios::trunc);
-    if (!metrics) throw std::runtime_error("cannot write metrics file '" + options.metrics_path + "'");
+    if (!metrics)
+      throw std::runtime_error("cannot write metrics file '" + options.metrics_path + "'");
   }
   ProgressBar bar(options.steps, options.progress);
 

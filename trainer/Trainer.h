@@ -1,7 +1,7 @@
 #pragma once
 /// \file
-/// The training loop shared by every model: batch sampling, Adam, gradient clipping, JSON-lines
-/// metrics and a progress bar.
+/// The training loop shared by every model: batch sampling, Adam (trainer/FusedAdam.h), gradient
+/// clipping, JSON-lines metrics and a progress bar.
 ///
 /// \code
 ///   engram::trainer::TrainerOptions opt;
@@ -18,14 +18,14 @@
 namespace engram::trainer {
 
 struct TrainerOptions {
-  long steps = 1000;           ///< optimizer steps
-  int batch_size = 32;         ///< examples per step, sampled without replacement per epoch
-  double learning_rate = 1e-3; ///< Adam
-  double grad_clip = 1.0;      ///< max global gradient norm; <= 0 disables clipping
-  std::uint64_t seed = 1;      ///< batch order
-  std::string metrics_path;    ///< JSON lines, one object per logged step; empty: none
-  int log_every = 10;          ///< steps between metrics lines
-  bool progress = false;       ///< draw a progress bar on stderr
+  long steps = 1000;            ///< optimizer steps
+  int batch_size = 32;          ///< examples per step, sampled without replacement per epoch
+  double learning_rate = 1e-3;  ///< Adam
+  double grad_clip = 1.0;       ///< max global gradient norm; <= 0 disables clipping
+  std::uint64_t seed = 1;       ///< batch order
+  std::string metrics_path;     ///< JSON lines, one object per logged step; empty: none
+  int log_every = 10;           ///< steps between metrics lines
+  bool progress = false;        ///< draw a progress bar on stderr
   /// Called every `log_every` steps with the step number and the averaged metrics; returning true
   /// stops training early (e.g. once the training set is solved).
   std::function<bool(long step, const std::map<std::string, double>& metrics)> on_log;

@@ -121,6 +121,75 @@ TEST_F(NpiModelTest, StepByStepGivesTheSameHeadsAsForwardPacked) {
   }
 }
 
+// The fused core (npi/FusedLstm.h) against torch::nn::LSTM, the reference.
+
+/// ||a - b|| / max(||b||, tiny): elementwise tolerances fail on near-zero entries of sums.
+double relative_difference(const torch::Tensor& a, const torch::Tensor& b) {
+  return (a - b).norm().item<double>() / std::max(b.norm().item<double>(), 1e-30);
+}
+
+NpiConfig with_core(NpiConfig config, const std::string& core) {
+  config.core = core;
+  return config;
+}
+
+TEST_F(NpiModelTest, BothCoresHaveTheSameParametersAndInitialWeights) {
+  const NpiConfig config = small_config(addition());
+  torch::manual_seed(3);
+  NpiModel fused(with_core(config, "fused"));
+  torch::manual_seed(3);
+  NpiModel reference(with_core(config, "torch"));
+  const auto a = fused->named_parameters();
+  const auto b = reference->named_parameters();
+  ASSERT_EQ(a.size(), b.size());
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    SCOPED_TRACE(b[i].key());
+    EXPECT_EQ(a[i].key(), b[i].key()) << "same names in the same order";
+    EXPECT_TRUE(torch::equal(a[i].value(), b[i].value())) << "same random draws";
+  }
+  EXPECT_THROW(NpiModel(with_core(config, "cudnn")), std::invalid_argument);
+}
+
+TEST_F(NpiModelTest, StepByStepMatchesForwardPackedForBothCoresWithAndWithoutGradients) {
+  const NpiConfig config = small_config(task_by_name("sort"), 12);
+  // Sequences of lengths 4, 4 and 2 in packed order.
+  const std::vector<long> batch_sizes{3, 3, 2, 2};
+  const std::vector<long> offsets{0, 3, 6, 8};
+  const long n = 10, frames = 3;
+  const auto features = torch::rand({n, config.feature_dim()});
+  const auto programs = torch::randint(config.num_programs, {n}, torch::kLong);
+  for (const std::string core : {"fused", "torch"}) {
+    torch::manual_seed(1);
+    NpiModel model(with_core(config, core));
+    const NpiHeads packed =
+        model->forward_packed(features, programs, torch::tensor(batch_sizes, torch::kLong));
+    for (const bool grad : {false, true}) {
+      torch::AutoGradMode mode(grad);
+      // All frames stepped together, as the interpreter steps them; a frame whose sequence has
+      // ended is fed some running row and not checked.
+      auto h = torch::zeros({config.layers, frames, config.hidden});
+      auto c = torch::zeros({config.layers, frames, config.hidden});
+      for (long t = 0; t < static_cast<long>(batch_sizes.size()); ++t) {
+        std::vector<long> rows;
+        for (long s = 0; s < frames; ++s)
+          rows.push_back(offsets[t] + std::min(s, batch_sizes[t] - 1));
+        const auto index = torch::tensor(rows, torch::kLong);
+        const NpiHeads one =
+            model->step(features.index_select(0, index), programs.index_select(0, index), h, c);
+        EXPECT_EQ(one.end_logit.requires_grad(), grad);
+        for (long s = 0; s < batch_sizes[t]; ++s) {
+          SCOPED_TRACE(core + (grad ? " with" : " without") + " gradients, time " +
+                       std::to_string(t) + ", sequence " + std::to_string(s));
+          const long row = rows[s];
+          EXPECT_TRUE(torch::allclose(one.end_logit[s], packed.end_logit[row], 0, 1e-5));
+          EXPECT_TRUE(torch::allclose(one.program_logits[s], packed.program_logits[row], 0, 1e-5));
+          EXPECT_TRUE(torch::allclose(one.arg_logits[s], packed.arg_logits[row], 0, 1e-5));
+        }
+      }
+    }
+  }
+}
+
 TEST(NpiConfig, JsonRoundTrip) {
   NpiConfig config = small_config(task_by_name("sort-recursive"), 24);
   config.layers = 3;
@@ -137,6 +206,18 @@ TEST(NpiConfig, JsonRoundTrip) {
   EXPECT_THROW(NpiConfig::from_json("{}"), FormatError);
   EXPECT_THROW(NpiConfig::from_json("not json"), FormatError);
   EXPECT_THROW(NpiConfig::from_json(R"({"task":1})"), FormatError);
+}
+
+TEST(NpiConfig, CoreRoundTripsAndDefaultsToFused) {
+  NpiConfig config = small_config(addition());
+  EXPECT_EQ(config.core, "fused");
+  config.core = "torch";
+  EXPECT_EQ(NpiConfig::from_json(config.to_json()).core, "torch");
+  auto j = nlohmann::json::parse(config.to_json());
+  j.erase("core");
+  EXPECT_EQ(NpiConfig::from_json(j.dump()).core, "fused");
+  j["core"] = "cudnn";
+  EXPECT_THROW(NpiConfig::from_json(j.dump()), FormatError);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -235,6 +316,43 @@ TEST_F(NpiTest, WorkloadLossIsFiniteAndReachesEveryParameter) {
   for (const auto& p : model->named_parameters()) {
     ASSERT_TRUE(p.value().grad().defined()) << p.key();
     EXPECT_GT(p.value().grad().abs().sum().item<double>(), 0) << p.key();
+  }
+}
+
+TEST_F(NpiTest, FusedCoreLossAndGradientsEqualTheTorchCore) {
+  // Full-size model (hidden 256, 2 layers) on real packed batches of several traces.
+  for (const char* name : {"addition", "sort"}) {
+    SCOPED_TRACE(name);
+    const Task& task = task_by_name(name);
+    const auto set = datasets::generate_traces(task, {2, 6, 2, 7});
+    const NpiDataset data(task, set.traces);
+    NpiConfig config;
+    config.task = task.name();
+    config.num_programs = static_cast<int>(task.programs().size());
+    config.observation_sizes = task.observation_sizes();
+    config.arg_size = task.arg_size();
+    NpiModel fused(with_core(config, "fused"));
+    NpiModel reference(with_core(config, "torch"));
+    {
+      torch::NoGradGuard no_grad;
+      const auto source = fused->named_parameters();
+      for (auto& p : reference->named_parameters()) p.value().copy_(source[p.key()]);
+    }
+    const NpiBatch batch = data.batch({0, 3, 5, 8, 9});
+    ASSERT_GT(batch.batch_sizes.size(0), 2);
+    ASSERT_LT(batch.batch_sizes[-1].item<long>(), batch.batch_sizes[0].item<long>());
+    NpiWorkload fused_workload(fused, data), reference_workload(reference, data);
+    const auto a = fused_workload.forward(batch);
+    const auto b = reference_workload.forward(batch);
+    a.loss.backward();
+    b.loss.backward();
+    EXPECT_LT(relative_difference(a.loss, b.loss), 1e-5);
+    const auto expected = reference->named_parameters();
+    for (const auto& p : fused->named_parameters()) {
+      SCOPED_TRACE(p.key());
+      ASSERT_TRUE(p.value().grad().defined());
+      EXPECT_LT(relative_difference(p.value().grad(), expected[p.key()].grad()), 1e-5);
+    }
   }
 }
 

@@ -3,6 +3,7 @@
 #include "common/Errors.h"
 #include "tests/support/TempDir.h"
 #include "trainer/Checkpoint.h"
+#include "trainer/FusedAdam.h"
 #include "trainer/Trainer.h"
 
 #include <gtest/gtest.h>
@@ -34,6 +35,44 @@ class TorchTest : public ::testing::Test {
   }
   TempDir dir_;
 };
+
+// ---------------------------------------------------------------------------------------------
+// FusedAdam
+
+TEST_F(TorchTest, FusedAdamMatchesTorchAdamOverTenSteps) {
+  // Three parameters; the last gets a gradient only on even steps (it must then be skipped).
+  std::vector<torch::Tensor> ours{torch::randn({64, 33}), torch::randn({257}),
+                                  torch::randn({5, 3})};
+  std::vector<torch::Tensor> theirs;
+  for (auto& p : ours) {
+    p.set_requires_grad(true);
+    theirs.push_back(p.detach().clone().set_requires_grad(true));
+  }
+  FusedAdam fused(ours, 3e-3);
+  torch::optim::Adam reference(theirs, torch::optim::AdamOptions(3e-3));
+  for (int step = 0; step < 10; ++step) {
+    fused.zero_grad();
+    reference.zero_grad();
+    for (std::size_t k = 0; k < ours.size(); ++k) {
+      if (k == 2 && step % 2 == 1) {
+        theirs[k].mutable_grad() = torch::Tensor();
+        continue;
+      }
+      const auto g = torch::randn(ours[k].sizes()) * (step + 1);
+      ours[k].mutable_grad() = g.clone();
+      theirs[k].mutable_grad() = g.clone();
+    }
+    fused.step();
+    reference.step();
+    for (std::size_t k = 0; k < ours.size(); ++k) {
+      SCOPED_TRACE("step " + std::to_string(step) + ", parameter " + std::to_string(k));
+      EXPECT_TRUE(torch::allclose(ours[k], theirs[k], 1e-6, 1e-6));
+    }
+  }
+  fused.zero_grad();
+  for (const auto& p : ours) EXPECT_FALSE(p.grad().defined());
+  EXPECT_THROW(FusedAdam({torch::zeros({2}, torch::kDouble)}, 1e-3), std::invalid_argument);
+}
 
 // ---------------------------------------------------------------------------------------------
 // Checkpoints

@@ -1,0 +1,363 @@
+#include "npi/FusedLstm.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+
+namespace engram::npi {
+namespace {
+
+using torch::Tensor;
+using torch::autograd::AutogradContext;
+using torch::autograd::variable_list;
+
+constexpr int kWeightsPerLayer = 4;  // w_ih, w_hh, b_ih, b_hh
+
+// exp(x) with Cephes' range reduction and polynomial (within 2 ulp over the clamped range),
+// without branches or library calls so that the loops below vectorize.
+inline float exp_approx(float x) {
+  x = std::min(std::max(x, -87.0f), 88.0f);  // keeps 2^n a normal float; NaN passes through
+  float n = x * 1.44269504088896341f;
+  n = (n + 12582912.0f) - 12582912.0f;  // round to nearest integer (1.5 * 2^23 trick)
+  float r = x - n * 0.693359375f;
+  r = r - n * -2.12194440e-4f;
+  float p = 1.9875691500e-4f;
+  p = p * r + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  p = p * r * r + r + 1.0f;
+  const std::int32_t bits = (static_cast<std::int32_t>(n) + 127) << 23;
+  float scale;
+  std::memcpy(&scale, &bits, sizeof scale);
+  return p * scale;
+}
+
+inline float sigmoid(float x) { return 1.0f / (1.0f + exp_approx(-x)); }
+inline float tanh_approx(float x) { return 2.0f / (1.0f + exp_approx(-2.0f * x)) - 1.0f; }
+
+// One row of cell_forward: gate pre-activations in, activations out.
+void cell_forward_row(int64_t hidden, float* __restrict gi, float* __restrict gf,
+                      float* __restrict gg, float* __restrict go, const float* __restrict c_prev,
+                      float* __restrict c, float* __restrict tanh_c, float* __restrict h) {
+  for (int64_t j = 0; j < hidden; ++j) {
+    const float i = sigmoid(gi[j]);
+    const float f = sigmoid(gf[j]);
+    const float g = tanh_approx(gg[j]);
+    const float o = sigmoid(go[j]);
+    const float cell = f * c_prev[j] + i * g;
+    const float t = tanh_approx(cell);
+    gi[j] = i;
+    gf[j] = f;
+    gg[j] = g;
+    go[j] = o;
+    c[j] = cell;
+    tanh_c[j] = t;
+    h[j] = o * t;
+  }
+}
+
+// One LSTM step for `rows` rows. `gates` [rows, 4H] holds the pre-activations (i, f, g, o) and
+// receives the activations; row r's previous cell is c_prev + r * c_prev_stride (stride 0 and a
+// zero row: the zero state). Writes the cell, its tanh and the output [rows, H].
+void cell_forward(int64_t rows, int64_t hidden, float* gates, const float* c_prev,
+                  int64_t c_prev_stride, float* cells, float* tanh_cells, float* out) {
+  for (int64_t r = 0; r < rows; ++r) {
+    float* g = gates + r * 4 * hidden;
+    cell_forward_row(hidden, g, g + hidden, g + 2 * hidden, g + 3 * hidden,
+                     c_prev + r * c_prev_stride, cells + r * hidden, tanh_cells + r * hidden,
+                     out + r * hidden);
+  }
+}
+
+// One row of cell_backward.
+void cell_backward_row(int64_t hidden, const float* __restrict gi, const float* __restrict gf,
+                       const float* __restrict gg, const float* __restrict go,
+                       const float* __restrict c_prev, const float* __restrict tanh_c,
+                       const float* __restrict dh, float* __restrict dc_next, float* __restrict di,
+                       float* __restrict df, float* __restrict dg, float* __restrict d_o) {
+  for (int64_t j = 0; j < hidden; ++j) {
+    const float i = gi[j], f = gf[j], g = gg[j], o = go[j], t = tanh_c[j];
+    const float dc = dc_next[j] + dh[j] * o * (1.0f - t * t);
+    d_o[j] = dh[j] * t * o * (1.0f - o);
+    di[j] = dc * g * i * (1.0f - i);
+    dg[j] = dc * i * (1.0f - g * g);
+    df[j] = dc * c_prev[j] * f * (1.0f - f);
+    dc_next[j] = dc * f;
+  }
+}
+
+// The backward of cell_forward for one step's `rows` rows. `d_out` [rows, H] is the gradient of
+// the outputs (recurrent part included); `carry` [rows, H] holds in its first `carry_rows` rows
+// the cell gradient coming back from the next step (the other rows' sequences end here) and
+// receives the cell gradient for the previous step. Writes the pre-activation gradients.
+void cell_backward(int64_t rows, int64_t carry_rows, int64_t hidden, const float* gates,
+                   const float* c_prev, int64_t c_prev_stride, const float* tanh_cells,
+                   const float* d_out, float* carry, float* d_gates) {
+  if (carry_rows < rows) {
+    std::fill(carry + carry_rows * hidden, carry + rows * hidden, 0.0f);
+  }
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* g = gates + r * 4 * hidden;
+    float* d = d_gates + r * 4 * hidden;
+    cell_backward_row(hidden, g, g + hidden, g + 2 * hidden, g + 3 * hidden,
+                      c_prev + r * c_prev_stride, tanh_cells + r * hidden, d_out + r * hidden,
+                      carry + r * hidden, d, d + hidden, d + 2 * hidden, d + 3 * hidden);
+  }
+}
+
+// Checked batch sizes and the packed row offset of each time step.
+struct PackedLayout {
+  std::vector<int64_t> sizes;    // [T]
+  std::vector<int64_t> offsets;  // [T], offsets[t] = sizes[0] + ... + sizes[t - 1]
+};
+
+PackedLayout packed_layout(const Tensor& batch_sizes, int64_t rows) {
+  TORCH_CHECK(batch_sizes.dim() == 1 && batch_sizes.scalar_type() == torch::kLong &&
+                  batch_sizes.device().is_cpu(),
+              "FusedLstm: batch_sizes must be a 1-D int64 CPU tensor");
+  const Tensor sizes = batch_sizes.contiguous();
+  const int64_t* s = sizes.data_ptr<int64_t>();
+  PackedLayout layout;
+  int64_t total = 0;
+  for (int64_t t = 0; t < sizes.numel(); ++t) {
+    TORCH_CHECK(s[t] > 0 && (t == 0 || s[t] <= s[t - 1]),
+                "FusedLstm: batch_sizes must be positive and non-increasing");
+    layout.sizes.push_back(s[t]);
+    layout.offsets.push_back(total);
+    total += s[t];
+  }
+  TORCH_CHECK(total == rows, "FusedLstm: batch_sizes sum to ", total, " but the data has ", rows,
+              " rows");
+  return layout;
+}
+
+// What backward needs of one layer's forward.
+struct LayerActivations {
+  Tensor gates;       // [N, 4H] activations i, f, g, o
+  Tensor cells;       // [N, H]
+  Tensor tanh_cells;  // [N, H]
+  Tensor out;         // [N, H]
+};
+
+LayerActivations forward_layer(const Tensor& x, at::TensorList w, const PackedLayout& layout) {
+  const Tensor& w_ih = w[0];
+  const Tensor& w_hh = w[1];
+  const int64_t n = x.size(0), hidden = w_hh.size(1);
+  LayerActivations a;
+  a.gates = at::addmm(w[2] + w[3], x, w_ih.t());
+  a.cells = at::empty({n, hidden}, x.options());
+  a.tanh_cells = at::empty({n, hidden}, x.options());
+  a.out = at::empty({n, hidden}, x.options());
+  const std::vector<float> zero_row(hidden, 0.0f);
+  float* gates = a.gates.data_ptr<float>();
+  float* cells = a.cells.data_ptr<float>();
+  float* tanh_cells = a.tanh_cells.data_ptr<float>();
+  float* out = a.out.data_ptr<float>();
+  for (std::size_t t = 0; t < layout.sizes.size(); ++t) {
+    const int64_t rows = layout.sizes[t], row = layout.offsets[t];
+    const float* c_prev = zero_row.data();
+    int64_t c_prev_stride = 0;
+    if (t > 0) {
+      const int64_t prev = layout.offsets[t - 1];
+      a.gates.narrow(0, row, rows).addmm_(a.out.narrow(0, prev, rows), w_hh.t());
+      c_prev = cells + prev * hidden;
+      c_prev_stride = hidden;
+    }
+    cell_forward(rows, hidden, gates + row * 4 * hidden, c_prev, c_prev_stride,
+                 cells + row * hidden, tanh_cells + row * hidden, out + row * hidden);
+  }
+  return a;
+}
+
+// Gradients of one layer given `d_out` [N, H] (contiguous, overwritten: the recurrent gradients
+// are accumulated into it). Returns the input's gradient, then w_ih, w_hh, b_ih, b_hh's.
+variable_list backward_layer(const Tensor& x, at::TensorList w, const LayerActivations& a,
+                             const PackedLayout& layout, Tensor d_out) {
+  const Tensor& w_ih = w[0];
+  const Tensor& w_hh = w[1];
+  const int64_t n = x.size(0), hidden = w_hh.size(1), first = layout.sizes[0];
+  Tensor d_gates = at::empty({n, 4 * hidden}, x.options());
+  Tensor carry = at::empty({first, hidden}, x.options());
+  const std::vector<float> zero_row(hidden, 0.0f);
+  const float* gates = a.gates.data_ptr<float>();
+  const float* cells = a.cells.data_ptr<float>();
+  const float* tanh_cells = a.tanh_cells.data_ptr<float>();
+  float* dh = d_out.data_ptr<float>();
+  float* dg = d_gates.data_ptr<float>();
+  const auto steps = static_cast<int64_t>(layout.sizes.size());
+  for (int64_t t = steps - 1; t >= 0; --t) {
+    const int64_t rows = layout.sizes[t], row = layout.offsets[t];
+    const int64_t carry_rows = t + 1 < steps ? layout.sizes[t + 1] : 0;
+    const float* c_prev = t > 0 ? cells + layout.offsets[t - 1] * hidden : zero_row.data();
+    cell_backward(rows, carry_rows, hidden, gates + row * 4 * hidden, c_prev, t > 0 ? hidden : 0,
+                  tanh_cells + row * hidden, dh + row * hidden, carry.data_ptr<float>(),
+                  dg + row * 4 * hidden);
+    if (t > 0) {
+      d_out.narrow(0, layout.offsets[t - 1], rows).addmm_(d_gates.narrow(0, row, rows), w_hh);
+    }
+  }
+  variable_list grads(1 + kWeightsPerLayer);
+  grads[0] = d_gates.mm(w_ih);
+  grads[1] = d_gates.t().mm(x);
+  if (n > first) {
+    // Row by row, the previous output of each row with a previous step (all rows after t = 0).
+    Tensor prev_out = at::empty({n - first, hidden}, x.options());
+    const float* out = a.out.data_ptr<float>();
+    float* prev = prev_out.data_ptr<float>();
+    for (int64_t t = 1; t < steps; ++t) {
+      std::memcpy(prev + (layout.offsets[t] - first) * hidden, out + layout.offsets[t - 1] * hidden,
+                  static_cast<std::size_t>(layout.sizes[t] * hidden) * sizeof(float));
+    }
+    grads[2] = d_gates.narrow(0, first, n - first).t().mm(prev_out);
+  } else {
+    grads[2] = at::zeros_like(w_hh);
+  }
+  grads[3] = d_gates.sum(0);
+  grads[4] = grads[3].clone();
+  return grads;
+}
+
+void check_float_cpu(const Tensor& t, const char* what) {
+  TORCH_CHECK(t.scalar_type() == torch::kFloat && t.device().is_cpu(), "FusedLstm: ", what,
+              " must be a float32 CPU tensor");
+}
+
+}  // namespace
+
+Tensor FusedLstmFunction::forward(AutogradContext* ctx, const Tensor& data,
+                                  const Tensor& batch_sizes, at::TensorList weights) {
+  TORCH_CHECK(!weights.empty() && weights.size() % kWeightsPerLayer == 0,
+              "FusedLstm: expected 4 weights per layer");
+  TORCH_CHECK(data.dim() == 2, "FusedLstm: data must be [N, input_size]");
+  check_float_cpu(data, "data");
+  for (const auto& w : weights) check_float_cpu(w, "every weight");
+  const PackedLayout layout = packed_layout(batch_sizes, data.size(0));
+  const auto layers = static_cast<int64_t>(weights.size()) / kWeightsPerLayer;
+  std::vector<Tensor> gates, cells, tanh_cells, outs;
+  Tensor x = data.contiguous();
+  for (int64_t l = 0; l < layers; ++l) {
+    LayerActivations a =
+        forward_layer(x, weights.slice(l * kWeightsPerLayer, kWeightsPerLayer), layout);
+    gates.push_back(a.gates);
+    cells.push_back(a.cells);
+    tanh_cells.push_back(a.tanh_cells);
+    x = a.out;
+    if (l + 1 < layers) outs.push_back(a.out);  // the top one is saved as an output below
+  }
+  std::vector<Tensor> saved{data};
+  saved.insert(saved.end(), weights.begin(), weights.end());
+  saved.push_back(x);
+  ctx->save_for_backward(saved);
+  ctx->saved_data["batch_sizes"] = layout.sizes;
+  ctx->saved_data["gates"] = gates;
+  ctx->saved_data["cells"] = cells;
+  ctx->saved_data["tanh_cells"] = tanh_cells;
+  ctx->saved_data["lower_outputs"] = outs;
+  return x;
+}
+
+variable_list FusedLstmFunction::backward(AutogradContext* ctx, variable_list grad_outputs) {
+  const variable_list saved = ctx->get_saved_variables();
+  const Tensor& data = saved.front();
+  const at::TensorList weights(saved.data() + 1, saved.size() - 2);
+  const auto layers = static_cast<int64_t>(weights.size()) / kWeightsPerLayer;
+  PackedLayout layout;
+  layout.sizes = ctx->saved_data["batch_sizes"].toIntVector();
+  int64_t total = 0;
+  for (const int64_t s : layout.sizes) {
+    layout.offsets.push_back(total);
+    total += s;
+  }
+  const std::vector<Tensor> gates = ctx->saved_data["gates"].toTensorVector();
+  const std::vector<Tensor> cells = ctx->saved_data["cells"].toTensorVector();
+  const std::vector<Tensor> tanh_cells = ctx->saved_data["tanh_cells"].toTensorVector();
+  const std::vector<Tensor> lower = ctx->saved_data["lower_outputs"].toTensorVector();
+
+  // Gradients in forward's argument order: data, batch_sizes (none), then every weight.
+  variable_list grads(2 + weights.size());
+  Tensor d_out = grad_outputs[0].contiguous().clone();
+  for (int64_t l = layers - 1; l >= 0; --l) {
+    const LayerActivations a{gates[l], cells[l], tanh_cells[l],
+                             l + 1 < layers ? lower[l] : saved.back()};
+    const Tensor x = l == 0 ? data : lower[l - 1];
+    variable_list g =
+        backward_layer(x, weights.slice(l * kWeightsPerLayer, kWeightsPerLayer), a, layout, d_out);
+    std::copy(g.begin() + 1, g.end(), grads.begin() + 2 + l * kWeightsPerLayer);
+    d_out = g[0];
+  }
+  grads[0] = d_out;
+  ctx->saved_data.clear();  // frees the activations now rather than with the graph
+  return grads;
+}
+
+FusedLstmImpl::FusedLstmImpl(FusedLstmOptions options) : options_(std::move(options)) {
+  TORCH_CHECK(options_.input_size() > 0 && options_.hidden_size() > 0 && options_.num_layers() > 0,
+              "FusedLstm: sizes and num_layers must be positive");
+  const int64_t hidden = options_.hidden_size(), gates = 4 * hidden;
+  // As torch::nn::LSTM: registered per layer as w_ih, w_hh, b_ih, b_hh, then every parameter
+  // drawn in that order from U(-1/sqrt(H), 1/sqrt(H)).
+  for (int64_t l = 0; l < options_.num_layers(); ++l) {
+    const std::string k = std::to_string(l);
+    const int64_t in = l == 0 ? options_.input_size() : hidden;
+    flat_weights_.push_back(register_parameter("weight_ih_l" + k, torch::empty({gates, in})));
+    flat_weights_.push_back(register_parameter("weight_hh_l" + k, torch::empty({gates, hidden})));
+    flat_weights_.push_back(register_parameter("bias_ih_l" + k, torch::empty({gates})));
+    flat_weights_.push_back(register_parameter("bias_hh_l" + k, torch::empty({gates})));
+  }
+  const double bound = 1.0 / std::sqrt(static_cast<double>(hidden));
+  torch::NoGradGuard no_grad;
+  for (auto& p : parameters()) p.uniform_(-bound, bound);
+}
+
+Tensor FusedLstmImpl::forward_packed(const Tensor& data, const Tensor& batch_sizes) {
+  return FusedLstmFunction::apply(data, batch_sizes, at::TensorList(flat_weights_));
+}
+
+Tensor FusedLstmImpl::step(const Tensor& x, Tensor& h, Tensor& c) {
+  const int64_t layers = options_.num_layers(), hidden = options_.hidden_size();
+  const int64_t batch = x.size(0);
+  TORCH_CHECK(x.dim() == 2 && x.size(1) == options_.input_size(),
+              "FusedLstm::step: x must be [B, input_size]");
+  TORCH_CHECK(h.sizes() == c.sizes() && h.dim() == 3 && h.size(0) == layers && h.size(1) == batch &&
+                  h.size(2) == hidden,
+              "FusedLstm::step: h and c must be [num_layers, B, hidden_size]");
+  bool differentiable = torch::GradMode::is_enabled() &&
+                        (x.requires_grad() || h.requires_grad() || c.requires_grad());
+  for (const auto& w : flat_weights_)
+    differentiable |= torch::GradMode::is_enabled() && w.requires_grad();
+  std::vector<Tensor> hs, cs;
+  Tensor in = x;
+  for (int64_t l = 0; l < layers; ++l) {
+    const Tensor& w_ih = flat_weights_[l * kWeightsPerLayer];
+    const Tensor& w_hh = flat_weights_[l * kWeightsPerLayer + 1];
+    const Tensor bias =
+        flat_weights_[l * kWeightsPerLayer + 2] + flat_weights_[l * kWeightsPerLayer + 3];
+    if (differentiable) {
+      const auto chunks = at::addmm(bias, in, w_ih.t()).addmm(h[l], w_hh.t()).chunk(4, 1);
+      const Tensor cell = chunks[1].sigmoid() * c[l] + chunks[0].sigmoid() * chunks[2].tanh();
+      in = chunks[3].sigmoid() * cell.tanh();
+      cs.push_back(cell);
+    } else {
+      check_float_cpu(in, "x");
+      Tensor gates = at::addmm(bias, in.contiguous(), w_ih.t());
+      gates.addmm_(h[l], w_hh.t());
+      const Tensor c_prev = c[l].contiguous();
+      check_float_cpu(c_prev, "c");
+      Tensor cell = at::empty({batch, hidden}, gates.options());
+      Tensor tanh_cell = at::empty({batch, hidden}, gates.options());
+      in = at::empty({batch, hidden}, gates.options());
+      cell_forward(batch, hidden, gates.data_ptr<float>(), c_prev.data_ptr<float>(), hidden,
+                   cell.data_ptr<float>(), tanh_cell.data_ptr<float>(), in.data_ptr<float>());
+      cs.push_back(cell);
+    }
+    hs.push_back(in);
+  }
+  h = torch::stack(hs);
+  c = torch::stack(cs);
+  return in;
+}
+
+}  // namespace engram::npi

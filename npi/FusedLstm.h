@@ -1,0 +1,89 @@
+#pragma once
+/// \file
+/// A multi-layer LSTM over packed sequences whose forward and backward are a few large matrix
+/// products plus fused element-wise loops over raw float buffers: the NPI core without the
+/// per-time-step overhead of torch::nn::LSTM (DESIGN.md section 2: layers as custom autograd
+/// Functions).
+///
+/// \code
+///   engram::npi::FusedLstm lstm(engram::npi::FusedLstmOptions(192, 256).num_layers(2));
+///   // data [N, 192] packed time-major, batch_sizes [T] non-increasing (as PackedSequence).
+///   torch::Tensor out = lstm->forward_packed(data, batch_sizes);   // [N, 256], differentiable
+///   // Inference, B independent states: h and c [2, B, 256] are replaced by the new state.
+///   torch::Tensor top = lstm->step(x, h, c);                        // [B, 256]
+/// \endcode
+///
+/// Same parameters as torch::nn::LSTM (weight_ih_l<k> [4H, in], weight_hh_l<k> [4H, H],
+/// bias_ih_l<k> and bias_hh_l<k> [4H], gates in the order i, f, g, o), registered under the same
+/// names, in the same order and initialized from the same random draws, so a module built after
+/// torch::manual_seed(s) holds the weights torch::nn::LSTM would hold, and checkpoints and
+/// state dicts are interchangeable.
+///
+/// How the training path works, per layer:
+///   forward   G = X W_ih^T + b_ih + b_hh for all N rows (one matmul); per time step t > 0,
+///             G_t += H_{t-1} W_hh^T for the sequences still running (t = 0 starts from the zero
+///             state, so it has no recurrent product); then one fused loop computes the gates, the
+///             cell and the output of the step's rows.
+///   backward  per time step, from the last: one fused loop turns dH_t (and the cell gradient
+///             carried from t + 1) into the pre-activation gradients dG_t, then dH_{t-1} +=
+///             dG_t W_hh. After the loop, the weight gradients are one matmul each over all rows:
+///             dW_ih = dG^T X, dW_hh = dG^T H_{t-1}, db = column sums of dG; and dX = dG W_ih.
+///
+/// CPU float32 only, no dropout, no projection, unidirectional, zero initial state in training.
+
+#include <torch/torch.h>
+
+#include <string>
+#include <vector>
+
+namespace engram::npi {
+
+struct FusedLstmOptions {
+  FusedLstmOptions(int64_t input_size, int64_t hidden_size)
+      : input_size_(input_size), hidden_size_(hidden_size) {}
+  /// Width of the input rows.
+  TORCH_ARG(int64_t, input_size);
+  /// Width of the state (H).
+  TORCH_ARG(int64_t, hidden_size);
+  /// Stacked layers; layer k > 0 reads layer k - 1's output.
+  TORCH_ARG(int64_t, num_layers) = 1;
+};
+
+class FusedLstmImpl : public torch::nn::Module {
+ public:
+  explicit FusedLstmImpl(FusedLstmOptions options);
+
+  /// Training and evaluation over a packed batch: `data` [N, input_size] in packed order
+  /// (time-major, sequences sorted by decreasing length), `batch_sizes` [T] (int64, CPU) the
+  /// number of sequences running at each step; every sequence starts from the zero state.
+  /// Returns the top layer's output [N, hidden_size] in the same order. Differentiable with
+  /// respect to `data` and every parameter (FusedLstmFunction).
+  torch::Tensor forward_packed(const torch::Tensor& data, const torch::Tensor& batch_sizes);
+
+  /// One step for B independent states: `x` [B, input_size], `h` and `c` [num_layers, B, H] are
+  /// replaced by the new state; returns the top layer's output [B, H]. With gradient mode off (or
+  /// no parameter requiring gradients) it runs the training path's fused cell, so its numbers
+  /// match forward_packed; otherwise differentiable torch operations with the same formulas.
+  torch::Tensor step(const torch::Tensor& x, torch::Tensor& h, torch::Tensor& c);
+
+  const FusedLstmOptions& options() const { return options_; }
+
+  /// The parameters in torch::nn::LSTM's order: per layer w_ih, w_hh, b_ih, b_hh.
+  const std::vector<torch::Tensor>& flat_weights() const { return flat_weights_; }
+
+ private:
+  FusedLstmOptions options_;
+  std::vector<torch::Tensor> flat_weights_;
+};
+TORCH_MODULE(FusedLstm);
+
+/// The autograd Function behind FusedLstmImpl::forward_packed. `weights` holds 4 tensors per layer
+/// (w_ih, w_hh, b_ih, b_hh); backward returns a gradient for `data` and for each weight.
+struct FusedLstmFunction : public torch::autograd::Function<FusedLstmFunction> {
+  static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& data,
+                               const torch::Tensor& batch_sizes, at::TensorList weights);
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list grad_outputs);
+};
+
+}  // namespace engram::npi

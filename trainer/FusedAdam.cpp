@@ -1,0 +1,66 @@
+#include "trainer/FusedAdam.h"
+
+#include <torch/torch.h>
+
+#include <cmath>
+#include <stdexcept>
+
+namespace engram::trainer {
+namespace {
+
+// One parameter's update; the constants are rounded to float as torch's CPU kernels round their
+// scalar arguments for float tensors.
+void adam_update(int64_t n, float* __restrict param, const float* __restrict grad,
+                 float* __restrict exp_avg, float* __restrict exp_avg_sq, float beta1,
+                 float one_minus_beta1, float beta2, float one_minus_beta2, float sqrt_correction2,
+                 float eps, float step_size) {
+  for (int64_t i = 0; i < n; ++i) {
+    const float g = grad[i];
+    const float m = exp_avg[i] * beta1 + one_minus_beta1 * g;
+    const float v = exp_avg_sq[i] * beta2 + one_minus_beta2 * g * g;
+    exp_avg[i] = m;
+    exp_avg_sq[i] = v;
+    param[i] += -step_size * m / (std::sqrt(v) / sqrt_correction2 + eps);
+  }
+}
+
+}  // namespace
+
+FusedAdam::FusedAdam(std::vector<torch::Tensor> params, double learning_rate, double beta1,
+                     double beta2, double eps)
+    : params_(std::move(params)),
+      learning_rate_(learning_rate),
+      beta1_(beta1),
+      beta2_(beta2),
+      eps_(eps) {
+  for (const auto& p : params_) {
+    if (p.scalar_type() != torch::kFloat || !p.device().is_cpu() || !p.is_contiguous()) {
+      throw std::invalid_argument("FusedAdam: parameters must be contiguous float32 CPU tensors");
+    }
+    state_.push_back({torch::zeros_like(p), torch::zeros_like(p), 0});
+  }
+}
+
+void FusedAdam::zero_grad() {
+  for (auto& p : params_) p.mutable_grad() = torch::Tensor();
+}
+
+void FusedAdam::step() {
+  torch::NoGradGuard no_grad;
+  for (std::size_t k = 0; k < params_.size(); ++k) {
+    auto& p = params_[k];
+    if (!p.grad().defined()) continue;
+    State& s = state_[k];
+    ++s.steps;
+    const double correction1 = 1 - std::pow(beta1_, static_cast<double>(s.steps));
+    const double correction2 = 1 - std::pow(beta2_, static_cast<double>(s.steps));
+    const torch::Tensor grad = p.grad().contiguous();
+    adam_update(p.numel(), p.data_ptr<float>(), grad.data_ptr<float>(), s.exp_avg.data_ptr<float>(),
+                s.exp_avg_sq.data_ptr<float>(), static_cast<float>(beta1_),
+                static_cast<float>(1 - beta1_), static_cast<float>(beta2_),
+                static_cast<float>(1 - beta2_), static_cast<float>(std::sqrt(correction2)),
+                static_cast<float>(eps_), static_cast<float>(learning_rate_ / correction1));
+  }
+}
+
+}  // namespace engram::trainer

@@ -1,0 +1,49 @@
+#pragma once
+/// \file
+/// Adam (Kingma & Ba 2015) with the arithmetic of torch::optim::Adam (no weight decay, no AMSGrad),
+/// one fused loop per parameter over raw float buffers instead of about eight tensor operations,
+/// and gradients reset to undefined rather than zeroed, so that backward hands its gradient tensors
+/// over instead of adding them into zeros.
+///
+/// \code
+///   engram::trainer::FusedAdam adam(model->parameters(), /*learning_rate=*/1e-3);
+///   adam.zero_grad();
+///   loss.backward();
+///   adam.step();
+/// \endcode
+///
+/// Per element, as torch::optim::Adam computes it (all in float; k counts this parameter's steps):
+///   m = beta1 m + (1 - beta1) g;  v = beta2 v + (1 - beta2) g^2
+///   p -= lr / (1 - beta1^k) * m / (sqrt(v) / sqrt(1 - beta2^k) + eps)
+/// Parameters without a gradient are skipped (their step count does not advance). CPU float32
+/// contiguous parameters only.
+
+#include <torch/types.h>
+
+#include <cstdint>
+#include <vector>
+
+namespace engram::trainer {
+
+class FusedAdam {
+ public:
+  /// Throws std::invalid_argument for a parameter that is not a contiguous float32 CPU tensor.
+  FusedAdam(std::vector<torch::Tensor> params, double learning_rate, double beta1 = 0.9,
+            double beta2 = 0.999, double eps = 1e-8);
+
+  /// Resets every gradient to undefined.
+  void zero_grad();
+  /// One update of every parameter that has a gradient.
+  void step();
+
+ private:
+  struct State {
+    torch::Tensor exp_avg, exp_avg_sq;
+    int64_t steps = 0;
+  };
+  std::vector<torch::Tensor> params_;
+  std::vector<State> state_;
+  double learning_rate_, beta1_, beta2_, eps_;
+};
+
+}  // namespace engram::trainer
