@@ -110,6 +110,7 @@ std::unique_ptr<Environment> AdditionTask::make_environment(const std::string& i
 }
 
 std::string AdditionTask::random_input(int length, std::mt19937_64& rng) const {
+  check_teach_length(length, "length");
   if (length < 1) throw InputError("addition length must be at least 1");
   std::uniform_int_distribution<int> digit(0, 9), lead(1, 9);
   auto number = [&]() {
@@ -147,6 +148,7 @@ Limits AdditionTask::default_limits(int length) const {
 
 Trace AdditionTask::teach(const std::string& input) const {
   auto env = make_environment(input);
+  check_teach_length(env->length(), "problem length");
   Trace trace;
   trace.input = input;
   TraceRecorder rec(programs_, *env, trace);

@@ -96,6 +96,7 @@ std::unique_ptr<Environment> SortTask::make_environment(const std::string& input
 }
 
 std::string SortTask::random_input(int length, std::mt19937_64& rng) const {
+  check_teach_length(length, "length");
   if (length < 1) throw InputError("sort length must be at least 1");
   std::uniform_int_distribution<int> digit(0, 9);
   std::vector<int> values(length);
@@ -117,6 +118,7 @@ Limits SortTask::default_limits(int length) const {
 
 Trace SortTask::teach(const std::string& input) const {
   auto env = make_environment(input);
+  check_teach_length(env->length(), "problem length");
   Trace trace;
   trace.input = input;
   TraceRecorder rec(programs_, *env, trace);

@@ -46,6 +46,8 @@ class SortTask final : public Task {
   std::vector<int> observation_sizes() const override { return {11, 11, 11}; }
   int arg_size() const override { return 3; }
   int min_length() const override { return 2; }
+  /// A length-n trace has about 17 n^2 steps: 1000 is some 17 million, about a gigabyte.
+  int max_teach_length() const override { return 1000; }
   std::string input_help() const override { return "comma-separated digits 0..9, e.g. \"3,1,2\""; }
   std::unique_ptr<Environment> make_environment(const std::string& input) const override;
   std::string random_input(int length, std::mt19937_64& rng) const override;

@@ -33,6 +33,14 @@ std::string Task::format_args(int program, const Args& args) const {
   return std::to_string(args[0]) + ", " + std::to_string(args[1]) + ", " + std::to_string(args[2]);
 }
 
+void Task::check_teach_length(long length, const std::string& what) const {
+  if (length > max_teach_length()) {
+    throw InputError(what + " " + std::to_string(length) + " is longer than the " +
+                     std::to_string(max_teach_length()) + " that reference programs of " + name() +
+                     " run to");
+  }
+}
+
 std::vector<std::string> task_names() { return {"addition", "sort", "sort-recursive"}; }
 
 const Task& task_by_name(const std::string& name) {

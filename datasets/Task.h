@@ -121,6 +121,10 @@ class Task {
   virtual int arg_size() const = 0;
   /// Smallest problem length `random_input` accepts.
   virtual int min_length() const = 0;
+  /// Longest problem the reference program (`teach`) runs: it recurses on the C++ stack, one call
+  /// per element, and records every step, so it also bounds `random_input` (and with it `eval` and
+  /// `data gen`). Interpreting longer inputs is fine.
+  virtual int max_teach_length() const { return 10000; }
   /// One line describing the input notation, for help and error messages.
   virtual std::string input_help() const = 0;
 
@@ -132,11 +136,15 @@ class Task {
   virtual std::string solve(const std::string& input) const = 0;
   /// Defaults that let a correct program finish on a problem of this length and stop a runaway one.
   virtual Limits default_limits(int length) const = 0;
-  /// Runs the reference program on `input` and records its execution trace.
+  /// Runs the reference program on `input` and records its execution trace; throws InputError
+  /// for problems longer than max_teach_length().
   virtual Trace teach(const std::string& input) const = 0;
 
   /// Arguments of a call as a reader would write them, e.g. "OUT, 7" (empty for no arguments).
   virtual std::string format_args(int program, const Args& args) const;
+
+  /// Throws InputError if length > max_teach_length(); `what` names the option in the message.
+  void check_teach_length(long length, const std::string& what) const;
 
   /// Index of the program called `name`, or -1.
   int program_index(const std::string& name) const;

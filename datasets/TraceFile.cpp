@@ -113,6 +113,7 @@ TraceSet generate_traces(const Task& task, const GenerateOptions& options) {
                      task.name());
   }
   if (options.max_length < options.min_length) throw UsageError("--max-len is below --min-len");
+  task.check_teach_length(options.max_length, "--max-len");
   if (options.per_length < 1) throw UsageError("--per-length must be at least 1");
   TraceSet set;
   set.task = task.name();

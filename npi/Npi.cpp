@@ -21,7 +21,9 @@ using nlohmann::json;
 
 /// 0 means every core the machine has.
 void set_threads(int threads) {
-  if (threads < 0) throw UsageError("--threads must be 0 (all cores) or positive");
+  if (threads < 0 || threads > 1024) {
+    throw UsageError("--threads must be 0 (all cores) or between 1 and 1024");
+  }
   trainer::set_compute_threads(threads);
 }
 
@@ -96,7 +98,9 @@ TrainReport train_npi(const TrainOptions& options) {
   const auto& task = datasets::task_by_name(options.task);
   if (options.steps < 1) throw UsageError("--steps must be at least 1");
   if (options.batch < 1) throw UsageError("--batch must be at least 1");
-  if (options.hidden < 1) throw UsageError("--hidden must be at least 1");
+  if (options.hidden < 1 || options.hidden > 8192) {
+    throw UsageError("--hidden must be between 1 and 8192");
+  }
   if (!(options.learning_rate > 0) || !std::isfinite(options.learning_rate)) {
     throw UsageError("--lr must be a positive number");
   }
@@ -143,6 +147,7 @@ std::vector<LengthReport> evaluate_npi(const EvalOptions& options) {
       throw UsageError("--length must be at least " + std::to_string(task.min_length()) + " for " +
                        task.name());
     }
+    task.check_teach_length(length, "--length");
   }
   set_threads(options.threads);
   NpiModel model = load_model(options.model_path, task);

@@ -206,6 +206,20 @@ TEST_F(CliTest, UsageErrorsExitWithTwo) {
   expect_error({"eval", "npi", "--model", model_, "--task", "addition", "--length", "0"}, 2,
                "--length");
   expect_error({"data", "gen", "--task", "sort", "--out", data_, "--min-len", "1"}, 2, "--min-len");
+  // Past the reference programs' length bound (these crashed with SIGSEGV before it existed).
+  expect_error({"eval", "npi", "--model", model_, "--task", "addition", "--length", "99999999"}, 2,
+               "--length 99999999");
+  expect_error({"data", "gen", "--task", "addition", "--out", data_, "--max-len", "30000"}, 2,
+               "--max-len 30000");
+  expect_error({"eval", "npi", "--model", model_, "--task", "sort", "--length", "5000"}, 2,
+               "--length 5000");
+  // Bounds that used to hang (100000 threads) or print a torch stack trace (a 160 GB allocation).
+  expect_error({"train", "npi", "--task", "addition", "--data", data_, "--out", model_, "--threads",
+                "100000"},
+               2, "--threads");
+  expect_error({"train", "npi", "--task", "addition", "--data", data_, "--out", model_, "--hidden",
+                "100000"},
+               2, "--hidden");
   expect_error(
       {"train", "npi", "--task", "addition", "--data", data_, "--out", model_, "--steps", "0"}, 2,
       "--steps");

@@ -86,3 +86,28 @@ TEST(TraceEquality, ReturnStepsIgnoreTheirUnusedCallee) {
 
 }  // namespace
 }  // namespace engram::datasets
+
+namespace engram::datasets {
+namespace {
+
+// Reference programs recurse on the C++ stack: a 30000-digit addition used to overflow it (SIGSEGV)
+// in `engram eval` and `engram data gen`. Past the bound they refuse with an InputError instead.
+TEST(TeachLength, ProblemsPastTheBoundAreRefusedNotCrashed) {
+  const Task& addition = task_by_name("addition");
+  const std::string too_long = std::string(30000, '7') + "+1";
+  EXPECT_THROW(addition.teach(too_long), InputError);
+  std::mt19937_64 rng(1);
+  EXPECT_THROW(addition.random_input(addition.max_teach_length() + 1, rng), InputError);
+  const Task& sort = task_by_name("sort-recursive");
+  EXPECT_THROW(sort.random_input(sort.max_teach_length() + 1, rng), InputError);
+}
+
+TEST(TeachLength, TheBoundItselfRuns) {
+  const Task& addition = task_by_name("addition");
+  std::mt19937_64 rng(1);
+  const std::string input = addition.random_input(addition.max_teach_length(), rng);
+  EXPECT_EQ(addition.teach(input).output, addition.solve(input));
+}
+
+}  // namespace
+}  // namespace engram::datasets
