@@ -4,6 +4,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <numeric>
 #include <stdexcept>
 
@@ -44,6 +45,13 @@ NpiConfig NpiConfig::from_json(const std::string& text) {
     if (c.core != "fused" && c.core != "torch") {
       throw FormatError("bad NPI configuration in checkpoint: unknown core '" + c.core + "'");
     }
+    // Sizes reach torch's allocators; a non-positive one would surface as a torch stack trace.
+    const bool sizes_ok = c.num_programs > 0 && c.arg_size > 0 && c.hidden > 0 && c.layers > 0 &&
+                          c.state_dim > 0 && c.program_dim > 0 && c.key_dim > 0 &&
+                          !c.observation_sizes.empty() &&
+                          std::all_of(c.observation_sizes.begin(), c.observation_sizes.end(),
+                                      [](int size) { return size > 0; });
+    if (!sizes_ok) throw FormatError("bad NPI configuration in checkpoint: a size is not positive");
     return c;
   } catch (const nlohmann::json::exception& e) {
     throw FormatError(std::string("bad NPI configuration in checkpoint: ") + e.what());

@@ -208,6 +208,24 @@ TEST(NpiConfig, JsonRoundTrip) {
   EXPECT_THROW(NpiConfig::from_json(R"({"task":1})"), FormatError);
 }
 
+// A hand-edited checkpoint with "layers":0 or "hidden":-1 printed a torch stack trace.
+TEST(NpiConfig, NonPositiveSizesAreFormatErrors) {
+  NpiConfig config;
+  config.task = "addition";
+  config.num_programs = 6;
+  config.observation_sizes = {11, 11, 11, 11};
+  EXPECT_NO_THROW(NpiConfig::from_json(config.to_json()));
+  for (int NpiConfig::*field : {&NpiConfig::hidden, &NpiConfig::layers, &NpiConfig::state_dim,
+                                &NpiConfig::key_dim, &NpiConfig::arg_size}) {
+    NpiConfig bad = config;
+    bad.*field = 0;
+    EXPECT_THROW(NpiConfig::from_json(bad.to_json()), FormatError);
+  }
+  NpiConfig bad = config;
+  bad.observation_sizes = {11, -1};
+  EXPECT_THROW(NpiConfig::from_json(bad.to_json()), FormatError);
+}
+
 TEST(NpiConfig, CoreRoundTripsAndDefaultsToFused) {
   NpiConfig config = small_config(addition());
   EXPECT_EQ(config.core, "fused");
