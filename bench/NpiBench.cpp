@@ -1,5 +1,6 @@
 #include "bench/NpiBench.h"
 
+#include "bench/BenchSupport.h"
 #include "common/AtomicFile.h"
 #include "common/Errors.h"
 #include "datasets/TraceFile.h"
@@ -9,31 +10,19 @@
 #include "trainer/FusedAdam.h"
 #include "trainer/Threads.h"
 
-#include <fcntl.h>
-#include <spawn.h>
-#include <sys/wait.h>
 #include <torch/torch.h>
-#include <torch/version.h>
-#include <unistd.h>
 
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
-#include <cerrno>
 #include <chrono>
 #include <cmath>
-#include <cstdlib>
-#include <cstring>
 #include <ctime>
-#include <filesystem>
 #include <fstream>
 #include <iomanip>
 #include <numeric>
 #include <random>
 #include <sstream>
-#include <thread>
-
-extern char** environ;
 
 namespace engram::bench {
 namespace {
@@ -58,45 +47,6 @@ double process_cpu_seconds() {
   timespec ts{};
   ::clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
   return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
-}
-
-/// A fresh private directory, removed with its content on destruction.
-class TempDir {
- public:
-  TempDir() {
-    std::string pattern =
-        (std::filesystem::temp_directory_path() / "engram-bench-npi-XXXXXX").string();
-    if (::mkdtemp(pattern.data()) == nullptr) {
-      throw std::runtime_error("cannot create a temporary directory: " +
-                               std::string(std::strerror(errno)));
-    }
-    path_ = pattern;
-  }
-  ~TempDir() {
-    std::error_code ignored;
-    std::filesystem::remove_all(path_, ignored);
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-  std::string file(const std::string& name) const { return (path_ / name).string(); }
-
- private:
-  std::filesystem::path path_;
-};
-
-std::string cpu_model() {
-  std::ifstream in("/proc/cpuinfo");
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.rfind("model name", 0) == 0) {
-      const auto colon = line.find(':');
-      if (colon != std::string::npos) {
-        const auto start = line.find_first_not_of(" \t", colon + 1);
-        return start == std::string::npos ? "" : line.substr(start);
-      }
-    }
-  }
-  return "unknown";
 }
 
 /// `count` batches of trace indices drawn as trainer::train draws them: epochs of a seeded shuffle.
@@ -209,78 +159,6 @@ Measurement measure_cpp(const npi::NpiConfig& config, const npi::NpiDataset& dat
   return m;
 }
 
-/// The last non-empty line of `text`.
-std::string last_line(const std::string& text) {
-  std::istringstream in(text);
-  std::string line, last;
-  while (std::getline(in, line)) {
-    if (line.find_first_not_of(" \t\r") != std::string::npos) last = line;
-  }
-  return last;
-}
-
-/// `text` cut to its last 300 characters, for one-line error messages.
-std::string tail(const std::string& text) {
-  return text.size() > 300 ? "..." + text.substr(text.size() - 297) : text;
-}
-
-std::string read_all(const std::string& path) {
-  std::ifstream in(path);
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
-/// Runs `argv` with stdout and stderr going to files and returns its stdout; throws
-/// std::runtime_error with stderr's last line if it cannot start or does not exit with 0.
-std::string run_peer(const std::vector<std::string>& argv, const TempDir& dir) {
-  const std::string out_path = dir.file("peer.stdout"), err_path = dir.file("peer.stderr");
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, out_path.c_str(),
-                                   O_WRONLY | O_CREAT | O_TRUNC, 0600);
-  posix_spawn_file_actions_addopen(&actions, STDERR_FILENO, err_path.c_str(),
-                                   O_WRONLY | O_CREAT | O_TRUNC, 0600);
-  std::vector<char*> args;
-  for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-  args.push_back(nullptr);
-  pid_t pid = 0;
-  const int spawn_error = ::posix_spawnp(&pid, args[0], &actions, nullptr, args.data(), environ);
-  posix_spawn_file_actions_destroy(&actions);
-  if (spawn_error != 0) {
-    throw std::runtime_error("cannot start the Python peer with '" + argv[0] +
-                             "': " + std::strerror(spawn_error) + " (see --python, --no-peer)");
-  }
-  int status = 0;
-  while (::waitpid(pid, &status, 0) < 0) {
-    if (errno != EINTR) throw std::runtime_error("waiting for the Python peer failed");
-  }
-  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-    const std::string how = WIFEXITED(status)
-                                ? "exited with " + std::to_string(WEXITSTATUS(status))
-                                : "was killed by signal " + std::to_string(WTERMSIG(status));
-    throw std::runtime_error("the Python peer (" + argv[0] + " " + argv[1] + ") " + how + ": " +
-                             tail(last_line(read_all(err_path))) + " (see --python, --no-peer)");
-  }
-  return read_all(out_path);
-}
-
-/// The JSON object on the last line the peer printed.
-json peer_json(const std::string& text) {
-  try {
-    return json::parse(last_line(text));
-  } catch (const json::exception&) {
-    throw std::runtime_error("the Python peer printed no JSON result: '" + tail(last_line(text)) +
-                             "'");
-  }
-}
-
-std::string fixed(double value, int precision) {
-  std::ostringstream s;
-  s << std::fixed << std::setprecision(precision) << value;
-  return s.str();
-}
-
 std::string phases_text(const json& ms) {
   std::string s;
   for (const char* k : {"batch", "forward", "backward", "clip", "optimizer"}) {
@@ -297,10 +175,7 @@ void run_npi_bench(const NpiBenchOptions& options, std::ostream& out) {
   if (options.threads < 1) throw UsageError("--threads must be at least 1");
   if (options.hidden < 1) throw UsageError("--hidden must be at least 1");
   const auto& task = datasets::task_by_name(options.task);
-  const std::string peer_script = std::string(ENGRAM_SOURCE_DIR) + "/bench/peers/npi_peer.py";
-  if (!options.skip_peer && !std::filesystem::exists(peer_script)) {
-    throw std::runtime_error("the Python peer '" + peer_script + "' is missing (see --no-peer)");
-  }
+  const std::string peer_path = options.skip_peer ? "" : peer_script("npi_peer.py");
   const bool blas_threads_set = trainer::set_compute_threads(options.threads);
 
   // The task's default training data (as `engram data gen` makes it).
@@ -309,7 +184,7 @@ void run_npi_bench(const NpiBenchOptions& options, std::ostream& out) {
   gen.per_length = task.name() == "addition" ? 32 : 64;
   gen.seed = options.seed;
   const auto traces = datasets::generate_traces(task, gen);
-  const TempDir dir;
+  const ScratchDir dir("npi");
   const std::string data_path = dir.file("traces.jsonl");
   datasets::write_trace_file(data_path, traces);
 
@@ -330,8 +205,8 @@ void run_npi_bench(const NpiBenchOptions& options, std::ostream& out) {
   }
 
   json report{{"benchmark", "npi"},
-              {"machine", {{"cpu", cpu_model()}, {"cores", std::thread::hardware_concurrency()}}},
-              {"versions", {{"libtorch", TORCH_VERSION}, {"python_torch", nullptr}}},
+              {"machine", machine_json()},
+              {"versions", versions_json()},
               {"task", task.name()},
               {"hidden", options.hidden},
               {"threads", options.threads},
@@ -349,9 +224,12 @@ void run_npi_bench(const NpiBenchOptions& options, std::ostream& out) {
                 {"per_length", gen.per_length}}},
               {"results", json::array()}};
 
+  report["versions"]["python_torch"] = nullptr;  // filled in by the peer
+  report["versions"]["python"] = nullptr;
+
   if (!options.skip_peer) {
     // Fails fast (before minutes of measuring) when the interpreter or its torch is unusable.
-    const json versions = peer_json(run_peer({options.python, peer_script, "--probe"}, dir));
+    const json versions = peer_json(run_peer({options.python, peer_path, "--probe"}, dir));
     report["versions"]["python_torch"] = versions.at("torch_version");
     report["versions"]["python"] = versions.at("python_version");
   }
@@ -383,7 +261,7 @@ void run_npi_bench(const NpiBenchOptions& options, std::ostream& out) {
     if (!options.skip_peer) {
       const std::string indices_path = dir.file("indices.json");
       write_file_atomically(indices_path, json(batches).dump());
-      const std::string text = run_peer({options.python, peer_script,
+      const std::string text = run_peer({options.python, peer_path,
                                          "--data",       data_path,
                                          "--config",     config_path,
                                          "--batch",      std::to_string(batch),

@@ -1,5 +1,6 @@
 #include "cli/Cli.h"
 
+#include "bench/MemoryBench.h"
 #include "bench/NpiBench.h"
 #include "cli/Demo.h"
 #include "common/Errors.h"
@@ -81,6 +82,12 @@ int engram_main(const std::vector<std::string>& args, std::ostream& out, std::os
   train_npi->add_option("--batch", to.batch, "Traces per step")->capture_default_str();
   train_npi->add_option("--lr", to.learning_rate, "Adam learning rate")->capture_default_str();
   train_npi->add_option("--hidden", to.hidden, "LSTM width")->capture_default_str();
+  train_npi
+      ->add_option("--layers", to.layers,
+                   "Layer implementation: engram (nn/, the default) or torch (plain torch "
+                   "modules, for comparison)")
+      ->check(CLI::IsMember({"engram", "torch"}))
+      ->capture_default_str();
   train_npi->add_option("--threads", to.threads, "Intra-op threads, 0 for all cores")
       ->capture_default_str();
   train_npi->add_option("--seed", to.seed, "Random seed")->capture_default_str();
@@ -148,6 +155,41 @@ int engram_main(const std::vector<std::string>& args, std::ostream& out, std::os
   bench_npi->add_option("--python", bo.python, "Interpreter with torch for the peer")
       ->capture_default_str();
   bench_npi->add_flag("--no-peer", bo.skip_peer, "Measure C++ only");
+
+  // engram bench memory
+  auto* bench_memory = bench->add_subcommand(
+      "memory",
+      "Training-step memory (peak, activation peak) per memory technique, exactly counted, "
+      "beside PyTorch's profiler (resnet)");
+  bench::MemoryBenchOptions mo;
+  bench_memory->add_option("--workload", mo.workload, "Workload: npi or resnet")->required();
+  bench_memory->add_option("--techniques", mo.techniques, "Comma-separated memory techniques: none")
+      ->delimiter(',')
+      ->capture_default_str();
+  bench_memory->add_option("--json", mo.json_path, "Write the results here")->required();
+  bench_memory->add_option("--trace", mo.trace_path,
+                           "Write the last measured step as a Chrome trace here");
+  bench_memory->add_option("--steps", mo.steps, "Measured steps (after one warm-up step)")
+      ->capture_default_str();
+  bench_memory->add_option("--batch", mo.batch,
+                           "Examples per step (default: 8 traces for npi, 32 images for resnet)");
+  bench_memory->add_option("--image-size", mo.image_size, "resnet: image height and width")
+      ->capture_default_str();
+  bench_memory
+      ->add_option("--width", mo.width,
+                   "resnet: channels of the first stage (stages: 1x, 2x, 4x, 8x)")
+      ->capture_default_str();
+  bench_memory->add_option("--hidden", mo.hidden, "npi: LSTM width")->capture_default_str();
+  bench_memory
+      ->add_option("--layers", mo.layers,
+                   "npi: layer implementation, engram (nn/) or torch (plain torch modules)")
+      ->capture_default_str();
+  bench_memory->add_option("--seed", mo.seed, "Random seed")->capture_default_str();
+  bench_memory->add_option("--threads", mo.threads, "Intra-op threads, C++ and peer alike")
+      ->capture_default_str();
+  bench_memory->add_option("--python", mo.python, "Interpreter with torch for the peer")
+      ->capture_default_str();
+  bench_memory->add_flag("--no-peer", mo.skip_peer, "Measure C++ only");
 
   // engram help [command...]
   auto* help = app.add_subcommand("help", "Show help for a command, e.g. `engram help train npi`");
@@ -243,6 +285,10 @@ int engram_main(const std::vector<std::string>& args, std::ostream& out, std::os
     if (demo->parsed()) return run_demo(demo_options, out);
     if (bench_npi->parsed()) {
       bench::run_npi_bench(bo, out);
+      return 0;
+    }
+    if (bench_memory->parsed()) {
+      bench::run_memory_bench(mo, out);
       return 0;
     }
   } catch (const UsageError& e) {

@@ -104,6 +104,9 @@ TrainReport train_npi(const TrainOptions& options) {
   if (!(options.learning_rate > 0) || !std::isfinite(options.learning_rate)) {
     throw UsageError("--lr must be a positive number");
   }
+  if (options.layers != "engram" && options.layers != "torch") {
+    throw UsageError("--layers must be engram or torch, not '" + options.layers + "'");
+  }
   if (options.out_path.empty()) throw UsageError("--out is required");
   {
     // Fail before training, not after it, when the model cannot be written.
@@ -122,6 +125,7 @@ TrainReport train_npi(const TrainOptions& options) {
   config.observation_sizes = task.observation_sizes();
   config.arg_size = task.arg_size();
   config.hidden = options.hidden;
+  config.layers_impl = options.layers;
   NpiModel model(config);
   const NpiDataset dataset(task, data.traces);
   NpiWorkload workload(model, dataset);

@@ -32,6 +32,8 @@ struct TrainOptions {
   int batch = 8;                ///< traces per step
   double learning_rate = 2e-3;  ///< Adam
   int hidden = 256;             ///< LSTM width
+  /// "engram" (the layers of nn/) or "torch" (plain torch modules, for comparison).
+  std::string layers = "engram";
   /// Intra-op threads; 0: all cores. One is the default because the NPI's matrices are small:
   /// on the 2-core reference machine two threads trained addition 1.8x slower than one.
   int threads = 1;

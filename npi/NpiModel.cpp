@@ -1,6 +1,9 @@
 #include "npi/NpiModel.h"
 
 #include "common/Errors.h"
+#include "nn/Embedding.h"
+#include "nn/Linear.h"
+#include "nn/ReLU.h"
 
 #include <nlohmann/json.hpp>
 
@@ -24,7 +27,7 @@ std::string NpiConfig::to_json() const {
                         {"state_dim", state_dim},
                         {"program_dim", program_dim},
                         {"key_dim", key_dim},
-                        {"core", core}}
+                        {"layers_impl", layers_impl}}
       .dump();
 }
 
@@ -41,9 +44,18 @@ NpiConfig NpiConfig::from_json(const std::string& text) {
     c.state_dim = j.at("state_dim").get<int>();
     c.program_dim = j.at("program_dim").get<int>();
     c.key_dim = j.at("key_dim").get<int>();
-    c.core = j.value("core", c.core);
-    if (c.core != "fused" && c.core != "torch") {
-      throw FormatError("bad NPI configuration in checkpoint: unknown core '" + c.core + "'");
+    if (j.contains("layers_impl")) {
+      c.layers_impl = j.at("layers_impl").get<std::string>();
+    } else if (j.contains("core")) {
+      const auto core = j.at("core").get<std::string>();
+      if (core != "fused" && core != "torch") {
+        throw FormatError("bad NPI configuration in checkpoint: unknown core '" + core + "'");
+      }
+      c.layers_impl = core == "fused" ? "engram" : "torch";
+    }
+    if (c.layers_impl != "engram" && c.layers_impl != "torch") {
+      throw FormatError("bad NPI configuration in checkpoint: unknown layers_impl '" +
+                        c.layers_impl + "'");
     }
     // Sizes reach torch's allocators; a non-positive one would surface as a torch stack trace.
     const bool sizes_ok = c.num_programs > 0 && c.arg_size > 0 && c.hidden > 0 && c.layers > 0 &&
@@ -59,56 +71,76 @@ NpiConfig NpiConfig::from_json(const std::string& text) {
 }
 
 NpiModelImpl::NpiModelImpl(NpiConfig config) : config_(std::move(config)) {
-  namespace nn = torch::nn;
-  encoder_ = register_module(
-      "encoder", nn::Sequential(nn::Linear(config_.feature_dim(), config_.state_dim), nn::ReLU(),
-                                nn::Linear(config_.state_dim, config_.state_dim)));
-  program_embedding_ = register_module("program_embedding",
-                                       nn::Embedding(config_.num_programs, config_.program_dim));
+  if (config_.layers_impl != "engram" && config_.layers_impl != "torch") {
+    throw std::invalid_argument("unknown NPI layers '" + config_.layers_impl +
+                                "' (engram or torch)");
+  }
+  namespace tnn = torch::nn;
+  const int core_input = config_.state_dim + config_.program_dim;
+  // Registered and drawn in the same order for both implementations (same names, same values).
+  if (engram_layers()) {
+    encoder_ = register_module("encoder",
+                               tnn::Sequential(nn::Linear(config_.feature_dim(), config_.state_dim),
+                                               nn::ReLU(nn::ReLUOptions().inplace(true)),
+                                               nn::Linear(config_.state_dim, config_.state_dim)));
+    program_embedding_ = tnn::AnyModule(register_module(
+        "program_embedding", nn::Embedding(config_.num_programs, config_.program_dim)));
+  } else {
+    encoder_ = register_module(
+        "encoder", tnn::Sequential(tnn::Linear(config_.feature_dim(), config_.state_dim),
+                                   tnn::ReLU(), tnn::Linear(config_.state_dim, config_.state_dim)));
+    program_embedding_ = tnn::AnyModule(register_module(
+        "program_embedding", tnn::Embedding(config_.num_programs, config_.program_dim)));
+  }
   program_keys_ = register_parameter("program_keys",
                                      torch::randn({config_.num_programs, config_.key_dim}) * 0.5);
-  const int core_input = config_.state_dim + config_.program_dim;
-  if (config_.core == "fused") {
-    fused_core_ = register_module(
-        "core", FusedLstm(FusedLstmOptions(core_input, config_.hidden).num_layers(config_.layers)));
-  } else if (config_.core == "torch") {
+  if (engram_layers()) {
     core_ = register_module(
         "core", nn::LSTM(nn::LSTMOptions(core_input, config_.hidden).num_layers(config_.layers)));
+    end_head_ = tnn::AnyModule(register_module("end_head", nn::Linear(config_.hidden, 1)));
+    key_head_ =
+        tnn::AnyModule(register_module("key_head", nn::Linear(config_.hidden, config_.key_dim)));
+    arg_head_ = tnn::AnyModule(
+        register_module("arg_head", nn::Linear(config_.hidden, 3 * config_.arg_size)));
   } else {
-    throw std::invalid_argument("unknown NPI core '" + config_.core + "' (fused or torch)");
+    torch_core_ = register_module(
+        "core", tnn::LSTM(tnn::LSTMOptions(core_input, config_.hidden).num_layers(config_.layers)));
+    end_head_ = tnn::AnyModule(register_module("end_head", tnn::Linear(config_.hidden, 1)));
+    key_head_ =
+        tnn::AnyModule(register_module("key_head", tnn::Linear(config_.hidden, config_.key_dim)));
+    arg_head_ = tnn::AnyModule(
+        register_module("arg_head", tnn::Linear(config_.hidden, 3 * config_.arg_size)));
   }
-  end_head_ = register_module("end_head", nn::Linear(config_.hidden, 1));
-  key_head_ = register_module("key_head", nn::Linear(config_.hidden, config_.key_dim));
-  arg_head_ = register_module("arg_head", nn::Linear(config_.hidden, 3 * config_.arg_size));
 }
 
 torch::Tensor NpiModelImpl::core_input(const torch::Tensor& features,
                                        const torch::Tensor& programs) {
-  return torch::cat({encoder_->forward(features), program_embedding_->forward(programs)}, 1);
+  return torch::cat({encoder_->forward(features), program_embedding_.forward(programs)}, 1);
 }
 
 NpiHeads NpiModelImpl::heads(const torch::Tensor& hidden) {
   NpiHeads out;
-  out.end_logit = end_head_->forward(hidden).squeeze(1);
-  out.program_logits = torch::matmul(key_head_->forward(hidden), program_keys_.t());
-  out.arg_logits = arg_head_->forward(hidden).view({-1, 3, config_.arg_size});
+  out.end_logit = end_head_.forward(hidden).squeeze(1);
+  const torch::Tensor key = key_head_.forward(hidden);
+  out.program_logits =
+      engram_layers() ? nn::linear(key, program_keys_) : torch::matmul(key, program_keys_.t());
+  out.arg_logits = arg_head_.forward(hidden).view({-1, 3, config_.arg_size});
   return out;
 }
 
 NpiHeads NpiModelImpl::forward_packed(const torch::Tensor& features, const torch::Tensor& programs,
                                       const torch::Tensor& batch_sizes) {
-  if (fused_core_) {
-    return heads(fused_core_->forward_packed(core_input(features, programs), batch_sizes));
-  }
+  if (core_) return heads(core_->forward_packed(core_input(features, programs), batch_sizes));
   torch::nn::utils::rnn::PackedSequence packed(core_input(features, programs), batch_sizes);
-  auto result = core_->forward_with_packed_input(packed);
+  auto result = torch_core_->forward_with_packed_input(packed);
   return heads(std::get<0>(result).data());
 }
 
 NpiHeads NpiModelImpl::step(const torch::Tensor& features, const torch::Tensor& programs,
                             torch::Tensor& h, torch::Tensor& c) {
-  if (fused_core_) return heads(fused_core_->step(core_input(features, programs), h, c));
-  auto result = core_->forward(core_input(features, programs).unsqueeze(0), std::make_tuple(h, c));
+  if (core_) return heads(core_->step(core_input(features, programs), h, c));
+  auto result =
+      torch_core_->forward(core_input(features, programs).unsqueeze(0), std::make_tuple(h, c));
   h = std::get<0>(std::get<1>(result));
   c = std::get<1>(std::get<1>(result));
   return heads(std::get<0>(result).squeeze(0));

@@ -1,6 +1,7 @@
 #pragma once
 /// \file
-/// The Neural Programmer-Interpreter core (Reed & de Freitas 2016), in LibTorch modules.
+/// The Neural Programmer-Interpreter core (Reed & de Freitas 2016), built from the layers of nn/
+/// (or, for comparison, from plain torch modules).
 ///
 ///   s_t = f_enc(observation_t, args)                      task encoder (2-layer MLP over one-hots)
 ///   h_t = f_lstm([s_t, M_prog[program]], h_{t-1})         2-layer LSTM core, fresh state per call
@@ -15,7 +16,7 @@
 /// Heavy header (torch/torch.h): include it only from npi sources and tests; the command line uses
 /// npi/Npi.h.
 
-#include "npi/FusedLstm.h"
+#include "nn/LSTM.h"
 
 #include <torch/torch.h>
 
@@ -34,15 +35,17 @@ struct NpiConfig {
   int state_dim = 128;                 ///< encoder output s_t
   int program_dim = 64;                ///< program embedding width
   int key_dim = 32;                    ///< program key width
-  /// Core LSTM implementation: "fused" (npi/FusedLstm.h, the fast one) or "torch"
-  /// (torch::nn::LSTM, kept as the reference). Both have the same parameters under the same names,
-  /// so a checkpoint of one loads into the other.
-  std::string core = "fused";
+  /// Layer implementation: "engram" (the layers of nn/: saved tensors through the activation
+  /// store, weight gradients through the scheduler, the packed LSTM of nn/LSTM.h) or "torch"
+  /// (torch::nn::Linear, Embedding and LSTM, kept for comparison). Both have the same parameters
+  /// under the same names, drawn the same way, so a checkpoint of one loads into the other.
+  std::string layers_impl = "engram";
 
   /// Width of the encoder input: one-hot observation slots then three one-hot arguments.
   int feature_dim() const;
   std::string to_json() const;
-  /// Throws FormatError; a configuration without "core" gets the default.
+  /// Throws FormatError. A configuration without "layers_impl" gets the default; one written
+  /// before nn/ existed names a "core" ("fused" meant the engram LSTM, "torch" the torch one).
   static NpiConfig from_json(const std::string& text);
 };
 
@@ -55,7 +58,7 @@ struct NpiHeads {
 
 class NpiModelImpl : public torch::nn::Module {
  public:
-  /// Throws std::invalid_argument for an unknown config.core.
+  /// Throws std::invalid_argument for an unknown config.layers_impl.
   explicit NpiModelImpl(NpiConfig config);
 
   /// Training: a packed batch of invocation sequences. `features` [N, feature_dim] and `programs`
@@ -74,16 +77,16 @@ class NpiModelImpl : public torch::nn::Module {
  private:
   torch::Tensor core_input(const torch::Tensor& features, const torch::Tensor& programs);
   NpiHeads heads(const torch::Tensor& hidden);
+  bool engram_layers() const { return config_.layers_impl == "engram"; }
 
   NpiConfig config_;
+  // Linear layers, the ReLU and the embedding are nn/ or torch modules (config_.layers_impl).
   torch::nn::Sequential encoder_{nullptr};
-  torch::nn::Embedding program_embedding_{nullptr};
+  torch::nn::AnyModule program_embedding_;
   torch::Tensor program_keys_;
-  torch::nn::LSTM core_{nullptr};  ///< config_.core == "torch"
-  FusedLstm fused_core_{nullptr};  ///< config_.core == "fused"
-  torch::nn::Linear end_head_{nullptr};
-  torch::nn::Linear key_head_{nullptr};
-  torch::nn::Linear arg_head_{nullptr};
+  nn::LSTM core_{nullptr};               ///< layers_impl "engram"
+  torch::nn::LSTM torch_core_{nullptr};  ///< layers_impl "torch"
+  torch::nn::AnyModule end_head_, key_head_, arg_head_;
 };
 TORCH_MODULE(NpiModel);
 

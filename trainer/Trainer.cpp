@@ -1,5 +1,7 @@
 #include "trainer/Trainer.h"
 
+#include "memory/MemoryTracker.h"
+#include "nn/Runtime.h"
 #include "trainer/FusedAdam.h"
 #include "trainer/ProgressBar.h"
 
@@ -11,9 +13,25 @@
 #include <cmath>
 #include <fstream>
 #include <numeric>
+#include <optional>
 #include <random>
 
 namespace engram::trainer {
+
+StepOutput run_step_forward_backward(Workload& workload, const std::vector<std::size_t>& batch) {
+  StepOutput out;
+  {
+    memory::PhaseGuard phase(memory::Phase::forward);
+    memory::SpanGuard span("forward", "phase");
+    out = workload.forward(batch);
+  }
+  memory::PhaseGuard phase(memory::Phase::backward);
+  memory::SpanGuard span("backward", "phase");
+  out.loss.backward();
+  // Weight gradients a scheduler held back (nn/GradScheduler.h) are due before the optimizer.
+  nn::current_runtime().scheduler->finish();
+  return out;
+}
 
 TrainSummary train(Workload& workload, const TrainerOptions& options) {
   const std::size_t n = workload.num_examples();
@@ -23,7 +41,12 @@ TrainSummary train(Workload& workload, const TrainerOptions& options) {
   const std::size_t batch = std::min<std::size_t>(std::max(1, options.batch_size), n);
 
   auto params = workload.parameters();
-  FusedAdam optimizer(params, options.learning_rate);
+  std::optional<FusedAdam> optimizer_holder;
+  {
+    memory::TagGuard tag(memory::Tag::optimizer_state);  // FusedAdam allocates its moments here
+    optimizer_holder.emplace(params, options.learning_rate);
+  }
+  FusedAdam& optimizer = *optimizer_holder;
 
   std::ofstream metrics;
   if (!options.metrics_path.empty()) {
@@ -55,10 +78,13 @@ TrainSummary train(Workload& workload, const TrainerOptions& options) {
       indices.push_back(order[cursor++]);
     }
     optimizer.zero_grad();
-    StepOutput out = workload.forward(indices);
-    out.loss.backward();
-    if (options.grad_clip > 0) torch::nn::utils::clip_grad_norm_(params, options.grad_clip);
-    optimizer.step();
+    StepOutput out = run_step_forward_backward(workload, indices);
+    {
+      memory::PhaseGuard phase(memory::Phase::optimizer);
+      memory::SpanGuard span("optimizer", "phase");
+      if (options.grad_clip > 0) torch::nn::utils::clip_grad_norm_(params, options.grad_clip);
+      optimizer.step();
+    }
     examples += static_cast<long>(batch);
 
     const double loss = out.loss.item<double>();

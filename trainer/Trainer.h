@@ -38,6 +38,11 @@ struct TrainSummary {
   double examples_per_second = 0;
 };
 
+/// One step's forward and backward pass over `batch`, with the memory phases and spans set
+/// (memory/MemoryTracker.h), then the gradient scheduler's finish() (nn/GradScheduler.h), so every
+/// weight gradient is in .grad when it returns. The optimizer step is the caller's.
+StepOutput run_step_forward_backward(Workload& workload, const std::vector<std::size_t>& batch);
+
 /// Runs the loop; throws std::runtime_error if the loss becomes non-finite.
 TrainSummary train(Workload& workload, const TrainerOptions& options);
 

@@ -121,24 +121,24 @@ TEST_F(NpiModelTest, StepByStepGivesTheSameHeadsAsForwardPacked) {
   }
 }
 
-// The fused core (npi/FusedLstm.h) against torch::nn::LSTM, the reference.
+// The model on the layers of nn/ against the same model on plain torch modules, the reference.
 
 /// ||a - b|| / max(||b||, tiny): elementwise tolerances fail on near-zero entries of sums.
 double relative_difference(const torch::Tensor& a, const torch::Tensor& b) {
   return (a - b).norm().item<double>() / std::max(b.norm().item<double>(), 1e-30);
 }
 
-NpiConfig with_core(NpiConfig config, const std::string& core) {
-  config.core = core;
+NpiConfig with_layers(NpiConfig config, const std::string& layers) {
+  config.layers_impl = layers;
   return config;
 }
 
-TEST_F(NpiModelTest, BothCoresHaveTheSameParametersAndInitialWeights) {
+TEST_F(NpiModelTest, BothLayerImplementationsHaveTheSameParametersAndInitialWeights) {
   const NpiConfig config = small_config(addition());
   torch::manual_seed(3);
-  NpiModel fused(with_core(config, "fused"));
+  NpiModel fused(with_layers(config, "engram"));
   torch::manual_seed(3);
-  NpiModel reference(with_core(config, "torch"));
+  NpiModel reference(with_layers(config, "torch"));
   const auto a = fused->named_parameters();
   const auto b = reference->named_parameters();
   ASSERT_EQ(a.size(), b.size());
@@ -147,10 +147,10 @@ TEST_F(NpiModelTest, BothCoresHaveTheSameParametersAndInitialWeights) {
     EXPECT_EQ(a[i].key(), b[i].key()) << "same names in the same order";
     EXPECT_TRUE(torch::equal(a[i].value(), b[i].value())) << "same random draws";
   }
-  EXPECT_THROW(NpiModel(with_core(config, "cudnn")), std::invalid_argument);
+  EXPECT_THROW(NpiModel(with_layers(config, "cudnn")), std::invalid_argument);
 }
 
-TEST_F(NpiModelTest, StepByStepMatchesForwardPackedForBothCoresWithAndWithoutGradients) {
+TEST_F(NpiModelTest, StepByStepMatchesForwardPackedForBothLayerImplementationsWithAndWithoutGradients) {
   const NpiConfig config = small_config(task_by_name("sort"), 12);
   // Sequences of lengths 4, 4 and 2 in packed order.
   const std::vector<long> batch_sizes{3, 3, 2, 2};
@@ -158,9 +158,9 @@ TEST_F(NpiModelTest, StepByStepMatchesForwardPackedForBothCoresWithAndWithoutGra
   const long n = 10, frames = 3;
   const auto features = torch::rand({n, config.feature_dim()});
   const auto programs = torch::randint(config.num_programs, {n}, torch::kLong);
-  for (const std::string core : {"fused", "torch"}) {
+  for (const std::string core : {"engram", "torch"}) {
     torch::manual_seed(1);
-    NpiModel model(with_core(config, core));
+    NpiModel model(with_layers(config, core));
     const NpiHeads packed =
         model->forward_packed(features, programs, torch::tensor(batch_sizes, torch::kLong));
     for (const bool grad : {false, true}) {
@@ -226,14 +226,26 @@ TEST(NpiConfig, NonPositiveSizesAreFormatErrors) {
   EXPECT_THROW(NpiConfig::from_json(bad.to_json()), FormatError);
 }
 
-TEST(NpiConfig, CoreRoundTripsAndDefaultsToFused) {
+TEST(NpiConfig, LayersRoundTripAndDefaultToEngram) {
   NpiConfig config = small_config(addition());
-  EXPECT_EQ(config.core, "fused");
-  config.core = "torch";
-  EXPECT_EQ(NpiConfig::from_json(config.to_json()).core, "torch");
+  EXPECT_EQ(config.layers_impl, "engram");
+  config.layers_impl = "torch";
+  EXPECT_EQ(NpiConfig::from_json(config.to_json()).layers_impl, "torch");
   auto j = nlohmann::json::parse(config.to_json());
-  j.erase("core");
-  EXPECT_EQ(NpiConfig::from_json(j.dump()).core, "fused");
+  j.erase("layers_impl");
+  EXPECT_EQ(NpiConfig::from_json(j.dump()).layers_impl, "engram");
+  j["layers_impl"] = "cudnn";
+  EXPECT_THROW(NpiConfig::from_json(j.dump()), FormatError);
+}
+
+// Checkpoints written before nn/ existed name a "core" instead.
+TEST(NpiConfig, OlderCheckpointsCoreMapsToLayers) {
+  auto j = nlohmann::json::parse(small_config(addition()).to_json());
+  j.erase("layers_impl");
+  j["core"] = "fused";
+  EXPECT_EQ(NpiConfig::from_json(j.dump()).layers_impl, "engram");
+  j["core"] = "torch";
+  EXPECT_EQ(NpiConfig::from_json(j.dump()).layers_impl, "torch");
   j["core"] = "cudnn";
   EXPECT_THROW(NpiConfig::from_json(j.dump()), FormatError);
 }
@@ -337,7 +349,7 @@ TEST_F(NpiTest, WorkloadLossIsFiniteAndReachesEveryParameter) {
   }
 }
 
-TEST_F(NpiTest, FusedCoreLossAndGradientsEqualTheTorchCore) {
+TEST_F(NpiTest, EngramLayersLossAndGradientsEqualTorchLayers) {
   // Full-size model (hidden 256, 2 layers) on real packed batches of several traces.
   for (const char* name : {"addition", "sort"}) {
     SCOPED_TRACE(name);
@@ -349,8 +361,8 @@ TEST_F(NpiTest, FusedCoreLossAndGradientsEqualTheTorchCore) {
     config.num_programs = static_cast<int>(task.programs().size());
     config.observation_sizes = task.observation_sizes();
     config.arg_size = task.arg_size();
-    NpiModel fused(with_core(config, "fused"));
-    NpiModel reference(with_core(config, "torch"));
+    NpiModel fused(with_layers(config, "engram"));
+    NpiModel reference(with_layers(config, "torch"));
     {
       torch::NoGradGuard no_grad;
       const auto source = fused->named_parameters();

@@ -1,16 +1,18 @@
 #pragma once
 /// \file
-/// A multi-layer LSTM over packed sequences whose forward and backward are a few large matrix
-/// products plus fused element-wise loops over raw float buffers: the NPI core without the
-/// per-time-step overhead of torch::nn::LSTM (DESIGN.md section 2: layers as custom autograd
-/// Functions).
+/// A multi-layer LSTM over packed sequences as one autograd Function of nn/: a few large matrix
+/// products (the input-to-gates product of every row at once, one recurrent product per time
+/// step) plus fused element-wise loops over raw float buffers, without
+/// the per-time-step autograd nodes of torch::nn::LSTM or of a loop over nn/LSTMCell.h. Saved
+/// tensors go through the activation store and the weight gradients (four per layer, one task per
+/// layer) through the gradient scheduler (nn/Runtime.h).
 ///
 /// \code
-///   engram::npi::FusedLstm lstm(engram::npi::FusedLstmOptions(192, 256).num_layers(2));
+///   engram::nn::LSTM lstm(engram::nn::LSTMOptions(192, 256).num_layers(2));
 ///   // data [N, 192] packed time-major, batch_sizes [T] non-increasing (as PackedSequence).
-///   torch::Tensor out = lstm->forward_packed(data, batch_sizes);   // [N, 256], differentiable
+///   at::Tensor out = lstm->forward_packed(data, batch_sizes);   // [N, 256], differentiable
 ///   // Inference, B independent states: h and c [2, B, 256] are replaced by the new state.
-///   torch::Tensor top = lstm->step(x, h, c);                        // [B, 256]
+///   at::Tensor top = lstm->step(x, h, c);                        // [B, 256]
 /// \endcode
 ///
 /// Same parameters as torch::nn::LSTM (weight_ih_l<k> [4H, in], weight_hh_l<k> [4H, H],
@@ -26,20 +28,23 @@
 ///             cell and the output of the step's rows.
 ///   backward  per time step, from the last: one fused loop turns dH_t (and the cell gradient
 ///             carried from t + 1) into the pre-activation gradients dG_t, then dH_{t-1} +=
-///             dG_t W_hh. After the loop, the weight gradients are one matmul each over all rows:
-///             dW_ih = dG^T X, dW_hh = dG^T H_{t-1}, db = column sums of dG; and dX = dG W_ih.
+///             dG_t W_hh. After the loop dX = dG W_ih; the layer's task computes the weight
+///             gradients, one matmul each over all rows: dW_ih = dG^T X, dW_hh = dG^T H_{t-1},
+///             db = column sums of dG.
 ///
 /// CPU float32 only, no dropout, no projection, unidirectional, zero initial state in training.
 
-#include <torch/torch.h>
+#include <torch/arg.h>
+#include <torch/nn/cloneable.h>
+#include <torch/nn/pimpl.h>
 
 #include <string>
 #include <vector>
 
-namespace engram::npi {
+namespace engram::nn {
 
-struct FusedLstmOptions {
-  FusedLstmOptions(int64_t input_size, int64_t hidden_size)
+struct LSTMOptions {
+  LSTMOptions(int64_t input_size, int64_t hidden_size)
       : input_size_(input_size), hidden_size_(hidden_size) {}
   /// Width of the input rows.
   TORCH_ARG(int64_t, input_size);
@@ -49,41 +54,33 @@ struct FusedLstmOptions {
   TORCH_ARG(int64_t, num_layers) = 1;
 };
 
-class FusedLstmImpl : public torch::nn::Module {
+class LSTMImpl : public torch::nn::Cloneable<LSTMImpl> {
  public:
-  explicit FusedLstmImpl(FusedLstmOptions options);
+  explicit LSTMImpl(LSTMOptions options);
+  void reset() override;
 
   /// Training and evaluation over a packed batch: `data` [N, input_size] in packed order
   /// (time-major, sequences sorted by decreasing length), `batch_sizes` [T] (int64, CPU) the
   /// number of sequences running at each step; every sequence starts from the zero state.
   /// Returns the top layer's output [N, hidden_size] in the same order. Differentiable with
-  /// respect to `data` and every parameter (FusedLstmFunction).
-  torch::Tensor forward_packed(const torch::Tensor& data, const torch::Tensor& batch_sizes);
+  /// respect to `data` and every parameter.
+  at::Tensor forward_packed(const at::Tensor& data, const at::Tensor& batch_sizes);
 
   /// One step for B independent states: `x` [B, input_size], `h` and `c` [num_layers, B, H] are
   /// replaced by the new state; returns the top layer's output [B, H]. With gradient mode off (or
   /// no parameter requiring gradients) it runs the training path's fused cell, so its numbers
   /// match forward_packed; otherwise differentiable torch operations with the same formulas.
-  torch::Tensor step(const torch::Tensor& x, torch::Tensor& h, torch::Tensor& c);
+  at::Tensor step(const at::Tensor& x, at::Tensor& h, at::Tensor& c);
 
-  const FusedLstmOptions& options() const { return options_; }
+  const LSTMOptions& options() const { return options_; }
 
   /// The parameters in torch::nn::LSTM's order: per layer w_ih, w_hh, b_ih, b_hh.
-  const std::vector<torch::Tensor>& flat_weights() const { return flat_weights_; }
+  const std::vector<at::Tensor>& flat_weights() const { return flat_weights_; }
 
  private:
-  FusedLstmOptions options_;
-  std::vector<torch::Tensor> flat_weights_;
+  LSTMOptions options_;
+  std::vector<at::Tensor> flat_weights_;
 };
-TORCH_MODULE(FusedLstm);
+TORCH_MODULE(LSTM);
 
-/// The autograd Function behind FusedLstmImpl::forward_packed. `weights` holds 4 tensors per layer
-/// (w_ih, w_hh, b_ih, b_hh); backward returns a gradient for `data` and for each weight.
-struct FusedLstmFunction : public torch::autograd::Function<FusedLstmFunction> {
-  static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& data,
-                               const torch::Tensor& batch_sizes, at::TensorList weights);
-  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
-                                                 torch::autograd::variable_list grad_outputs);
-};
-
-}  // namespace engram::npi
+}  // namespace engram::nn

@@ -1,16 +1,21 @@
-#include "npi/FusedLstm.h"
+#include "nn/LSTM.h"
+
+#include "nn/detail/FunctionSupport.h"
+
+#include <torch/types.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
 
-namespace engram::npi {
+namespace engram::nn {
 namespace {
 
+using detail::AutogradContext;
+using detail::variable_list;
+using memory::SavedKind;
 using torch::Tensor;
-using torch::autograd::AutogradContext;
-using torch::autograd::variable_list;
 
 constexpr int kWeightsPerLayer = 4;  // w_ih, w_hh, b_ih, b_hh
 
@@ -117,19 +122,19 @@ struct PackedLayout {
 PackedLayout packed_layout(const Tensor& batch_sizes, int64_t rows) {
   TORCH_CHECK(batch_sizes.dim() == 1 && batch_sizes.scalar_type() == torch::kLong &&
                   batch_sizes.device().is_cpu(),
-              "FusedLstm: batch_sizes must be a 1-D int64 CPU tensor");
+              "nn::LSTM: batch_sizes must be a 1-D int64 CPU tensor");
   const Tensor sizes = batch_sizes.contiguous();
   const int64_t* s = sizes.data_ptr<int64_t>();
   PackedLayout layout;
   int64_t total = 0;
   for (int64_t t = 0; t < sizes.numel(); ++t) {
     TORCH_CHECK(s[t] > 0 && (t == 0 || s[t] <= s[t - 1]),
-                "FusedLstm: batch_sizes must be positive and non-increasing");
+                "nn::LSTM: batch_sizes must be positive and non-increasing");
     layout.sizes.push_back(s[t]);
     layout.offsets.push_back(total);
     total += s[t];
   }
-  TORCH_CHECK(total == rows, "FusedLstm: batch_sizes sum to ", total, " but the data has ", rows,
+  TORCH_CHECK(total == rows, "nn::LSTM: batch_sizes sum to ", total, " but the data has ", rows,
               " rows");
   return layout;
 }
@@ -172,15 +177,20 @@ LayerActivations forward_layer(const Tensor& x, at::TensorList w, const PackedLa
   return a;
 }
 
-// Gradients of one layer given `d_out` [N, H] (contiguous, overwritten: the recurrent gradients
-// are accumulated into it). Returns the input's gradient, then w_ih, w_hh, b_ih, b_hh's.
-variable_list backward_layer(const Tensor& x, at::TensorList w, const LayerActivations& a,
-                             const PackedLayout& layout, Tensor d_out) {
+// The input and pre-activation gradients of one layer given `d_out` [N, H] (contiguous,
+// overwritten: the recurrent gradients are accumulated into it).
+struct LayerGradients {
+  Tensor d_input;  // [N, in]
+  Tensor d_gates;  // [N, 4H]
+};
+
+LayerGradients backward_layer(at::TensorList w, const LayerActivations& a,
+                              const PackedLayout& layout, Tensor d_out, bool need_input) {
   const Tensor& w_ih = w[0];
   const Tensor& w_hh = w[1];
-  const int64_t n = x.size(0), hidden = w_hh.size(1), first = layout.sizes[0];
-  Tensor d_gates = at::empty({n, 4 * hidden}, x.options());
-  Tensor carry = at::empty({first, hidden}, x.options());
+  const int64_t n = d_out.size(0), hidden = w_hh.size(1), first = layout.sizes[0];
+  Tensor d_gates = at::empty({n, 4 * hidden}, d_out.options());
+  Tensor carry = at::empty({first, hidden}, d_out.options());
   const std::vector<float> zero_row(hidden, 0.0f);
   const float* gates = a.gates.data_ptr<float>();
   const float* cells = a.cells.data_ptr<float>();
@@ -199,103 +209,124 @@ variable_list backward_layer(const Tensor& x, at::TensorList w, const LayerActiv
       d_out.narrow(0, layout.offsets[t - 1], rows).addmm_(d_gates.narrow(0, row, rows), w_hh);
     }
   }
-  variable_list grads(1 + kWeightsPerLayer);
-  grads[0] = d_gates.mm(w_ih);
-  grads[1] = d_gates.t().mm(x);
-  if (n > first) {
-    // Row by row, the previous output of each row with a previous step (all rows after t = 0).
-    Tensor prev_out = at::empty({n - first, hidden}, x.options());
-    const float* out = a.out.data_ptr<float>();
-    float* prev = prev_out.data_ptr<float>();
-    for (int64_t t = 1; t < steps; ++t) {
-      std::memcpy(prev + (layout.offsets[t] - first) * hidden, out + layout.offsets[t - 1] * hidden,
-                  static_cast<std::size_t>(layout.sizes[t] * hidden) * sizeof(float));
-    }
-    grads[2] = d_gates.narrow(0, first, n - first).t().mm(prev_out);
-  } else {
-    grads[2] = at::zeros_like(w_hh);
-  }
-  grads[3] = d_gates.sum(0);
-  grads[4] = grads[3].clone();
+  LayerGradients grads;
+  if (need_input) grads.d_input = d_gates.mm(w_ih);
+  grads.d_gates = d_gates;
   return grads;
+}
+
+// The weight gradients of one layer from its pre-activation gradients, input `x` and output
+// `out`, accumulated into w_ih, w_hh, b_ih, b_hh's .grad.
+void accumulate_weight_grads(at::TensorList w, const Tensor& x, const Tensor& out,
+                             const Tensor& d_gates, const PackedLayout& layout) {
+  const int64_t n = x.size(0), hidden = w[1].size(1), first = layout.sizes[0];
+  if (w[0].requires_grad()) detail::accumulate_grad(w[0], d_gates.t().mm(x));
+  if (w[1].requires_grad()) {
+    if (n > first) {
+      // Row by row, the previous output of each row with a previous step (all rows after t = 0).
+      Tensor prev_out = at::empty({n - first, hidden}, x.options());
+      const float* o = out.data_ptr<float>();
+      float* prev = prev_out.data_ptr<float>();
+      for (std::size_t t = 1; t < layout.sizes.size(); ++t) {
+        std::memcpy(prev + (layout.offsets[t] - first) * hidden, o + layout.offsets[t - 1] * hidden,
+                    static_cast<std::size_t>(layout.sizes[t] * hidden) * sizeof(float));
+      }
+      detail::accumulate_grad(w[1], d_gates.narrow(0, first, n - first).t().mm(prev_out));
+    } else {
+      detail::accumulate_grad(w[1], at::zeros_like(w[1]));
+    }
+  }
+  if (w[2].requires_grad() || w[3].requires_grad()) {
+    const Tensor db = d_gates.sum(0);
+    if (w[2].requires_grad()) detail::accumulate_grad(w[2], db);
+    if (w[3].requires_grad()) detail::accumulate_grad(w[3], w[2].requires_grad() ? db.clone() : db);
+  }
 }
 
 void check_float_cpu(const Tensor& t, const char* what) {
-  TORCH_CHECK(t.scalar_type() == torch::kFloat && t.device().is_cpu(), "FusedLstm: ", what,
+  TORCH_CHECK(t.scalar_type() == torch::kFloat && t.device().is_cpu(), "nn::LSTM: ", what,
               " must be a float32 CPU tensor");
 }
 
+struct LSTMFunction : public torch::autograd::Function<LSTMFunction> {
+  // `weights` holds 4 tensors per layer (w_ih, w_hh, b_ih, b_hh); backward returns a gradient
+  // for `data` only: the weights' are the scheduler's tasks, one per layer.
+  static Tensor forward(AutogradContext* ctx, const Tensor& data, const Tensor& batch_sizes,
+                        at::TensorList weights) {
+    TORCH_CHECK(!weights.empty() && weights.size() % kWeightsPerLayer == 0,
+                "nn::LSTM: expected 4 weights per layer");
+    TORCH_CHECK(data.dim() == 2, "nn::LSTM: data must be [N, input_size]");
+    check_float_cpu(data, "data");
+    for (const auto& w : weights) check_float_cpu(w, "every weight");
+    const PackedLayout layout = packed_layout(batch_sizes, data.size(0));
+    detail::capture_runtime(ctx);
+    const auto layers = static_cast<int64_t>(weights.size()) / kWeightsPerLayer;
+    Tensor x = data.contiguous();
+    detail::save(ctx, "x0", x, SavedKind::activation);
+    for (int64_t l = 0; l < layers; ++l) {
+      const std::string k = std::to_string(l);
+      for (int64_t i = 0; i < kWeightsPerLayer; ++i) {
+        detail::save(ctx, "w" + k + "_" + std::to_string(i), weights[l * kWeightsPerLayer + i],
+                     SavedKind::parameter);
+      }
+      LayerActivations a =
+          forward_layer(x, weights.slice(l * kWeightsPerLayer, kWeightsPerLayer), layout);
+      detail::save(ctx, "gates" + k, a.gates, SavedKind::activation);
+      detail::save(ctx, "cells" + k, a.cells, SavedKind::activation);
+      detail::save(ctx, "tanh_cells" + k, a.tanh_cells, SavedKind::activation);
+      // Layer l's output is layer l + 1's input, saved once under x<l+1>.
+      detail::save(ctx, "x" + std::to_string(l + 1), a.out, SavedKind::activation);
+      x = a.out;
+    }
+    ctx->saved_data["batch_sizes"] = layout.sizes;
+    ctx->saved_data["layers"] = layers;
+    return x;
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list grad_outputs) {
+    const int64_t layers = ctx->saved_data["layers"].toInt();
+    PackedLayout layout;
+    layout.sizes = ctx->saved_data["batch_sizes"].toIntVector();
+    int64_t total = 0;
+    for (const int64_t s : layout.sizes) {
+      layout.offsets.push_back(total);
+      total += s;
+    }
+    // Gradients in forward's argument order: data, batch_sizes (none), then every weight (none).
+    variable_list grads(2 + static_cast<std::size_t>(layers * kWeightsPerLayer));
+    Tensor d_out = grad_outputs[0].contiguous().clone();
+    Tensor out = detail::load(ctx, "x" + std::to_string(layers));
+    for (int64_t l = layers - 1; l >= 0; --l) {
+      const std::string k = std::to_string(l);
+      std::vector<Tensor> w;
+      for (int64_t i = 0; i < kWeightsPerLayer; ++i) {
+        w.push_back(detail::load(ctx, "w" + k + "_" + std::to_string(i)));
+      }
+      const Tensor x = detail::load(ctx, "x" + k);
+      const LayerActivations a{detail::load(ctx, "gates" + k), detail::load(ctx, "cells" + k),
+                               detail::load(ctx, "tanh_cells" + k), out};
+      const bool need_input = l > 0 || ctx->needs_input_grad(0);
+      LayerGradients g = backward_layer(w, a, layout, d_out, need_input);
+      detail::submit_weight_grad(
+          ctx, WeightGradTask{"lstm", w, [w, x, out, d_gates = g.d_gates, layout] {
+                                accumulate_weight_grads(w, x, out, d_gates, layout);
+                              }});
+      d_out = g.d_input;
+      out = x;
+    }
+    grads[0] = d_out;
+    return grads;
+  }
+};
+
 }  // namespace
 
-Tensor FusedLstmFunction::forward(AutogradContext* ctx, const Tensor& data,
-                                  const Tensor& batch_sizes, at::TensorList weights) {
-  TORCH_CHECK(!weights.empty() && weights.size() % kWeightsPerLayer == 0,
-              "FusedLstm: expected 4 weights per layer");
-  TORCH_CHECK(data.dim() == 2, "FusedLstm: data must be [N, input_size]");
-  check_float_cpu(data, "data");
-  for (const auto& w : weights) check_float_cpu(w, "every weight");
-  const PackedLayout layout = packed_layout(batch_sizes, data.size(0));
-  const auto layers = static_cast<int64_t>(weights.size()) / kWeightsPerLayer;
-  std::vector<Tensor> gates, cells, tanh_cells, outs;
-  Tensor x = data.contiguous();
-  for (int64_t l = 0; l < layers; ++l) {
-    LayerActivations a =
-        forward_layer(x, weights.slice(l * kWeightsPerLayer, kWeightsPerLayer), layout);
-    gates.push_back(a.gates);
-    cells.push_back(a.cells);
-    tanh_cells.push_back(a.tanh_cells);
-    x = a.out;
-    if (l + 1 < layers) outs.push_back(a.out);  // the top one is saved as an output below
-  }
-  std::vector<Tensor> saved{data};
-  saved.insert(saved.end(), weights.begin(), weights.end());
-  saved.push_back(x);
-  ctx->save_for_backward(saved);
-  ctx->saved_data["batch_sizes"] = layout.sizes;
-  ctx->saved_data["gates"] = gates;
-  ctx->saved_data["cells"] = cells;
-  ctx->saved_data["tanh_cells"] = tanh_cells;
-  ctx->saved_data["lower_outputs"] = outs;
-  return x;
-}
+LSTMImpl::LSTMImpl(LSTMOptions options) : options_(std::move(options)) { reset(); }
 
-variable_list FusedLstmFunction::backward(AutogradContext* ctx, variable_list grad_outputs) {
-  const variable_list saved = ctx->get_saved_variables();
-  const Tensor& data = saved.front();
-  const at::TensorList weights(saved.data() + 1, saved.size() - 2);
-  const auto layers = static_cast<int64_t>(weights.size()) / kWeightsPerLayer;
-  PackedLayout layout;
-  layout.sizes = ctx->saved_data["batch_sizes"].toIntVector();
-  int64_t total = 0;
-  for (const int64_t s : layout.sizes) {
-    layout.offsets.push_back(total);
-    total += s;
-  }
-  const std::vector<Tensor> gates = ctx->saved_data["gates"].toTensorVector();
-  const std::vector<Tensor> cells = ctx->saved_data["cells"].toTensorVector();
-  const std::vector<Tensor> tanh_cells = ctx->saved_data["tanh_cells"].toTensorVector();
-  const std::vector<Tensor> lower = ctx->saved_data["lower_outputs"].toTensorVector();
-
-  // Gradients in forward's argument order: data, batch_sizes (none), then every weight.
-  variable_list grads(2 + weights.size());
-  Tensor d_out = grad_outputs[0].contiguous().clone();
-  for (int64_t l = layers - 1; l >= 0; --l) {
-    const LayerActivations a{gates[l], cells[l], tanh_cells[l],
-                             l + 1 < layers ? lower[l] : saved.back()};
-    const Tensor x = l == 0 ? data : lower[l - 1];
-    variable_list g =
-        backward_layer(x, weights.slice(l * kWeightsPerLayer, kWeightsPerLayer), a, layout, d_out);
-    std::copy(g.begin() + 1, g.end(), grads.begin() + 2 + l * kWeightsPerLayer);
-    d_out = g[0];
-  }
-  grads[0] = d_out;
-  ctx->saved_data.clear();  // frees the activations now rather than with the graph
-  return grads;
-}
-
-FusedLstmImpl::FusedLstmImpl(FusedLstmOptions options) : options_(std::move(options)) {
+void LSTMImpl::reset() {
+  flat_weights_.clear();
   TORCH_CHECK(options_.input_size() > 0 && options_.hidden_size() > 0 && options_.num_layers() > 0,
-              "FusedLstm: sizes and num_layers must be positive");
+              "nn::LSTM: sizes and num_layers must be positive");
   const int64_t hidden = options_.hidden_size(), gates = 4 * hidden;
   // As torch::nn::LSTM: registered per layer as w_ih, w_hh, b_ih, b_hh, then every parameter
   // drawn in that order from U(-1/sqrt(H), 1/sqrt(H)).
@@ -309,21 +340,21 @@ FusedLstmImpl::FusedLstmImpl(FusedLstmOptions options) : options_(std::move(opti
   }
   const double bound = 1.0 / std::sqrt(static_cast<double>(hidden));
   torch::NoGradGuard no_grad;
-  for (auto& p : parameters()) p.uniform_(-bound, bound);
+  for (auto& p : flat_weights_) p.uniform_(-bound, bound);
 }
 
-Tensor FusedLstmImpl::forward_packed(const Tensor& data, const Tensor& batch_sizes) {
-  return FusedLstmFunction::apply(data, batch_sizes, at::TensorList(flat_weights_));
+Tensor LSTMImpl::forward_packed(const Tensor& data, const Tensor& batch_sizes) {
+  return LSTMFunction::apply(data, batch_sizes, at::TensorList(flat_weights_));
 }
 
-Tensor FusedLstmImpl::step(const Tensor& x, Tensor& h, Tensor& c) {
+Tensor LSTMImpl::step(const Tensor& x, Tensor& h, Tensor& c) {
   const int64_t layers = options_.num_layers(), hidden = options_.hidden_size();
   const int64_t batch = x.size(0);
   TORCH_CHECK(x.dim() == 2 && x.size(1) == options_.input_size(),
-              "FusedLstm::step: x must be [B, input_size]");
+              "nn::LSTM::step: x must be [B, input_size]");
   TORCH_CHECK(h.sizes() == c.sizes() && h.dim() == 3 && h.size(0) == layers && h.size(1) == batch &&
                   h.size(2) == hidden,
-              "FusedLstm::step: h and c must be [num_layers, B, hidden_size]");
+              "nn::LSTM::step: h and c must be [num_layers, B, hidden_size]");
   bool differentiable = torch::GradMode::is_enabled() &&
                         (x.requires_grad() || h.requires_grad() || c.requires_grad());
   for (const auto& w : flat_weights_)
@@ -360,4 +391,4 @@ Tensor FusedLstmImpl::step(const Tensor& x, Tensor& h, Tensor& c) {
   return in;
 }
 
-}  // namespace engram::npi
+}  // namespace engram::nn

@@ -1,0 +1,59 @@
+#pragma once
+/// \file
+/// What every benchmark driver of bench/ does the same way: describe the machine and the
+/// libraries it measured with, run its Python peer (bench/peers/) as a subprocess and read the
+/// JSON result the peer prints.
+///
+/// \code
+///   engram::bench::ScratchDir dir("memory");                        // removed on destruction
+///   const nlohmann::json peer = engram::bench::peer_json(engram::bench::run_peer(
+///       {"/usr/bin/python3", engram::bench::peer_script("resnet_memory_peer.py"), "--batch",
+///       "32"}, dir));
+///   report["machine"] = engram::bench::machine_json();
+///   report["versions"] = engram::bench::versions_json();            // libtorch, compiler
+/// \endcode
+
+#include <nlohmann/json.hpp>
+
+#include <filesystem>
+#include <string>
+#include <vector>
+
+namespace engram::bench {
+
+/// A fresh private directory under the system temporary directory, removed with its content on
+/// destruction. Throws std::runtime_error if it cannot be created.
+class ScratchDir {
+ public:
+  explicit ScratchDir(const std::string& tag);
+  ~ScratchDir();
+  ScratchDir(const ScratchDir&) = delete;
+  ScratchDir& operator=(const ScratchDir&) = delete;
+  /// `name` inside the directory.
+  std::string file(const std::string& name) const { return (path_ / name).string(); }
+
+ private:
+  std::filesystem::path path_;
+};
+
+/// {"cpu": model name from /proc/cpuinfo, "cores": hardware threads}.
+nlohmann::json machine_json();
+/// {"libtorch": TORCH_VERSION, "compiler": e.g. "GCC 12.2.0"}.
+nlohmann::json versions_json();
+
+/// The path of a peer script in the source tree's bench/peers/; throws std::runtime_error
+/// (pointing at --no-peer) when it is missing.
+std::string peer_script(const std::string& name);
+
+/// Runs `argv` (argv[0] looked up in PATH) with stdout and stderr going to files in `dir` and
+/// returns its stdout; throws std::runtime_error with stderr's last line if it cannot start or
+/// does not exit with 0.
+std::string run_peer(const std::vector<std::string>& argv, const ScratchDir& dir);
+
+/// The JSON object on the last non-empty line of `text`; throws std::runtime_error otherwise.
+nlohmann::json peer_json(const std::string& text);
+
+/// `value` with `precision` digits after the point.
+std::string fixed(double value, int precision);
+
+}  // namespace engram::bench

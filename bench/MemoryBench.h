@@ -1,0 +1,82 @@
+#pragma once
+/// \file
+/// `engram bench memory`: the memory of a training step of a workload, measured exactly by the
+/// tracking allocator (memory/MemoryTracker.h), per memory technique, beside what PyTorch's own
+/// profiler reports for the same network and batch (bench/peers/resnet_memory_peer.py, run in
+/// the same invocation).
+///
+/// \code
+///   engram::bench::MemoryBenchOptions options;
+///   options.workload = "resnet";            // or "npi"
+///   options.json_path = "memory.json";
+///   engram::bench::run_memory_bench(options, std::cout);   // prints a table, writes the JSON
+/// \endcode
+///
+/// A step is: zero_grad (gradients reset to undefined), forward (the batch is made inside it),
+/// backward then the gradient scheduler's finish(), the optimizer step (FusedAdam). One warm-up
+/// step (it allocates the optimizer state), then `steps` measured steps, each in its own
+/// tracker window. Figures per step (memory/MemoryTracker.h has the definitions):
+///   peak_bytes             maximum of live bytes during the step
+///   activation_peak_bytes  maximum over the step of live bytes minus the parameter, gradient and
+///                          optimizer-state bytes live at that instant
+/// The row reports the maximum over the measured steps (and the per-step lists: a step repeats
+/// the same allocations, so they agree) and the median step time.
+///
+/// Workloads: "resnet", the CIFAR ResNet-18 of nn/ResNet.h on synthetic images
+/// (bench/ResNetWorkload.h), made inside each step; "npi", the addition NPI on `batch` traces
+/// drawn from the task's default training data, whose data set (those traces only) is live
+/// activation bytes at every step's start (see live_bytes_by_tag_at_step_start).
+///
+/// Also per row, to attribute the peak: the phase it falls in, the activation bytes at the end
+/// of forward, live bytes by tag at the peak and at the step's start, and
+/// activation_peak_bytes_counting_gradient_temporaries: the peak when gradient-tagged
+/// allocations that the step makes and frees again (the working buffers of the weight-gradient
+/// tasks, which the gradient scheduler tags as gradients) count as activations, so that only
+/// what outlives the step as a .grad is left out.
+///
+/// The peer (ResNet workload only) builds the same network in Python PyTorch and profiles one
+/// step with torch.profiler (profile_memory=True). Parameters and Adam states exist before the
+/// profiled step; gradients are freed before it, as here, and the allocations that end it as a
+/// .grad are found by address and left out. Its activation_peak_bytes is the maximum of the
+/// running sum of the remaining allocation events over forward and backward (torch.optim.Adam's
+/// temporaries in the optimizer step are reported apart: FusedAdam has none). The report carries
+/// the peer's JSON under "peer" and, per row, activation_peak_ratio_vs_profiler (ours / peer's),
+/// the same for the figure counting gradient temporaries (the like-for-like definition: at the
+/// default configuration it agrees to a few kilobytes), and the ratio to the peer's figure with
+/// gradients kept allocated and zeroed in place (higher: backward's weight-gradient results are
+/// then temporaries). bench/peers/resnet_memory_peer.py documents the peer's method.
+
+#include <cstdint>
+#include <ostream>
+#include <string>
+#include <vector>
+
+namespace engram::bench {
+
+struct MemoryBenchOptions {
+  std::string workload;  ///< "npi" or "resnet"
+  std::vector<std::string> techniques{"none"};
+  std::string json_path;   ///< where the JSON goes (written atomically)
+  std::string trace_path;  ///< Chrome trace of the last measured step; empty: none
+  long steps = 3;          ///< measured steps after the warm-up
+  long batch = 0;          ///< 0: the workload's default (npi: 8 traces, resnet: 32 images)
+  int image_size = 32;     ///< resnet: height and width of the synthetic images
+  int width = 64;          ///< resnet: channels of the first stage; each later stage doubles it
+  int hidden = 256;        ///< npi: LSTM width
+  std::string layers = "engram";  ///< npi: "engram" (nn/) or "torch" (plain torch modules)
+  std::uint64_t seed = 1;
+  int threads = 1;  ///< intra-op threads, C++ and peer alike
+  std::string python = "/usr/bin/python3";
+  bool skip_peer = false;
+};
+
+/// The workloads `--workload` accepts.
+const std::vector<std::string>& memory_workloads();
+/// The techniques `--techniques` accepts.
+const std::vector<std::string>& memory_techniques();
+
+/// Measures, prints a table on `out` and writes the JSON (and the trace); throws UsageError for
+/// bad options, std::runtime_error for a failed peer or an unwritable file.
+void run_memory_bench(const MemoryBenchOptions& options, std::ostream& out);
+
+}  // namespace engram::bench

@@ -1,0 +1,58 @@
+#pragma once
+/// \file
+/// The CIFAR ResNet-18 of nn/ResNet.h as a trainer::Workload on synthetic images: the standard
+/// reference point of the memory literature, at any batch and image size, with no data set on
+/// disk.
+///
+/// \code
+///   engram::bench::SyntheticImages images;               // 32x32 RGB, 10 classes, seed 1
+///   images.num_examples = 32;
+///   engram::bench::ResNetWorkload workload(engram::nn::ResNet(engram::nn::ResNetOptions()),
+///   images); engram::trainer::StepOutput out = workload.forward({0, 1, 2, 3});   // cross-entropy
+///   loss out.loss.backward();
+/// \endcode
+///
+/// Example i is an image of independent standard normal values and a uniformly drawn label, both
+/// from a CPU generator seeded with seed * 1000003 + i: the same whatever batch it is drawn in.
+/// The images and labels of a batch are made in forward(), so they are part of the step (an
+/// activation of the step's memory, as the input of a loader's batch would be).
+
+#include "nn/ResNet.h"
+#include "trainer/Workload.h"
+
+#include <cstdint>
+#include <utility>
+
+namespace engram::bench {
+
+struct SyntheticImages {
+  std::size_t num_examples = 32;
+  int64_t image_size = 32;  ///< height and width
+  int64_t channels = 3;
+  int64_t num_classes = 10;
+  std::uint64_t seed = 1;
+};
+
+class ResNetWorkload final : public trainer::Workload {
+ public:
+  /// Throws std::invalid_argument when `data` does not fit the model (channels, classes) or has
+  /// no examples or no pixels.
+  ResNetWorkload(nn::ResNet model, SyntheticImages data);
+
+  std::vector<at::Tensor> parameters() override { return model_->parameters(); }
+  std::size_t num_examples() const override { return data_.num_examples; }
+  /// Mean cross-entropy over the batch; metric "accuracy".
+  trainer::StepOutput forward(const std::vector<std::size_t>& batch) override;
+
+  /// Images [B, channels, size, size] (float) and labels [B] (int64) of these examples.
+  std::pair<at::Tensor, at::Tensor> batch(const std::vector<std::size_t>& indices) const;
+
+  nn::ResNet& model() { return model_; }
+  const SyntheticImages& data() const { return data_; }
+
+ private:
+  nn::ResNet model_;
+  SyntheticImages data_;
+};
+
+}  // namespace engram::bench

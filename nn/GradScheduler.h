@@ -1,0 +1,88 @@
+#pragma once
+/// \file
+/// Where weight gradients are computed (DESIGN.md section 5). Every layer of nn/ splits its
+/// backward in two: the input gradient (dX), which the next layer's backward waits for, is
+/// computed at once; the weight gradient (dW) of each parameter group becomes a WeightGradTask
+/// handed to a GradScheduler, which decides when it runs. After running a task the scheduler
+/// tells every ready-callback which parameters now hold their gradient, which is what a
+/// gradient reducer listens to (data-parallel training, a later issue).
+///
+/// \code
+///   engram::nn::DeferredScheduler scheduler(engram::nn::DeferredScheduler::Order::reverse);
+///   scheduler.on_ready([&](const engram::nn::WeightGradTask& t) { reducer.add(t.parameters); });
+///   engram::nn::RuntimeGuard use(nullptr, &scheduler);   // layers created tasks go here
+///   loss.backward();                                     // dX chain only; dW tasks queued
+///   scheduler.finish();                                  // runs the queued dW tasks
+/// \endcode
+///
+/// A task accumulates into `parameter.mutable_grad()` (defining it if undefined), so gradients are
+/// identical whatever the order. A task keeps alive what it captures (saved activations) until it
+/// runs.
+
+#include <ATen/core/Tensor.h>
+
+#include <cstddef>
+#include <deque>
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace engram::nn {
+
+/// The weight-gradient work of one layer's backward for one parameter group.
+struct WeightGradTask {
+  std::string layer;                   ///< the layer kind, for traces ("linear", "conv2d", ...)
+  std::vector<at::Tensor> parameters;  ///< the tensors whose .grad the task writes
+  std::function<void()> compute;       ///< computes and accumulates the gradients
+};
+
+class GradScheduler {
+ public:
+  using ReadyCallback = std::function<void(const WeightGradTask&)>;
+  virtual ~GradScheduler() = default;
+
+  /// Called from a layer's backward with its weight-gradient work.
+  virtual void submit(WeightGradTask task) = 0;
+  /// Called once backward returns: runs every task still pending. The default has none.
+  virtual void finish() {}
+  /// Tasks submitted and not yet run.
+  virtual std::size_t pending() const { return 0; }
+  virtual const char* name() const = 0;
+
+  /// Registers a callback run after each task, in the thread that ran it.
+  void on_ready(ReadyCallback callback);
+
+ protected:
+  /// Runs `task` (its allocations tagged as workspace, the gradients it stores as gradients;
+  /// inside a trace span), then the callbacks.
+  void run(WeightGradTask& task);
+
+ private:
+  std::vector<ReadyCallback> callbacks_;
+};
+
+/// Runs each task as soon as it is submitted: the plain backward pass.
+class ImmediateScheduler : public GradScheduler {
+ public:
+  void submit(WeightGradTask task) override { run(task); }
+  const char* name() const override { return "immediate"; }
+};
+
+/// Queues every task and runs them all in finish(), in submission order or reversed.
+class DeferredScheduler : public GradScheduler {
+ public:
+  enum class Order { submission, reverse };
+  explicit DeferredScheduler(Order order = Order::submission) : order_(order) {}
+  void submit(WeightGradTask task) override { queue_.push_back(std::move(task)); }
+  void finish() override;
+  std::size_t pending() const override { return queue_.size(); }
+  const char* name() const override {
+    return order_ == Order::reverse ? "deferred-reverse" : "deferred";
+  }
+
+ private:
+  Order order_;
+  std::deque<WeightGradTask> queue_;
+};
+
+}  // namespace engram::nn

@@ -1,0 +1,92 @@
+#include "nn/ResNet.h"
+
+#include <string>
+
+namespace engram::nn {
+
+ResNetStemImpl::ResNetStemImpl(int64_t in_channels_, int64_t out_channels_)
+    : in_channels(in_channels_), out_channels(out_channels_) {
+  reset();
+}
+
+void ResNetStemImpl::reset() {
+  conv = register_module(
+      "conv", Conv2d(Conv2dOptions(in_channels, out_channels, 3).padding(1).bias(false)));
+  bn = register_module("bn", BatchNorm2d(BatchNorm2dOptions(out_channels)));
+  relu = register_module("relu", ReLU(ReLUOptions().inplace(true)));
+}
+
+at::Tensor ResNetStemImpl::forward(const at::Tensor& x) { return relu(bn(conv(x))); }
+
+BasicBlockImpl::BasicBlockImpl(BasicBlockOptions options_) : options(options_) { reset(); }
+
+void BasicBlockImpl::reset() {
+  const int64_t in = options.in_channels(), out = options.out_channels();
+  const int64_t stride = options.stride();
+  TORCH_CHECK(in > 0 && out > 0 && stride > 0, "nn::BasicBlock: sizes and stride must be positive");
+  conv1 = register_module("conv1",
+                          Conv2d(Conv2dOptions(in, out, 3).stride(stride).padding(1).bias(false)));
+  bn1 = register_module("bn1", BatchNorm2d(BatchNorm2dOptions(out)));
+  conv2 = register_module("conv2", Conv2d(Conv2dOptions(out, out, 3).padding(1).bias(false)));
+  bn2 = register_module("bn2", BatchNorm2d(BatchNorm2dOptions(out)));
+  relu = register_module("relu", ReLU(ReLUOptions().inplace(true)));
+  shortcut_conv = nullptr;
+  shortcut_bn = nullptr;
+  if (stride != 1 || in != out) {
+    shortcut_conv = register_module("shortcut_conv",
+                                    Conv2d(Conv2dOptions(in, out, 1).stride(stride).bias(false)));
+    shortcut_bn = register_module("shortcut_bn", BatchNorm2d(BatchNorm2dOptions(out)));
+  }
+}
+
+at::Tensor BasicBlockImpl::forward(const at::Tensor& x) {
+  at::Tensor out = bn2(conv2(relu(bn1(conv1(x)))));
+  // In place on bn2's output, which no layer saves (BatchNorm saves its input).
+  out += has_projection() ? shortcut_bn(shortcut_conv(x)) : x;
+  return relu(out);
+}
+
+ResNetImpl::ResNetImpl(ResNetOptions options_) : options(std::move(options_)) { reset(); }
+
+void ResNetImpl::reset() {
+  const auto& widths = options.widths();
+  TORCH_CHECK(!widths.empty(), "nn::ResNet: at least one stage width expected");
+  for (const int64_t w : widths) TORCH_CHECK(w > 0, "nn::ResNet: widths must be positive");
+  TORCH_CHECK(
+      options.num_classes() > 0 && options.in_channels() > 0 && options.blocks_per_stage() > 0,
+      "nn::ResNet: num_classes, in_channels and blocks_per_stage must be positive");
+
+  stem = register_module("stem", ResNetStem(options.in_channels(), widths[0]));
+  blocks_.clear();
+  int64_t in = widths[0];
+  for (std::size_t s = 0; s < widths.size(); ++s) {
+    torch::nn::ModuleList stage;
+    for (int64_t b = 0; b < options.blocks_per_stage(); ++b) {
+      const int64_t stride = s > 0 && b == 0 ? 2 : 1;
+      BasicBlock block(BasicBlockOptions(in, widths[s]).stride(stride));
+      stage->push_back(block);
+      blocks_.push_back(block);
+      in = widths[s];
+    }
+    register_module("stage" + std::to_string(s + 1), stage);
+  }
+  fc = register_module("fc", Linear(LinearOptions(in, options.num_classes())));
+}
+
+at::Tensor ResNetImpl::forward(const at::Tensor& x) {
+  at::Tensor h = stem(x);
+  for (auto& block : blocks_) h = block(h);
+  return head(h);
+}
+
+std::vector<torch::nn::AnyModule> ResNetImpl::units() const {
+  std::vector<torch::nn::AnyModule> units;
+  units.reserve(blocks_.size() + 1);
+  units.emplace_back(stem);
+  for (const auto& block : blocks_) units.emplace_back(block);
+  return units;
+}
+
+at::Tensor ResNetImpl::head(const at::Tensor& features) { return fc(features.mean({2, 3})); }
+
+}  // namespace engram::nn

@@ -1,0 +1,33 @@
+#include "nn/Runtime.h"
+
+namespace engram::nn {
+namespace {
+
+memory::ActivationStore* default_store() {
+  static memory::PlainStore store;
+  return &store;
+}
+
+GradScheduler* default_scheduler() {
+  static ImmediateScheduler scheduler;
+  return &scheduler;
+}
+
+thread_local Runtime current{nullptr, nullptr};
+
+}  // namespace
+
+Runtime current_runtime() {
+  return Runtime{current.store ? current.store : default_store(),
+                 current.scheduler ? current.scheduler : default_scheduler()};
+}
+
+RuntimeGuard::RuntimeGuard(memory::ActivationStore* store, GradScheduler* scheduler)
+    : previous_(current) {
+  if (store) current.store = store;
+  if (scheduler) current.scheduler = scheduler;
+}
+
+RuntimeGuard::~RuntimeGuard() { current = previous_; }
+
+}  // namespace engram::nn

@@ -1,0 +1,142 @@
+// `engram bench memory` end to end through the real binary (the tracking allocator is process-wide,
+// so each run gets its own process): the JSON's figures, the Chrome trace, usage errors.
+#include "tests/support/TempDir.h"
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <sys/wait.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <set>
+#include <string>
+#include <vector>
+
+namespace engram {
+namespace {
+
+using nlohmann::json;
+using testing::read_file;
+using testing::TempDir;
+
+struct Process {
+  int code = -1;
+  std::string out, err;
+};
+
+class MemoryBenchTest : public ::testing::Test {
+ protected:
+  /// Runs `engram bench memory` with `args` (no shell metacharacters in them).
+  Process bench(const std::vector<std::string>& args) {
+    std::string command = std::string("'") + ENGRAM_BINARY + "' bench memory";
+    for (const auto& a : args) command += " '" + a + "'";
+    const std::string out = dir_.file("stdout"), err = dir_.file("stderr");
+    command += " >'" + out + "' 2>'" + err + "' </dev/null";
+    const int status = std::system(command.c_str());
+    Process p;
+    p.code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    p.out = read_file(out);
+    p.err = read_file(err);
+    return p;
+  }
+
+  /// Checks what every report holds and returns its only row.
+  json expect_report(const json& j, const std::string& workload, long steps) {
+    EXPECT_EQ(j.at("benchmark"), "memory");
+    EXPECT_EQ(j.at("workload"), workload);
+    EXPECT_FALSE(j.at("machine").at("cpu").get<std::string>().empty());
+    EXPECT_GE(j.at("machine").at("cores").get<int>(), 1);
+    EXPECT_FALSE(j.at("versions").at("libtorch").get<std::string>().empty());
+    EXPECT_FALSE(j.at("versions").at("compiler").get<std::string>().empty());
+    EXPECT_EQ(j.at("seed"), 1);
+    EXPECT_EQ(j.at("threads"), 1);
+    EXPECT_EQ(j.at("steps"), steps);
+    EXPECT_GT(j.at("config").at("parameters").get<long>(), 0);
+    EXPECT_TRUE(j.at("peer").is_null()) << "--no-peer";
+    const json& results = j.at("results");
+    EXPECT_EQ(results.size(), 1u);
+    const json row = results.at(0);
+    EXPECT_EQ(row.at("technique"), "none");
+    const auto peak = row.at("peak_bytes").get<long>();
+    const auto activation = row.at("activation_peak_bytes").get<long>();
+    EXPECT_GT(activation, 0);
+    EXPECT_LE(activation, peak);
+    EXPECT_GE(row.at("activation_peak_bytes_counting_gradient_temporaries").get<long>(),
+              activation);
+    EXPECT_GT(row.at("step_ms").get<double>(), 0.0);
+    EXPECT_TRUE(row.at("activation_peak_ratio_vs_profiler").is_null());
+    // Every step makes the same allocations.
+    const auto per_step = row.at("activation_peak_bytes_per_step").get<std::vector<long>>();
+    EXPECT_EQ(per_step, std::vector<long>(static_cast<std::size_t>(steps), activation));
+    EXPECT_EQ(row.at("peak_bytes_per_step").size(), static_cast<std::size_t>(steps));
+    // Parameters, gradients and optimizer state are all there at the start of a step.
+    const json& start = row.at("live_bytes_by_tag_at_step_start");
+    EXPECT_GT(start.at("parameter").get<long>(), 0);
+    EXPECT_GT(start.at("gradient").get<long>(), 0);
+    EXPECT_EQ(start.at("optimizer_state").get<long>(), 2 * start.at("gradient").get<long>())
+        << "Adam keeps two moments per gradient";
+    return row;
+  }
+
+  TempDir dir_;
+};
+
+TEST_F(MemoryBenchTest, ResNetAtATinySizeWritesFiguresAndATrace) {
+  const std::string json_path = dir_.file("m.json"), trace_path = dir_.file("t.json");
+  const Process p =
+      bench({"--workload", "resnet", "--batch", "2", "--image-size", "8", "--width", "4", "--steps",
+             "2", "--no-peer", "--json", json_path, "--trace", trace_path});
+  ASSERT_EQ(p.code, 0) << p.err;
+  EXPECT_NE(p.out.find("activation peak"), std::string::npos) << p.out;
+  const json j = json::parse(read_file(json_path));
+  const json row = expect_report(j, "resnet", 2);
+  EXPECT_EQ(j.at("config").at("batch"), 2);
+  EXPECT_EQ(j.at("config").at("image_size"), 8);
+  EXPECT_EQ(j.at("config").at("widths"), json({4, 8, 16, 32}));
+  // The activations held at the end of forward include at least the two saved conv outputs of
+  // the stem (conv and ReLU output), 2 x 4 x 8 x 8 floats each.
+  EXPECT_GE(row.at("activation_bytes_at_end_of_forward").get<long>(), 2 * 2 * 4 * 8 * 8 * 4);
+
+  const json trace = json::parse(read_file(trace_path));
+  std::set<std::string> phases;
+  bool counter = false;
+  for (const auto& e : trace.at("traceEvents")) {
+    if (e.value("cat", "") == "phase") phases.insert(e.at("name").get<std::string>());
+    if (e.value("ph", "") == "C" && e.value("name", "") == "live bytes") counter = true;
+  }
+  EXPECT_EQ(phases, (std::set<std::string>{"forward", "backward", "optimizer"}));
+  EXPECT_TRUE(counter);
+}
+
+TEST_F(MemoryBenchTest, NpiAtATinySizeWritesFigures) {
+  const std::string json_path = dir_.file("m.json");
+  const Process p = bench({"--workload", "npi", "--batch", "2", "--hidden", "16", "--steps", "1",
+                           "--no-peer", "--json", json_path});
+  ASSERT_EQ(p.code, 0) << p.err;
+  const json j = json::parse(read_file(json_path));
+  expect_report(j, "npi", 1);
+  EXPECT_EQ(j.at("config").at("batch"), 2);
+  EXPECT_EQ(j.at("config").at("hidden"), 16);
+  EXPECT_EQ(j.at("config").at("layers"), "engram");
+}
+
+TEST_F(MemoryBenchTest, UnknownTechniquesAndWorkloadsExitWithTwo) {
+  const std::string json_path = dir_.file("m.json");
+  for (const auto& args : std::vector<std::vector<std::string>>{
+           {"--workload", "resnet", "--techniques", "none,compress", "--json", json_path},
+           {"--workload", "vgg", "--json", json_path},
+           {"--workload", "resnet", "--layers", "torch", "--json", json_path}}) {
+    const Process p = bench(args);
+    EXPECT_EQ(p.code, 2) << p.err;
+    EXPECT_EQ(p.err.rfind("engram: error: ", 0), 0u) << p.err;
+    EXPECT_EQ(std::count(p.err.begin(), p.err.end(), '\n'), 1) << p.err;
+  }
+  const Process p =
+      bench({"--workload", "resnet", "--techniques", "compress", "--json", json_path});
+  EXPECT_NE(p.err.find("unknown technique 'compress' (valid: none)"), std::string::npos) << p.err;
+  EXPECT_EQ(dir_.entries().count("m.json"), 0u) << "no report after a usage error";
+}
+
+}  // namespace
+}  // namespace engram

@@ -1,0 +1,70 @@
+// The ResNet workload of the memory benchmark: synthetic examples that do not depend on the batch
+// they are drawn in, a trainable loss, clear errors.
+#include "bench/ResNetWorkload.h"
+
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include <cmath>
+#include <stdexcept>
+
+namespace engram::bench {
+namespace {
+
+nn::ResNet tiny_resnet() { return nn::ResNet(nn::ResNetOptions().widths({4, 8})); }
+
+SyntheticImages tiny_images() {
+  SyntheticImages images;
+  images.num_examples = 5;
+  images.image_size = 6;
+  return images;
+}
+
+TEST(ResNetWorkloadTest, AnExampleIsTheSameInEveryBatch) {
+  torch::manual_seed(0);
+  ResNetWorkload workload(tiny_resnet(), tiny_images());
+  EXPECT_EQ(workload.num_examples(), 5u);
+  const auto [images, labels] = workload.batch({0, 3, 4});
+  EXPECT_EQ(images.sizes(), (std::vector<int64_t>{3, 3, 6, 6}));
+  EXPECT_EQ(labels.sizes(), (std::vector<int64_t>{3}));
+  EXPECT_TRUE(labels.ge(0).all().item<bool>() && labels.lt(10).all().item<bool>());
+  const auto [again, again_labels] = workload.batch({4, 3});
+  EXPECT_TRUE(torch::equal(again[0], images[2]));
+  EXPECT_TRUE(torch::equal(again[1], images[1]));
+  EXPECT_EQ(again_labels[0].item<int64_t>(), labels[2].item<int64_t>());
+  EXPECT_FALSE(torch::equal(images[0], images[1]));
+  // Standard normal pixels.
+  const auto [all, all_labels] = workload.batch({0, 1, 2, 3, 4});
+  EXPECT_NEAR(all.mean().item<double>(), 0.0, 0.15);
+  EXPECT_NEAR(all.std().item<double>(), 1.0, 0.15);
+  // Another seed, other images.
+  SyntheticImages other = tiny_images();
+  other.seed = 2;
+  ResNetWorkload reseeded(tiny_resnet(), other);
+  EXPECT_FALSE(torch::equal(reseeded.batch({0}).first[0], images[0]));
+}
+
+TEST(ResNetWorkloadTest, ForwardGivesATrainableLoss) {
+  torch::manual_seed(0);
+  ResNetWorkload workload(tiny_resnet(), tiny_images());
+  const trainer::StepOutput out = workload.forward({0, 1, 2});
+  ASSERT_EQ(out.loss.dim(), 0);
+  EXPECT_TRUE(std::isfinite(out.loss.item<double>()));
+  EXPECT_EQ(out.metrics.count("accuracy"), 1u);
+  out.loss.backward();
+  for (const auto& p : workload.parameters()) EXPECT_TRUE(p.grad().defined());
+}
+
+TEST(ResNetWorkloadTest, DataThatDoesNotFitIsRejected) {
+  SyntheticImages images = tiny_images();
+  images.num_classes = 7;
+  EXPECT_THROW(ResNetWorkload(tiny_resnet(), images), std::invalid_argument);
+  images = tiny_images();
+  images.num_examples = 0;
+  EXPECT_THROW(ResNetWorkload(tiny_resnet(), images), std::invalid_argument);
+  ResNetWorkload workload(tiny_resnet(), tiny_images());
+  EXPECT_THROW(workload.batch({5}), std::out_of_range);
+}
+
+}  // namespace
+}  // namespace engram::bench

@@ -1,0 +1,421 @@
+// Tests of the nn module: every layer against finite differences and against the plain torch
+// module it replaces; activation stores; gradient schedulers.
+#include "nn/BatchNorm2d.h"
+#include "nn/Conv2d.h"
+#include "nn/Embedding.h"
+#include "nn/LSTM.h"
+#include "nn/LSTMCell.h"
+#include "nn/Linear.h"
+#include "nn/ReLU.h"
+#include "nn/Runtime.h"
+
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace engram::nn {
+namespace {
+
+using Inputs = std::vector<at::Tensor>;
+
+class LayersTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    torch::set_num_threads(1);
+    torch::manual_seed(0);
+  }
+};
+
+// The gradient of sum(f(inputs) * probe) with respect to every tensor in `wrt` (leaves that
+// require gradients), by backward and by central differences; expects them equal.
+void expect_gradients_match_finite_differences(const std::function<at::Tensor()>& f,
+                                               const Inputs& wrt, double eps, double atol,
+                                               double rtol) {
+  at::Tensor probe;
+  {
+    torch::NoGradGuard no_grad;
+    probe = torch::randn_like(f());
+  }
+  for (const auto& t : wrt) const_cast<at::Tensor&>(t).mutable_grad() = at::Tensor();
+  (f() * probe).sum().backward();
+  current_runtime().scheduler->finish();
+  for (std::size_t k = 0; k < wrt.size(); ++k) {
+    const at::Tensor& t = wrt[k];
+    ASSERT_TRUE(t.grad().defined()) << "input " << k << " got no gradient";
+    const at::Tensor analytic = t.grad().clone();
+    at::Tensor numeric = torch::zeros_like(t);
+    torch::NoGradGuard no_grad;
+    auto flat = t.view(-1);
+    auto out = numeric.view(-1);
+    for (int64_t i = 0; i < flat.numel(); ++i) {
+      const double original = flat[i].item<double>();
+      flat[i] = original + eps;
+      const double plus = (f() * probe).sum().item<double>();
+      flat[i] = original - eps;
+      const double minus = (f() * probe).sum().item<double>();
+      flat[i] = original;
+      out[i] = (plus - minus) / (2 * eps);
+    }
+    EXPECT_TRUE(torch::allclose(analytic, numeric, rtol, atol))
+        << "input " << k << ": max difference " << (analytic - numeric).abs().max().item<double>();
+  }
+}
+
+at::Tensor leaf(at::Tensor t) { return t.set_requires_grad(true); }
+
+// ---------------------------------------------------------------------------------------------
+// Finite differences, in double precision.
+
+TEST_F(LayersTest, LinearMatchesFiniteDifferences) {
+  for (bool with_bias : {true, false}) {
+    Linear fc(LinearOptions(5, 4).bias(with_bias));
+    fc->to(torch::kDouble);
+    const at::Tensor x = leaf(torch::randn({3, 2, 5}, torch::kDouble));
+    Inputs wrt{x, fc->weight};
+    if (with_bias) wrt.push_back(fc->bias);
+    expect_gradients_match_finite_differences([&] { return fc(x); }, wrt, 1e-6, 1e-7, 1e-6);
+  }
+}
+
+TEST_F(LayersTest, ReLUMatchesFiniteDifferencesInPlaceOrNot) {
+  // Values kept away from the kink at 0, where the finite difference is not the derivative.
+  at::Tensor x0 = torch::randn({4, 6}, torch::kDouble);
+  x0 = leaf((x0 + x0.sign() * 0.1).detach());
+  for (bool inplace : {false, true}) {
+    ReLU relu(ReLUOptions().inplace(inplace));
+    expect_gradients_match_finite_differences([&] { return relu(x0 * 1.0); }, {x0}, 1e-6, 1e-7,
+                                              1e-6);
+  }
+}
+
+TEST_F(LayersTest, Conv2dMatchesFiniteDifferences) {
+  Conv2d conv(Conv2dOptions(3, 4, 3).stride(2).padding(1));
+  conv->to(torch::kDouble);
+  const at::Tensor x = leaf(torch::randn({2, 3, 5, 5}, torch::kDouble));
+  expect_gradients_match_finite_differences([&] { return conv(x); }, {x, conv->weight, conv->bias},
+                                            1e-6, 1e-7, 1e-6);
+}
+
+TEST_F(LayersTest, BatchNorm2dMatchesFiniteDifferencesInTrainingAndEvaluation) {
+  BatchNorm2d bn(BatchNorm2dOptions(3));
+  bn->to(torch::kDouble);
+  {
+    torch::NoGradGuard no_grad;
+    bn->weight.uniform_(0.5, 1.5);
+    bn->bias.uniform_(-0.5, 0.5);
+  }
+  const at::Tensor x = leaf(torch::randn({4, 3, 3, 2}, torch::kDouble));
+  expect_gradients_match_finite_differences([&] { return bn(x); }, {x, bn->weight, bn->bias}, 1e-6,
+                                            1e-7, 1e-5);
+  bn->eval();
+  expect_gradients_match_finite_differences([&] { return bn(x); }, {x, bn->weight, bn->bias}, 1e-6,
+                                            1e-7, 1e-5);
+}
+
+TEST_F(LayersTest, EmbeddingMatchesFiniteDifferences) {
+  Embedding table(EmbeddingOptions(5, 3));
+  table->to(torch::kDouble);
+  const at::Tensor indices = torch::tensor({{0, 2, 2}, {4, 1, 0}}, torch::kLong);
+  expect_gradients_match_finite_differences([&] { return table(indices); }, {table->weight}, 1e-6,
+                                            1e-7, 1e-6);
+}
+
+TEST_F(LayersTest, LSTMCellMatchesFiniteDifferences) {
+  LSTMCell cell(LSTMCellOptions(3, 4));
+  cell->to(torch::kDouble);
+  const at::Tensor x = leaf(torch::randn({2, 3}, torch::kDouble));
+  const at::Tensor h = leaf(torch::randn({2, 4}, torch::kDouble));
+  const at::Tensor c = leaf(torch::randn({2, 4}, torch::kDouble));
+  // Both outputs reach the loss: h' * 1 + c' * 0.5.
+  expect_gradients_match_finite_differences(
+      [&] {
+        auto [h1, c1] = cell(x, h, c);
+        return h1 + 0.5 * c1;
+      },
+      {x, h, c, cell->ih->weight, cell->ih->bias, cell->hh->weight, cell->hh->bias}, 1e-6, 1e-7,
+      1e-6);
+}
+
+TEST_F(LayersTest, PackedLSTMMatchesFiniteDifferencesInFloat) {
+  // The packed LSTM is float32 only: a larger step and looser tolerances.
+  LSTM lstm(LSTMOptions(3, 4).num_layers(2));
+  const at::Tensor batch_sizes = torch::tensor({3, 2, 2, 1}, torch::kLong);
+  const at::Tensor data = leaf(torch::randn({8, 3}));
+  Inputs wrt{data};
+  for (const auto& w : lstm->flat_weights()) wrt.push_back(w);
+  expect_gradients_match_finite_differences([&] { return lstm->forward_packed(data, batch_sizes); },
+                                            wrt, 1e-2, 2e-3, 2e-2);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Equality with the plain torch modules they replace (same seed, same weights, same numbers).
+
+// Relative difference |a - b| / |b| (0 when both are zero).
+double relative_difference(const at::Tensor& a, const at::Tensor& b) {
+  const double denominator = b.norm().item<double>();
+  const double numerator = (a - b).norm().item<double>();
+  return denominator == 0 ? numerator : numerator / denominator;
+}
+
+// Runs `ours` and `theirs` on the same input, backward through sum(out * probe), and compares
+// outputs, input gradients and the named parameters' gradients within `tolerance` (relative).
+void expect_same_as_torch(torch::nn::Module& ours, torch::nn::Module& theirs,
+                          const std::function<at::Tensor(const at::Tensor&)>& run_ours,
+                          const std::function<at::Tensor(const at::Tensor&)>& run_theirs,
+                          const at::Tensor& input, double tolerance) {
+  const auto a = ours.named_parameters();
+  const auto b = theirs.named_parameters();
+  ASSERT_EQ(a.size(), b.size());
+  for (const auto& p : a) {
+    ASSERT_TRUE(b.contains(p.key())) << p.key();
+    EXPECT_TRUE(torch::equal(p.value(), b[p.key()])) << "initial " << p.key();
+  }
+  const at::Tensor x1 = leaf(input.clone()), x2 = leaf(input.clone());
+  const at::Tensor y1 = run_ours(x1 * 1.0), y2 = run_theirs(x2 * 1.0);
+  const at::Tensor probe = torch::randn_like(y2);
+  (y1 * probe).sum().backward();
+  current_runtime().scheduler->finish();
+  (y2 * probe).sum().backward();
+  EXPECT_LE(relative_difference(y1, y2), tolerance);
+  EXPECT_LE(relative_difference(x1.grad(), x2.grad()), tolerance);
+  for (const auto& p : a) {
+    ASSERT_TRUE(p.value().grad().defined()) << p.key();
+    EXPECT_LE(relative_difference(p.value().grad(), b[p.key()].grad()), tolerance) << p.key();
+  }
+}
+
+TEST_F(LayersTest, LinearEqualsTorchLinear) {
+  torch::manual_seed(3);
+  Linear ours(LinearOptions(6, 5));
+  torch::manual_seed(3);
+  torch::nn::Linear theirs(torch::nn::LinearOptions(6, 5));
+  expect_same_as_torch(
+      *ours, *theirs, [&](const at::Tensor& x) { return ours(x); },
+      [&](const at::Tensor& x) { return theirs(x); }, torch::randn({4, 3, 6}), 1e-6);
+}
+
+TEST_F(LayersTest, Conv2dBatchNormReLUEqualTorchModules) {
+  torch::manual_seed(4);
+  Conv2d conv(Conv2dOptions(3, 8, 3).padding(1).bias(false));
+  BatchNorm2d bn(BatchNorm2dOptions(8));
+  torch::manual_seed(4);
+  torch::nn::Conv2d tconv(torch::nn::Conv2dOptions(3, 8, 3).padding(1).bias(false));
+  torch::nn::BatchNorm2d tbn(torch::nn::BatchNorm2dOptions(8));
+  torch::nn::Sequential ours(conv, bn, ReLU(ReLUOptions().inplace(true)));
+  torch::nn::Sequential theirs(tconv, tbn, torch::nn::ReLU(torch::nn::ReLUOptions(true)));
+  expect_same_as_torch(
+      *ours, *theirs, [&](const at::Tensor& x) { return ours->forward(x); },
+      [&](const at::Tensor& x) { return theirs->forward(x); }, torch::randn({4, 3, 6, 6}), 1e-6);
+  EXPECT_TRUE(torch::allclose(bn->running_mean, tbn->running_mean, 1e-6, 1e-7));
+  EXPECT_TRUE(torch::allclose(bn->running_var, tbn->running_var, 1e-6, 1e-7));
+  EXPECT_EQ(bn->num_batches_tracked.item<int64_t>(), tbn->num_batches_tracked.item<int64_t>());
+}
+
+TEST_F(LayersTest, EmbeddingEqualsTorchEmbedding) {
+  torch::manual_seed(5);
+  Embedding ours(EmbeddingOptions(7, 4));
+  torch::manual_seed(5);
+  torch::nn::Embedding theirs(torch::nn::EmbeddingOptions(7, 4));
+  EXPECT_TRUE(torch::equal(ours->weight, theirs->weight));
+  const at::Tensor indices = torch::tensor({3, 3, 0, 6, 1}, torch::kLong);
+  const at::Tensor probe = torch::randn({5, 4});
+  (ours(indices) * probe).sum().backward();
+  (theirs(indices) * probe).sum().backward();
+  EXPECT_TRUE(torch::equal(ours->weight.grad(), theirs->weight.grad()));
+}
+
+TEST_F(LayersTest, LSTMCellEqualsTorchLSTMCell) {
+  LSTMCell ours(LSTMCellOptions(5, 6));
+  torch::nn::LSTMCell theirs(torch::nn::LSTMCellOptions(5, 6));
+  {
+    torch::NoGradGuard no_grad;
+    theirs->weight_ih.copy_(ours->ih->weight);
+    theirs->bias_ih.copy_(ours->ih->bias);
+    theirs->weight_hh.copy_(ours->hh->weight);
+    theirs->bias_hh.copy_(ours->hh->bias);
+  }
+  const at::Tensor x = torch::randn({3, 5}, torch::kFloat), h = torch::randn({3, 6}),
+                   c = torch::randn({3, 6});
+  auto [h1, c1] = ours(x, h, c);
+  auto [h2, c2] = theirs(x, std::make_tuple(h, c));
+  const at::Tensor ph = torch::randn_like(h1), pc = torch::randn_like(c1);
+  ((h1 * ph).sum() + (c1 * pc).sum()).backward();
+  ((h2 * ph).sum() + (c2 * pc).sum()).backward();
+  EXPECT_LE(relative_difference(h1, h2), 1e-6);
+  EXPECT_LE(relative_difference(c1, c2), 1e-6);
+  EXPECT_LE(relative_difference(ours->ih->weight.grad(), theirs->weight_ih.grad()), 1e-6);
+  EXPECT_LE(relative_difference(ours->hh->weight.grad(), theirs->weight_hh.grad()), 1e-6);
+  EXPECT_LE(relative_difference(ours->ih->bias.grad(), theirs->bias_ih.grad()), 1e-6);
+  EXPECT_LE(relative_difference(ours->hh->bias.grad(), theirs->bias_hh.grad()), 1e-6);
+}
+
+TEST_F(LayersTest, PackedLSTMEqualsTorchLSTM) {
+  torch::manual_seed(6);
+  LSTM ours(LSTMOptions(5, 8).num_layers(2));
+  torch::manual_seed(6);
+  torch::nn::LSTM theirs(torch::nn::LSTMOptions(5, 8).num_layers(2));
+  const at::Tensor batch_sizes = torch::tensor({3, 3, 2, 1}, torch::kLong);
+  expect_same_as_torch(
+      *ours, *theirs, [&](const at::Tensor& x) { return ours->forward_packed(x, batch_sizes); },
+      [&](const at::Tensor& x) {
+        torch::nn::utils::rnn::PackedSequence packed(x, batch_sizes);
+        return std::get<0>(theirs->forward_with_packed_input(packed)).data();
+      },
+      torch::randn({9, 5}), 1e-5);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Schedulers and stores.
+
+// A small network with every kind of layer that has weights.
+struct SmallNet : torch::nn::Module {
+  SmallNet() {
+    conv = register_module("conv", Conv2d(Conv2dOptions(2, 4, 3).padding(1)));
+    bn = register_module("bn", BatchNorm2d(BatchNorm2dOptions(4)));
+    fc = register_module("fc", Linear(LinearOptions(4 * 4 * 4, 3)));
+    table = register_module("table", Embedding(EmbeddingOptions(5, 3)));
+  }
+  at::Tensor forward(const at::Tensor& x, const at::Tensor& indices) {
+    const at::Tensor y = nn::relu(bn(conv(x)), /*inplace=*/true);
+    return fc(y.flatten(1)) + table(indices);
+  }
+  Conv2d conv{nullptr};
+  BatchNorm2d bn{nullptr};
+  Linear fc{nullptr};
+  Embedding table{nullptr};
+};
+
+std::map<std::string, at::Tensor> gradients(SmallNet& net, GradScheduler* scheduler,
+                                            std::size_t* pending_after_backward = nullptr) {
+  torch::manual_seed(11);
+  const at::Tensor x = torch::randn({2, 2, 4, 4});
+  const at::Tensor indices = torch::tensor({1, 4}, torch::kLong);
+  net.zero_grad();
+  {
+    RuntimeGuard use(nullptr, scheduler);
+    net.forward(x, indices).pow(2).sum().backward();
+  }
+  if (pending_after_backward) *pending_after_backward = scheduler->pending();
+  scheduler->finish();
+  std::map<std::string, at::Tensor> grads;
+  for (const auto& p : net.named_parameters()) grads[p.key()] = p.value().grad().clone();
+  return grads;
+}
+
+TEST_F(LayersTest, ReverseOrderWeightGradientsAreIdentical) {
+  SmallNet net;
+  ImmediateScheduler immediate;
+  DeferredScheduler reverse(DeferredScheduler::Order::reverse);
+  std::vector<std::string> order;
+  std::size_t parameters_ready = 0;
+  reverse.on_ready([&](const WeightGradTask& task) {
+    order.push_back(task.layer);
+    for (const auto& p : task.parameters) {
+      ASSERT_TRUE(p.grad().defined()) << "callback before the gradient exists";
+      ++parameters_ready;
+    }
+  });
+  const auto expected = gradients(net, &immediate);
+  std::size_t pending = 0;
+  net.zero_grad();
+  const auto actual = gradients(net, &reverse, &pending);
+  EXPECT_EQ(pending, 4u);  // conv, bn, fc, embedding: nothing ran during backward
+  EXPECT_EQ(reverse.pending(), 0u);
+  // Backward meets the layers as fc/embedding (either first), bn, conv; reversed: conv first.
+  ASSERT_EQ(order.size(), 4u);
+  EXPECT_EQ(order.front(), "conv2d");
+  EXPECT_EQ(order[1], "batch_norm2d");
+  EXPECT_EQ(parameters_ready, net.parameters().size());
+  ASSERT_EQ(actual.size(), expected.size());
+  for (const auto& [name, grad] : expected) {
+    EXPECT_TRUE(torch::equal(actual.at(name), grad)) << name;
+  }
+}
+
+TEST_F(LayersTest, WeightGradientsWaitForTheDeferredScheduler) {
+  Linear fc(LinearOptions(3, 2));
+  DeferredScheduler deferred;
+  {
+    RuntimeGuard use(nullptr, &deferred);
+    fc(torch::randn({4, 3})).sum().backward();
+  }
+  EXPECT_FALSE(fc->weight.grad().defined());
+  EXPECT_EQ(deferred.pending(), 1u);
+  deferred.finish();
+  EXPECT_TRUE(fc->weight.grad().defined());
+  EXPECT_TRUE(fc->bias.grad().defined());
+  EXPECT_TRUE(torch::allclose(fc->bias.grad(), torch::full({2}, 4.0f)));
+}
+
+// Counts what goes through it, keeping it as the plain store does.
+class CountingStore : public memory::ActivationStore {
+ public:
+  c10::intrusive_ptr<memory::SavedTensor> save(const at::Tensor& tensor,
+                                               memory::SavedKind kind) override {
+    ++saved[kind];
+    return plain_.save(tensor, kind);
+  }
+  const char* name() const override { return "counting"; }
+  std::map<memory::SavedKind, int> saved;
+
+ private:
+  memory::PlainStore plain_;
+};
+
+TEST_F(LayersTest, LayersSaveThroughTheStoreOfTheirForwardPass) {
+  CountingStore store;
+  DeferredScheduler deferred;
+  Linear fc(LinearOptions(3, 2));
+  at::Tensor loss;
+  {
+    RuntimeGuard use(&store, &deferred);
+    loss = nn::relu(fc(torch::randn({4, 3})), /*inplace=*/true).sum();
+  }
+  EXPECT_EQ(store.saved[memory::SavedKind::activation], 2);  // linear input, relu output
+  EXPECT_EQ(store.saved[memory::SavedKind::parameter], 2);   // weight, bias
+  loss.backward();  // outside the guard: the forward's runtime still applies
+  EXPECT_EQ(deferred.pending(), 1u);
+  deferred.finish();
+  EXPECT_TRUE(fc->weight.grad().defined());
+}
+
+TEST_F(LayersTest, ModifyingASavedActivationInPlaceIsAnError) {
+  Linear fc(LinearOptions(3, 2));
+  const at::Tensor x = torch::randn({4, 3});
+  const at::Tensor loss = fc(x).sum();
+  x.add_(1.0);
+  EXPECT_ANY_THROW(loss.backward());
+}
+
+TEST_F(LayersTest, ASavedTensorCannotBeLoadedAfterRelease) {
+  memory::PlainStore store;
+  auto saved = store.save(torch::ones({3}), memory::SavedKind::activation);
+  EXPECT_EQ(saved->stored_bytes(), 12);
+  EXPECT_TRUE(torch::equal(saved->load(), torch::ones({3})));
+  saved->release();
+  EXPECT_EQ(saved->stored_bytes(), 0);
+  EXPECT_THROW(saved->load(), std::logic_error);
+}
+
+TEST_F(LayersTest, AComputedWeightIsRejected) {
+  const at::Tensor w = leaf(torch::randn({2, 3}));
+  EXPECT_THROW(nn::linear(torch::randn({4, 3}), w * 2.0), c10::Error);
+  // Without gradients a computed weight is fine.
+  torch::NoGradGuard no_grad;
+  EXPECT_EQ(nn::linear(torch::randn({4, 3}), w * 2.0).sizes(), (std::vector<int64_t>{4, 2}));
+}
+
+TEST_F(LayersTest, ShapeErrorsAreClear) {
+  Linear fc(LinearOptions(3, 2));
+  EXPECT_THROW(fc(torch::randn({4, 5})), c10::Error);
+  Conv2d conv(Conv2dOptions(3, 2, 3));
+  EXPECT_THROW(conv(torch::randn({1, 2, 5, 5})), c10::Error);
+  EXPECT_THROW(Linear(LinearOptions(0, 2)), c10::Error);
+}
+
+}  // namespace
+}  // namespace engram::nn

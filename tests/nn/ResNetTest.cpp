@@ -1,0 +1,230 @@
+// The CIFAR ResNet-18 of nn/ResNet.h against the same network built from plain torch::nn modules:
+// same outputs, gradients and BatchNorm statistics from the same weights.
+#include "nn/ResNet.h"
+#include "nn/Runtime.h"
+
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+namespace engram::nn {
+namespace {
+
+namespace tnn = torch::nn;
+
+// The reference: torchvision's BasicBlock in the CIFAR layout, from torch::nn modules, under the
+// module names of nn/ResNet.h so that weights copy over by name.
+struct TorchBlockImpl : tnn::Module {
+  TorchBlockImpl(int64_t in, int64_t out, int64_t stride) {
+    conv1 = register_module(
+        "conv1", tnn::Conv2d(tnn::Conv2dOptions(in, out, 3).stride(stride).padding(1).bias(false)));
+    bn1 = register_module("bn1", tnn::BatchNorm2d(out));
+    conv2 = register_module("conv2",
+                            tnn::Conv2d(tnn::Conv2dOptions(out, out, 3).padding(1).bias(false)));
+    bn2 = register_module("bn2", tnn::BatchNorm2d(out));
+    relu = register_module("relu", tnn::ReLU(tnn::ReLUOptions().inplace(true)));
+    if (stride != 1 || in != out) {
+      shortcut_conv = register_module(
+          "shortcut_conv", tnn::Conv2d(tnn::Conv2dOptions(in, out, 1).stride(stride).bias(false)));
+      shortcut_bn = register_module("shortcut_bn", tnn::BatchNorm2d(out));
+    }
+  }
+  at::Tensor forward(const at::Tensor& x) {
+    at::Tensor out = bn2(conv2(relu(bn1(conv1(x)))));
+    out += shortcut_conv.is_empty() ? x : shortcut_bn(shortcut_conv(x));
+    return relu(out);
+  }
+  tnn::Conv2d conv1{nullptr}, conv2{nullptr}, shortcut_conv{nullptr};
+  tnn::BatchNorm2d bn1{nullptr}, bn2{nullptr}, shortcut_bn{nullptr};
+  tnn::ReLU relu{nullptr};
+};
+TORCH_MODULE(TorchBlock);
+
+struct TorchStemImpl : tnn::Module {
+  TorchStemImpl(int64_t in, int64_t out) {
+    conv =
+        register_module("conv", tnn::Conv2d(tnn::Conv2dOptions(in, out, 3).padding(1).bias(false)));
+    bn = register_module("bn", tnn::BatchNorm2d(out));
+    relu = register_module("relu", tnn::ReLU(tnn::ReLUOptions().inplace(true)));
+  }
+  at::Tensor forward(const at::Tensor& x) { return relu(bn(conv(x))); }
+  tnn::Conv2d conv{nullptr};
+  tnn::BatchNorm2d bn{nullptr};
+  tnn::ReLU relu{nullptr};
+};
+TORCH_MODULE(TorchStem);
+
+struct TorchResNetImpl : tnn::Module {
+  explicit TorchResNetImpl(const ResNetOptions& o) {
+    const auto& widths = o.widths();
+    stem = register_module("stem", TorchStem(o.in_channels(), widths[0]));
+    int64_t in = widths[0];
+    for (std::size_t s = 0; s < widths.size(); ++s) {
+      tnn::ModuleList stage;
+      for (int64_t b = 0; b < o.blocks_per_stage(); ++b) {
+        TorchBlock block(in, widths[s], s > 0 && b == 0 ? 2 : 1);
+        stage->push_back(block);
+        blocks.push_back(block);
+        in = widths[s];
+      }
+      register_module("stage" + std::to_string(s + 1), stage);
+    }
+    fc = register_module("fc", tnn::Linear(in, o.num_classes()));
+  }
+  at::Tensor forward(const at::Tensor& x) {
+    at::Tensor h = stem(x);
+    for (auto& block : blocks) h = block(h);
+    return fc(h.mean({2, 3}));
+  }
+  TorchStem stem{nullptr};
+  std::vector<TorchBlock> blocks;
+  tnn::Linear fc{nullptr};
+};
+TORCH_MODULE(TorchResNet);
+
+std::set<std::string> keys(const torch::OrderedDict<std::string, at::Tensor>& dict) {
+  std::set<std::string> names;
+  for (const auto& item : dict) names.insert(item.key());
+  return names;
+}
+
+/// Copies every parameter and buffer of `from` into the tensor of the same name in `to`.
+void copy_state(tnn::Module& from, tnn::Module& to) {
+  torch::NoGradGuard no_grad;
+  auto params = to.named_parameters(), buffers = to.named_buffers();
+  ASSERT_EQ(keys(from.named_parameters()), keys(params));
+  ASSERT_EQ(keys(from.named_buffers()), keys(buffers));
+  for (const auto& item : from.named_parameters()) params[item.key()].copy_(item.value());
+  for (const auto& item : from.named_buffers()) buffers[item.key()].copy_(item.value());
+}
+
+/// |a - b| / |b| (Frobenius norms).
+double relative_difference(const at::Tensor& a, const at::Tensor& b) {
+  const double scale = b.norm().item<double>();
+  return (a - b).norm().item<double>() / (scale > 0 ? scale : 1.0);
+}
+
+ResNetOptions small_options() { return ResNetOptions().widths({8, 16, 32, 64}); }
+
+class ResNetTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    torch::set_num_threads(1);
+    torch::manual_seed(0);
+  }
+
+  // Forward and backward of a cross-entropy loss through both networks from the same weights,
+  // in `dtype`; expects outputs, every parameter gradient and every buffer to agree.
+  void expect_equal_to_torch_modules(torch::Dtype dtype) {
+    SCOPED_TRACE(c10::toString(dtype));
+    const ResNetOptions options = small_options();
+    ResNet ours(options);
+    TorchResNet reference(options);
+    ours->to(dtype);
+    reference->to(dtype);
+    // Not the fresh initialization (BatchNorm weight 1, bias 0, running statistics 0 and 1).
+    {
+      torch::NoGradGuard no_grad;
+      for (auto& p : reference->parameters()) p.add_(torch::randn_like(p), 0.1);
+      for (auto& b : reference->buffers()) {
+        if (b.is_floating_point()) b.uniform_(0.5, 1.5);
+      }
+    }
+    copy_state(*reference, *ours);
+
+    const at::Tensor x = torch::randn({4, 3, 8, 8}, dtype);
+    const at::Tensor labels = torch::randint(0, options.num_classes(), {4}, torch::kLong);
+    const at::Tensor y_ours = ours(x);
+    const at::Tensor y_ref = reference(x);
+    torch::nn::functional::cross_entropy(y_ours, labels).backward();
+    current_runtime().scheduler->finish();
+    torch::nn::functional::cross_entropy(y_ref, labels).backward();
+
+    EXPECT_LT(relative_difference(y_ours, y_ref), 1e-6);
+    auto ours_params = ours->named_parameters();
+    for (const auto& item : reference->named_parameters()) {
+      SCOPED_TRACE(item.key());
+      const at::Tensor& grad = ours_params[item.key()].grad();
+      ASSERT_TRUE(grad.defined());
+      ASSERT_TRUE(item.value().grad().defined());
+      EXPECT_LT(relative_difference(grad, item.value().grad()), 1e-6);
+    }
+    auto ours_buffers = ours->named_buffers();
+    for (const auto& item : reference->named_buffers()) {
+      SCOPED_TRACE(item.key());
+      const at::Tensor& buffer = ours_buffers[item.key()];
+      if (buffer.is_floating_point()) {
+        EXPECT_LT(relative_difference(buffer, item.value()), 1e-6);
+      } else {
+        EXPECT_TRUE(torch::equal(buffer, item.value()));  // num_batches_tracked
+      }
+    }
+  }
+};
+
+TEST_F(ResNetTest, GradientsEqualTorchModulesInDouble) {
+  expect_equal_to_torch_modules(torch::kDouble);
+}
+
+TEST_F(ResNetTest, GradientsEqualTorchModulesInFloat) {
+  expect_equal_to_torch_modules(torch::kFloat);
+}
+
+TEST_F(ResNetTest, DefaultIsResNet18WithTheDocumentedNames) {
+  ResNet net;
+  int64_t count = 0;
+  for (const auto& p : net->parameters()) count += p.numel();
+  EXPECT_EQ(count, 11173962);  // the CIFAR ResNet-18 with 10 classes
+  EXPECT_EQ(net->blocks().size(), 8u);
+  const auto params = keys(net->named_parameters());
+  for (const char* name :
+       {"stem.conv.weight", "stem.bn.weight", "stage1.0.conv1.weight", "stage1.1.bn2.bias",
+        "stage2.0.shortcut_conv.weight", "stage4.1.conv2.weight", "fc.weight", "fc.bias"}) {
+    EXPECT_EQ(params.count(name), 1u) << name;
+  }
+  EXPECT_EQ(params.count("stage1.0.shortcut_conv.weight"), 0u) << "identity shortcut";
+  EXPECT_EQ(params.count("stem.conv.bias"), 0u) << "convolutions have no bias";
+  EXPECT_EQ(keys(net->named_buffers()).count("stage3.0.shortcut_bn.running_var"), 1u);
+}
+
+TEST_F(ResNetTest, BuiltOnlyFromLayersOfNn) {
+  ResNet net(small_options());
+  int leaves = 0;
+  for (const auto& module : net->modules(/*include_self=*/false)) {
+    if (!module->children().empty()) continue;
+    ++leaves;
+    const bool ours = dynamic_cast<Conv2dImpl*>(module.get()) != nullptr ||
+                      dynamic_cast<BatchNorm2dImpl*>(module.get()) != nullptr ||
+                      dynamic_cast<ReLUImpl*>(module.get()) != nullptr ||
+                      dynamic_cast<LinearImpl*>(module.get()) != nullptr;
+    EXPECT_TRUE(ours) << module->name();
+  }
+  EXPECT_EQ(leaves, 3 + 8 * 5 + 3 * 2 + 1);  // stem, blocks, projections, fc
+}
+
+TEST_F(ResNetTest, UnitsChainToTheForwardPass) {
+  ResNet net(small_options().blocks_per_stage(1));
+  const at::Tensor x = torch::randn({2, 3, 8, 8});
+  auto units = net->units();
+  ASSERT_EQ(units.size(), 5u);  // the stem and one block per stage
+  EXPECT_EQ(units[0].ptr().get(), net->stem.ptr().get());
+  EXPECT_EQ(units[1].ptr().get(), net->blocks()[0].ptr().get());
+  at::Tensor h = x;
+  for (auto& unit : units) h = unit.forward(h);
+  EXPECT_EQ(h.sizes(), (std::vector<int64_t>{2, 64, 1, 1}));
+  // Training mode: batch statistics, so running the network twice gives the same output.
+  EXPECT_TRUE(torch::allclose(net->head(h), net(x)));
+}
+
+TEST_F(ResNetTest, InvalidOptionsAreRejected) {
+  EXPECT_THROW(ResNet(ResNetOptions().widths({})), c10::Error);
+  EXPECT_THROW(ResNet(ResNetOptions().widths({8, 0})), c10::Error);
+  EXPECT_THROW(ResNet(ResNetOptions().blocks_per_stage(0)), c10::Error);
+}
+
+}  // namespace
+}  // namespace engram::nn
