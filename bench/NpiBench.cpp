@@ -4,6 +4,7 @@
 #include "common/AtomicFile.h"
 #include "common/Errors.h"
 #include "datasets/TraceFile.h"
+#include "nn/Runtime.h"
 #include "npi/NpiData.h"
 #include "npi/NpiModel.h"
 #include "npi/NpiWorkload.h"
@@ -135,6 +136,7 @@ Measurement measure_cpp(const npi::NpiConfig& config, const npi::NpiDataset& dat
     trainer::StepOutput out = workload.forward(batch);
     const auto t2 = Clock::now();
     out.loss.backward();
+    nn::current_runtime().scheduler->finish();  // weight gradients a scheduler held back
     const auto t3 = Clock::now();
     torch::nn::utils::clip_grad_norm_(params, kGradClip);
     const auto t4 = Clock::now();
@@ -239,24 +241,35 @@ void run_npi_bench(const NpiBenchOptions& options, std::ostream& out) {
     const auto batches =
         sample_batches(data.num_traces(), batch, kWarmupSteps + options.steps, options.seed);
     const Measurement cpp = measure_cpp(config, data, batches, options.seed);
+    // The same model on plain torch modules (--layers torch), measured right after.
+    npi::NpiConfig torch_config = config;
+    torch_config.layers_impl = "torch";
+    const Measurement torch_layers = measure_cpp(torch_config, data, batches, options.seed);
     const double traces_per_step = static_cast<double>(batch);
-    json r{{"batch", batch},
-           {"mean_rows", cpp.mean_rows},
-           {"cpp_traces_per_s", options.steps * traces_per_step / cpp.seconds},
-           {"cpp_steps_per_s", options.steps / cpp.seconds},
-           {"python_traces_per_s", nullptr},
-           {"python_steps_per_s", nullptr},
-           {"ratio", nullptr},
-           {"cpp_cpu_ms_per_step", 1e3 * cpp.cpu_seconds / options.steps},
-           {"python_cpu_ms_per_step", nullptr},
-           {"cpu_ratio", nullptr},
-           {"cpp_phases_ms", cpp.phases.to_json_ms(options.steps)},
-           {"python_phases_ms", nullptr},
-           {"cpp_first_loss", cpp.first_loss},
-           {"python_first_loss", nullptr},
-           {"first_loss_match", nullptr},
-           {"cpp_last_loss", cpp.last_loss},
-           {"python_last_loss", nullptr}};
+    json r{
+        {"batch", batch},
+        {"mean_rows", cpp.mean_rows},
+        {"cpp_traces_per_s", options.steps * traces_per_step / cpp.seconds},
+        {"cpp_steps_per_s", options.steps / cpp.seconds},
+        {"python_traces_per_s", nullptr},
+        {"python_steps_per_s", nullptr},
+        {"ratio", nullptr},
+        {"cpp_cpu_ms_per_step", 1e3 * cpp.cpu_seconds / options.steps},
+        {"python_cpu_ms_per_step", nullptr},
+        {"cpu_ratio", nullptr},
+        {"cpp_phases_ms", cpp.phases.to_json_ms(options.steps)},
+        {"python_phases_ms", nullptr},
+        {"cpp_first_loss", cpp.first_loss},
+        {"python_first_loss", nullptr},
+        {"first_loss_match", nullptr},
+        {"cpp_last_loss", cpp.last_loss},
+        {"python_last_loss", nullptr},
+        {"cpp_torch_layers_traces_per_s", options.steps * traces_per_step / torch_layers.seconds},
+        {"cpp_torch_layers_cpu_ms_per_step", 1e3 * torch_layers.cpu_seconds / options.steps},
+        {"cpp_torch_layers_first_loss", torch_layers.first_loss},
+        {"cpp_torch_layers_last_loss", torch_layers.last_loss},
+        // > 1: the nn/ layers train faster than plain torch modules.
+        {"layers_speedup_vs_torch", torch_layers.seconds / cpp.seconds}};
 
     if (!options.skip_peer) {
       const std::string indices_path = dir.file("indices.json");
@@ -312,6 +325,12 @@ void run_npi_bench(const NpiBenchOptions& options, std::ostream& out) {
         << cell(r["cpp_traces_per_s"], 14, 2) << cell(r["python_traces_per_s"], 17, 2)
         << cell(r["ratio"], 8, 2) << cell(r["cpp_steps_per_s"], 13, 2)
         << cell(r["python_steps_per_s"], 16, 2) << cell(r["cpu_ratio"], 16, 2) << "\n";
+  }
+  for (const auto& r : report["results"]) {
+    out << "batch " << r["batch"].get<long>() << ": C++ on nn/ layers "
+        << fixed(r["cpp_traces_per_s"].get<double>(), 2) << " traces/s, on torch modules "
+        << fixed(r["cpp_torch_layers_traces_per_s"].get<double>(), 2) << " traces/s (speedup "
+        << fixed(r["layers_speedup_vs_torch"].get<double>(), 2) << ")\n";
   }
   for (const auto& r : report["results"]) {
     out << "batch " << r["batch"].get<long>()

@@ -1,7 +1,8 @@
 #pragma once
 /// \file
 /// `engram bench npi`: NPI training throughput in C++ beside a faithful Python PyTorch peer
-/// (bench/peers/npi_peer.py) run in the same invocation, at batch 1 and batch 32.
+/// (bench/peers/npi_peer.py) run in the same invocation, at batch 1 and batch 32; and the C++
+/// model on the layers of nn/ beside the same model on plain torch modules (`--layers torch`).
 
 #include <cstdint>
 #include <ostream>
