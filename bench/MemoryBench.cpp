@@ -102,11 +102,7 @@ PreparedWorkload make_npi(const MemoryBenchOptions& o, long batch) {
   std::shuffle(traces.begin(), traces.end(), rng);
   traces.resize(static_cast<std::size_t>(batch));
 
-  npi::NpiConfig config;
-  config.task = task.name();
-  config.num_programs = static_cast<int>(task.programs().size());
-  config.observation_sizes = task.observation_sizes();
-  config.arg_size = task.arg_size();
+  npi::NpiConfig config = npi::NpiConfig::for_task(task);
   config.hidden = o.hidden;
   config.layers_impl = o.layers;
   // Only the batch's traces are kept: the data set's tensors are live (activation) bytes.

@@ -190,11 +190,7 @@ void run_npi_bench(const NpiBenchOptions& options, std::ostream& out) {
   const std::string data_path = dir.file("traces.jsonl");
   datasets::write_trace_file(data_path, traces);
 
-  npi::NpiConfig config;
-  config.task = task.name();
-  config.num_programs = static_cast<int>(task.programs().size());
-  config.observation_sizes = task.observation_sizes();
-  config.arg_size = task.arg_size();
+  npi::NpiConfig config = npi::NpiConfig::for_task(task);
   config.hidden = options.hidden;
   const npi::NpiDataset data(task, traces.traces);
   const std::string config_path = dir.file("config.json");

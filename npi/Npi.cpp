@@ -119,11 +119,7 @@ TrainReport train_npi(const TrainOptions& options) {
                       "', not '" + task.name() + "'");
   }
   torch::manual_seed(options.seed);
-  NpiConfig config;
-  config.task = task.name();
-  config.num_programs = static_cast<int>(task.programs().size());
-  config.observation_sizes = task.observation_sizes();
-  config.arg_size = task.arg_size();
+  NpiConfig config = NpiConfig::for_task(task);
   config.hidden = options.hidden;
   config.layers_impl = options.layers;
   NpiModel model(config);

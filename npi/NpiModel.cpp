@@ -13,6 +13,15 @@
 
 namespace engram::npi {
 
+NpiConfig NpiConfig::for_task(const datasets::Task& task) {
+  NpiConfig c;
+  c.task = task.name();
+  c.num_programs = static_cast<int>(task.programs().size());
+  c.observation_sizes = task.observation_sizes();
+  c.arg_size = task.arg_size();
+  return c;
+}
+
 int NpiConfig::feature_dim() const {
   return std::accumulate(observation_sizes.begin(), observation_sizes.end(), 0) + 3 * arg_size;
 }

@@ -16,6 +16,7 @@
 /// Heavy header (torch/torch.h): include it only from npi sources and tests; the command line uses
 /// npi/Npi.h.
 
+#include "datasets/Task.h"
 #include "nn/LSTM.h"
 
 #include <torch/torch.h>
@@ -40,6 +41,9 @@ struct NpiConfig {
   /// (torch::nn::Linear, Embedding and LSTM, kept for comparison). Both have the same parameters
   /// under the same names, drawn the same way, so a checkpoint of one loads into the other.
   std::string layers_impl = "engram";
+
+  /// The default configuration for `task` (its programs, observation slots and arguments).
+  static NpiConfig for_task(const datasets::Task& task);
 
   /// Width of the encoder input: one-hot observation slots then three one-hot arguments.
   int feature_dim() const;

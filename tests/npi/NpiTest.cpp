@@ -34,11 +34,7 @@ using testing::TempDir;
 const Task& addition() { return task_by_name("addition"); }
 
 NpiConfig small_config(const Task& task, int hidden = 16) {
-  NpiConfig config;
-  config.task = task.name();
-  config.num_programs = static_cast<int>(task.programs().size());
-  config.observation_sizes = task.observation_sizes();
-  config.arg_size = task.arg_size();
+  NpiConfig config = NpiConfig::for_task(task);
   config.hidden = hidden;
   config.state_dim = hidden;
   config.program_dim = 8;
@@ -356,11 +352,7 @@ TEST_F(NpiTest, EngramLayersLossAndGradientsEqualTorchLayers) {
     const Task& task = task_by_name(name);
     const auto set = datasets::generate_traces(task, {2, 6, 2, 7});
     const NpiDataset data(task, set.traces);
-    NpiConfig config;
-    config.task = task.name();
-    config.num_programs = static_cast<int>(task.programs().size());
-    config.observation_sizes = task.observation_sizes();
-    config.arg_size = task.arg_size();
+    NpiConfig config = NpiConfig::for_task(task);
     NpiModel fused(with_layers(config, "engram"));
     NpiModel reference(with_layers(config, "torch"));
     {
