@@ -5,7 +5,9 @@
 #include "common/AtomicFile.h"
 #include "common/Errors.h"
 #include "datasets/TraceFile.h"
+#include "memory/CompressingStore.h"
 #include "memory/MemoryTracker.h"
+#include "memory/ReluCompression.h"
 #include "nn/Runtime.h"
 #include "npi/NpiData.h"
 #include "npi/NpiModel.h"
@@ -14,6 +16,7 @@
 #include "trainer/Threads.h"
 #include "trainer/Trainer.h"
 
+#include <ATen/Parallel.h>
 #include <torch/torch.h>
 
 #include <nlohmann/json.hpp>
@@ -21,6 +24,9 @@
 #include <algorithm>
 #include <array>
 #include <chrono>
+#include <cmath>
+#include <cstring>
+#include <functional>
 #include <iomanip>
 #include <memory>
 #include <numeric>
@@ -44,6 +50,12 @@ constexpr double kLearningRate = 1e-3;  // trainer::TrainerOptions defaults
 constexpr long kDefaultNpiBatch = 8;
 constexpr long kDefaultResNetBatch = 32;
 constexpr double kMiB = 1024.0 * 1024.0;
+/// The relu technique's store decompresses once per ReLU output (CompressingStoreOptions).
+constexpr bool kCacheDecompressed = true;
+/// The CPU kernels' throughput: a tensor of the size of the ResNet's largest ReLU output (batch
+/// 32, 64 channels, 32x32), at these fractions of zeros, each timing the median of kKernelRepeats.
+constexpr std::int64_t kKernelElements = std::int64_t{1} << 21;
+constexpr int kKernelRepeats = 7;
 
 std::string joined(const std::vector<std::string>& names) {
   std::string s;
@@ -130,17 +142,41 @@ PreparedWorkload make_npi(const MemoryBenchOptions& o, long batch) {
 /// One training step (see the header): trainer::run_step_forward_backward, then the optimizer.
 /// Gradients that autograd allocated (the torch-layer path) are retagged once backward is done;
 /// nn/ layers tag theirs as they store them.
-void train_step(trainer::Workload& workload, const std::vector<std::size_t>& batch,
-                const std::vector<at::Tensor>& params, trainer::FusedAdam& optimizer,
-                MemoryTracker& tracker) {
+/// Returns the step's loss.
+double train_step(trainer::Workload& workload, const std::vector<std::size_t>& batch,
+                  const std::vector<at::Tensor>& params, trainer::FusedAdam& optimizer,
+                  MemoryTracker& tracker) {
   optimizer.zero_grad();
-  trainer::run_step_forward_backward(workload, batch);
+  const trainer::StepOutput out = trainer::run_step_forward_backward(workload, batch);
   for (const auto& p : params) tracker.retag(p.grad(), Tag::gradient);
-  memory::PhaseGuard phase(Phase::optimizer);
-  memory::TagGuard tag(Tag::optimizer_state);
-  memory::SpanGuard span("optimizer", "phase");
-  optimizer.step();
+  {
+    memory::PhaseGuard phase(Phase::optimizer);
+    memory::TagGuard tag(Tag::optimizer_state);
+    memory::SpanGuard span("optimizer", "phase");
+    optimizer.step();
+  }
+  return out.loss.item<double>();
 }
+
+/// Every parameter's gradient, flattened into one host vector that the tracker does not count
+/// (so keeping it does not change the next technique's figures); undefined gradients as zeros.
+std::vector<float> gradients_of(const std::vector<at::Tensor>& params) {
+  std::vector<float> all;
+  for (const auto& p : params) {
+    const std::size_t at = all.size();
+    all.resize(at + static_cast<std::size_t>(p.numel()), 0.0f);
+    if (!p.grad().defined()) continue;
+    const at::Tensor g = p.grad().to(at::kFloat).contiguous();
+    std::memcpy(all.data() + at, g.data_ptr<float>(), static_cast<std::size_t>(g.numel()) * 4);
+  }
+  return all;
+}
+
+/// What a row keeps beside its JSON to be compared with the `none` row.
+struct StepResults {
+  std::vector<double> losses;             ///< per measured step
+  std::vector<std::vector<float>> grads;  ///< per measured step, see gradients_of()
+};
 
 json bytes_by_tag(const std::array<std::int64_t, memory::kNumTags>& bytes) {
   json j = json::object();
@@ -210,10 +246,109 @@ double median(std::vector<double> v) {
   return n % 2 == 1 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
+/// The relu row's compression figures, from the store's statistics of each measured step.
+json relu_json(const std::vector<memory::CompressionStats>& steps) {
+  std::int64_t elements = 0, zeros = 0, dense = 0, compressed = 0;
+  std::vector<double> sparsity, compress_ms, decompress_ms;
+  std::vector<std::int64_t> predicted;
+  for (const auto& s : steps) {
+    elements += s.elements;
+    zeros += s.zeros;
+    dense += s.dense_bytes;
+    compressed += s.compressed_bytes;
+    sparsity.push_back(s.sparsity());
+    predicted.push_back(s.dense_bytes - s.bitmap_plus_values_bytes);
+    compress_ms.push_back(static_cast<double>(s.compress_ns) / 1e6);
+    decompress_ms.push_back(static_cast<double>(s.decompress_ns) / 1e6);
+  }
+  const memory::CompressionStats& last = steps.back();
+  return {
+      {"cache_decompressed", kCacheDecompressed},
+      {"compressed_tensors_per_step", last.compressed_tensors},
+      {"shared_saves_per_step", last.shared_saves},
+      {"plain_relu_outputs_per_step", last.plain_relu_outputs},
+      {"decompressions_per_step", last.decompressions},
+      {"sparsity", elements > 0 ? static_cast<double>(zeros) / static_cast<double>(elements) : 0.0},
+      {"sparsity_per_step", sparsity},
+      {"compression_ratio",
+       compressed > 0 ? static_cast<double>(dense) / static_cast<double>(compressed) : 0.0},
+      {"dense_bytes", last.dense_bytes},
+      {"compressed_bytes", last.compressed_bytes},
+      {"bitmap_plus_values_bytes", last.bitmap_plus_values_bytes},
+      {"format_overhead", last.bitmap_plus_values_bytes > 0
+                              ? static_cast<double>(last.compressed_bytes) /
+                                        static_cast<double>(last.bitmap_plus_values_bytes) -
+                                    1.0
+                              : 0.0},
+      {"predicted_saving_bytes_per_step", predicted},
+      {"measured_saving_bytes_per_step", nullptr},
+      {"saving_vs_prediction_per_step", nullptr},
+      {"saving_vs_prediction", nullptr},
+      {"compress_ms", median(compress_ms)},
+      {"decompress_ms", median(decompress_ms)}};
+}
+
+/// Median milliseconds of `run` over kKernelRepeats runs (after one untimed).
+double median_ms(const std::function<void()>& run) {
+  run();
+  std::vector<double> ms;
+  for (int i = 0; i < kKernelRepeats; ++i) {
+    const auto start = Clock::now();
+    run();
+    ms.push_back(std::chrono::duration<double, std::milli>(Clock::now() - start).count());
+  }
+  return median(ms);
+}
+
+/// Throughput of the CPU compression kernels against a memcpy of the same dense bytes split over
+/// the same intra-op threads, at three fractions of zeros; GB/s are dense bytes per second.
+json relu_kernel_throughput() {
+  json rows = json::array();
+  for (const double fraction : {0.0, 0.5, 0.9}) {
+    at::Generator gen = at::detail::createCPUGenerator(1);
+    at::Tensor x = at::rand({kKernelElements}, gen) + 1e-3;
+    x.masked_fill_(at::rand({kKernelElements}, gen) < fraction, 0.0f);
+    memory::CompressedRelu c;
+    at::Tensor back;
+    const double compress_ms = median_ms([&] { c = memory::compress_relu(x); });
+    const double decompress_ms = median_ms([&] { back = memory::decompress_relu(c); });
+    if (!at::equal(back.view(at::kInt), x.view(at::kInt))) {
+      throw std::runtime_error("ReLU compression kernels: the round trip is not bit-exact");
+    }
+    at::Tensor copy = at::empty_like(x);
+    const auto* from = x.data_ptr<float>();
+    auto* to = copy.data_ptr<float>();
+    const double memcpy_ms = median_ms([&] {
+      at::parallel_for(0, kKernelElements, 1 << 16, [&](std::int64_t b, std::int64_t e) {
+        std::memcpy(to + b, from + b, static_cast<std::size_t>(e - b) * sizeof(float));
+      });
+    });
+    const double bytes = static_cast<double>(x.nbytes());
+    const auto gbps = [bytes](double ms) { return bytes / (ms * 1e6); };
+    rows.push_back({{"sparsity", c.sparsity()},
+                    {"elements", kKernelElements},
+                    {"dense_bytes", x.nbytes()},
+                    {"compressed_bytes", c.nbytes()},
+                    {"bitmap_plus_values_bytes", c.bitmap_plus_values_bytes()},
+                    {"format_overhead", static_cast<double>(c.nbytes()) /
+                                                static_cast<double>(c.bitmap_plus_values_bytes()) -
+                                            1.0},
+                    {"compress_ms", compress_ms},
+                    {"decompress_ms", decompress_ms},
+                    {"memcpy_ms", memcpy_ms},
+                    {"compress_gbps", gbps(compress_ms)},
+                    {"decompress_gbps", gbps(decompress_ms)},
+                    {"memcpy_gbps", gbps(memcpy_ms)},
+                    {"compress_vs_memcpy", memcpy_ms / compress_ms},
+                    {"decompress_vs_memcpy", memcpy_ms / decompress_ms}});
+  }
+  return {{"device", "cpu"}, {"threads", at::get_num_threads()}, {"results", rows}};
+}
+
 /// Trains a fresh workload with `technique` and measures its steps; `last` receives the last
-/// measured step's window.
+/// measured step's window, `results` the losses and gradients of the measured steps.
 json measure(const MemoryBenchOptions& o, long batch, const std::string& technique,
-             MemoryTracker& tracker, MemoryWindow& last, json& config) {
+             MemoryTracker& tracker, MemoryWindow& last, json& config, StepResults& results) {
   PreparedWorkload w = o.workload == "resnet" ? make_resnet(o, batch) : make_npi(o, batch);
   config = w.config;
   auto params = w.workload->parameters();
@@ -226,19 +361,32 @@ json measure(const MemoryBenchOptions& o, long batch, const std::string& techniq
     memory::TagGuard tag(Tag::optimizer_state);
     optimizer.emplace(params, kLearningRate);
   }
+  // The technique's activation store for every step, warm-up included (none: the current one).
+  std::unique_ptr<memory::CompressingStore> compressing;
+  if (technique == "relu") {
+    compressing = std::make_unique<memory::CompressingStore>(
+        memory::CompressingStoreOptions{kCacheDecompressed});
+  }
+  nn::RuntimeGuard use(compressing.get(), nullptr);
 
   for (int i = 0; i < kWarmupSteps; ++i)
     train_step(*w.workload, w.batch, params, *optimizer, tracker);
   std::vector<std::int64_t> peaks, activation_peaks;
   std::vector<double> ms;
+  std::vector<memory::CompressionStats> compression;
   for (long i = 0; i < o.steps; ++i) {
+    if (compressing) compressing->reset_stats();
     tracker.begin_window();
     const auto start = Clock::now();
-    train_step(*w.workload, w.batch, params, *optimizer, tracker);
+    const double loss = train_step(*w.workload, w.batch, params, *optimizer, tracker);
     ms.push_back(std::chrono::duration<double, std::milli>(Clock::now() - start).count());
     last = tracker.end_window();
     peaks.push_back(last.peak_bytes);
     activation_peaks.push_back(last.activation_peak_bytes);
+    // The gradients the optimizer used in this step (it does not touch them).
+    results.losses.push_back(loss);
+    results.grads.push_back(gradients_of(params));
+    if (compressing) compression.push_back(compressing->stats());
   }
   const PeakAttribution where = attribute_peak(last);
   return {{"technique", technique},
@@ -257,7 +405,67 @@ json measure(const MemoryBenchOptions& o, long batch, const std::string& techniq
           {"live_bytes_by_tag_at_step_start", bytes_by_tag(last.start_live_by_tag)},
           {"activation_peak_ratio_vs_profiler", nullptr},
           {"activation_peak_ratio_vs_profiler_counting_gradient_temporaries", nullptr},
-          {"activation_peak_ratio_vs_profiler_grads_kept", nullptr}};
+          {"activation_peak_ratio_vs_profiler_grads_kept", nullptr},
+          {"loss_per_step", results.losses},
+          {"peak_ratio", nullptr},
+          {"activation_peak_ratio", nullptr},
+          {"time_ratio", nullptr},
+          {"max_abs_grad_diff", nullptr},
+          {"max_abs_loss_diff", nullptr},
+          {"relu", compressing ? relu_json(compression) : json(nullptr)}};
+}
+
+/// Fills each row's ratios and differences against the `none` row (if there is one): memory and
+/// time ratios, the largest absolute difference of any gradient or loss over the measured steps,
+/// and for relu the measured saving against bitmap-plus-values' prediction.
+void compare_with_none(const std::vector<std::string>& techniques,
+                       const std::vector<StepResults>& results, json& rows) {
+  const auto found = std::find(techniques.begin(), techniques.end(), "none");
+  if (found == techniques.end()) return;
+  const auto base_index = static_cast<std::size_t>(found - techniques.begin());
+  const json base = rows[base_index];
+  const StepResults& reference = results[base_index];
+  const auto ratio = [](const json& a, const json& b) { return a.get<double>() / b.get<double>(); };
+  for (std::size_t t = 0; t < rows.size(); ++t) {
+    json& row = rows[t];
+    row["peak_ratio"] = ratio(row["peak_bytes"], base["peak_bytes"]);
+    row["activation_peak_ratio"] =
+        ratio(row["activation_peak_bytes"], base["activation_peak_bytes"]);
+    row["time_ratio"] = ratio(row["step_ms"], base["step_ms"]);
+    double grad_diff = 0, loss_diff = 0;
+    for (std::size_t step = 0; step < reference.grads.size(); ++step) {
+      const auto& a = results[t].grads[step];
+      const auto& b = reference.grads[step];
+      if (a.size() != b.size()) throw std::logic_error("rows with different parameters");
+      for (std::size_t i = 0; i < a.size(); ++i) {
+        // NaN-aware: a NaN on either side is a difference.
+        const double d = std::fabs(static_cast<double>(a[i]) - static_cast<double>(b[i]));
+        if (!(d <= grad_diff)) grad_diff = std::isnan(d) ? d : std::max(grad_diff, d);
+      }
+      loss_diff = std::max(loss_diff, std::fabs(results[t].losses[step] - reference.losses[step]));
+    }
+    row["max_abs_grad_diff"] = grad_diff;
+    row["max_abs_loss_diff"] = loss_diff;
+    if (row["relu"].is_null()) continue;
+    json& relu = row["relu"];
+    std::vector<std::int64_t> measured;
+    json versus = json::array(), worst = nullptr;  // null where nothing was predicted
+    const auto predicted = relu["predicted_saving_bytes_per_step"].get<std::vector<std::int64_t>>();
+    for (std::size_t step = 0; step < predicted.size(); ++step) {
+      measured.push_back(base["activation_peak_bytes_per_step"][step].get<std::int64_t>() -
+                         row["activation_peak_bytes_per_step"][step].get<std::int64_t>());
+      if (predicted[step] <= 0) {
+        versus.push_back(nullptr);
+        continue;
+      }
+      const double v = static_cast<double>(measured.back()) / static_cast<double>(predicted[step]);
+      versus.push_back(v);
+      if (worst.is_null() || std::fabs(v - 1.0) > std::fabs(worst.get<double>() - 1.0)) worst = v;
+    }
+    relu["measured_saving_bytes_per_step"] = measured;
+    relu["saving_vs_prediction_per_step"] = versus;
+    relu["saving_vs_prediction"] = worst;
+  }
 }
 
 /// Runs the ResNet peer on the same network and batch; returns its JSON.
@@ -305,7 +513,7 @@ const std::vector<std::string>& memory_workloads() {
 }
 
 const std::vector<std::string>& memory_techniques() {
-  static const std::vector<std::string> names{"none"};
+  static const std::vector<std::string> names{"none", "relu"};
   return names;
 }
 
@@ -362,11 +570,17 @@ void run_memory_bench(const MemoryBenchOptions& options, std::ostream& out) {
   report["versions"]["python"] = nullptr;
 
   MemoryWindow last;
-  for (const auto& technique : options.techniques) {
+  std::vector<StepResults> step_results(options.techniques.size());
+  for (std::size_t t = 0; t < options.techniques.size(); ++t) {
     json config;
-    report["results"].push_back(measure(options, batch, technique, tracker, last, config));
+    report["results"].push_back(
+        measure(options, batch, options.techniques[t], tracker, last, config, step_results[t]));
     report["config"] = config;
   }
+  compare_with_none(options.techniques, step_results, report["results"]);
+  const bool relu = std::find(options.techniques.begin(), options.techniques.end(), "relu") !=
+                    options.techniques.end();
+  report["relu_kernels"] = relu ? relu_kernel_throughput() : json(nullptr);
 
   if (resnet && !options.skip_peer) {
     const auto wall_start = Clock::now();
@@ -413,6 +627,47 @@ void run_memory_bench(const MemoryBenchOptions& options, std::ostream& out) {
         << std::right << std::setw(8) << fixed(r["step_ms"].get<double>(), 1) << std::setw(25)
         << (peer.is_null() ? "-" : mib(peer["activation_peak_bytes"])) << std::setw(8)
         << (ratio.is_null() ? "-" : fixed(ratio.get<double>(), 3)) << "\n";
+  }
+  const bool compared = std::any_of(report["results"].begin(), report["results"].end(),
+                                    [](const json& r) { return !r["time_ratio"].is_null(); });
+  if (compared && report["results"].size() > 1) {
+    out << "against none: technique  peak ratio  activation peak ratio  time ratio"
+           "  max |grad diff|  max |loss diff|\n";
+    for (const auto& r : report["results"]) {
+      out << "              " << std::left << std::setw(11) << r["technique"].get<std::string>()
+          << std::right << std::setw(10) << fixed(r["peak_ratio"].get<double>(), 3) << std::setw(23)
+          << fixed(r["activation_peak_ratio"].get<double>(), 3) << std::setw(12)
+          << fixed(r["time_ratio"].get<double>(), 3) << std::setw(17)
+          << r["max_abs_grad_diff"].dump() << std::setw(17) << r["max_abs_loss_diff"].dump()
+          << "\n";
+    }
+  }
+  for (const auto& r : report["results"]) {
+    const json& relu = r["relu"];
+    if (relu.is_null()) continue;
+    out << "relu: " << relu["compressed_tensors_per_step"].dump()
+        << " ReLU outputs compressed per step, sparsity "
+        << fixed(relu["sparsity"].get<double>(), 3) << ", compression ratio "
+        << fixed(relu["compression_ratio"].get<double>(), 3) << "; saving "
+        << mib(relu["predicted_saving_bytes_per_step"].back())
+        << " MiB predicted by bitmap plus values";
+    if (!relu["saving_vs_prediction"].is_null()) {
+      out << ", " << mib(relu["measured_saving_bytes_per_step"].back())
+          << " MiB measured (measured / predicted, the step farthest from 1: "
+          << fixed(relu["saving_vs_prediction"].get<double>(), 3) << ")";
+    }
+    out << "\n";
+  }
+  if (!report["relu_kernels"].is_null()) {
+    const json& k = report["relu_kernels"];
+    out << "relu kernels (CPU, " << k["threads"].dump() << " thread(s), "
+        << k["results"][0]["elements"].dump() << " elements), GB/s of dense bytes:\n";
+    for (const auto& r : k["results"]) {
+      out << "  sparsity " << fixed(r["sparsity"].get<double>(), 2) << ": compress "
+          << fixed(r["compress_gbps"].get<double>(), 2) << ", decompress "
+          << fixed(r["decompress_gbps"].get<double>(), 2) << ", memcpy "
+          << fixed(r["memcpy_gbps"].get<double>(), 2) << "\n";
+    }
   }
   if (!options.trace_path.empty()) out << "wrote " << options.trace_path << "\n";
   out << "wrote " << options.json_path << "\n";

@@ -22,6 +22,24 @@
 /// The row reports the maximum over the measured steps (and the per-step lists: a step repeats
 /// the same allocations, so they agree) and the median step time.
 ///
+/// Techniques (`techniques`, one row each, every row a fresh model from the same seed trained on
+/// the same batch): "none", the plain activation store; "relu", ReLU compression
+/// (memory/CompressingStore.h, decompressed once per ReLU output) for the warm-up and measured
+/// steps. Against the `none` row, when there is one, every row has peak_ratio,
+/// activation_peak_ratio and time_ratio (step_ms), and max_abs_grad_diff / max_abs_loss_diff: the
+/// largest absolute difference of any parameter's gradient (as the optimizer received it) or of
+/// the loss over all measured steps; lossless techniques must show exactly 0. The relu row adds
+/// "relu": the store's figures per measured step (ReLU outputs compressed, handles shared with
+/// the consuming layers, decompressions), the sparsity (fraction of +0.0 elements among all
+/// compressed ones), compression_ratio (dense bytes / compressed bytes), the format's overhead
+/// over bitmap plus values, predicted_saving_bytes_per_step (dense bytes minus bitmap plus
+/// values, what the technique should save at the activation peak), the measured saving (none's
+/// activation peak minus relu's, per step) and saving_vs_prediction (measured / predicted, the
+/// step farthest from 1). With relu among the techniques the report also has "relu_kernels": the
+/// CPU kernels' compress and decompress throughput against a memcpy of the same dense bytes (over
+/// the same threads) on 2^21 elements at 0, 50% and 90% zeros, with the compressed size against
+/// bitmap plus values (format_overhead).
+///
 /// Workloads: "resnet", the CIFAR ResNet-18 of nn/ResNet.h on synthetic images
 /// (bench/ResNetWorkload.h), made inside each step; "npi", the addition NPI on `batch` traces
 /// drawn from the task's default training data, whose data set (those traces only) is live

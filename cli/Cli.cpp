@@ -92,6 +92,11 @@ int engram_main(const std::vector<std::string>& args, std::ostream& out, std::os
       ->capture_default_str();
   train_npi->add_option("--seed", to.seed, "Random seed")->capture_default_str();
   train_npi->add_option("--metrics", to.metrics_path, "Write JSON-lines metrics here");
+  train_npi
+      ->add_option("--memory", to.memory,
+                   "Comma-separated memory techniques: none (the default) or relu (ReLU outputs "
+                   "kept compressed for backward; lossless)")
+      ->delimiter(',');
 
   // engram eval npi
   auto* eval = app.add_subcommand("eval", "Evaluate a model");
@@ -163,7 +168,10 @@ int engram_main(const std::vector<std::string>& args, std::ostream& out, std::os
       "beside PyTorch's profiler (resnet)");
   bench::MemoryBenchOptions mo;
   bench_memory->add_option("--workload", mo.workload, "Workload: npi or resnet")->required();
-  bench_memory->add_option("--techniques", mo.techniques, "Comma-separated memory techniques: none")
+  bench_memory
+      ->add_option("--techniques", mo.techniques,
+                   "Comma-separated memory techniques: none, relu (ReLU outputs as bitmap "
+                   "plus nonzero values)")
       ->delimiter(',')
       ->capture_default_str();
   bench_memory->add_option("--json", mo.json_path, "Write the results here")->required();

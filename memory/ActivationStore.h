@@ -17,6 +17,9 @@
 /// is the parameter itself (a leaf: the layer's backward accumulates into its .grad). load()
 /// throws std::logic_error if the tensor was modified in place since it was saved, or after
 /// release().
+///
+/// Stores: PlainStore (here), CompressingStore (memory/CompressingStore.h: ReLU outputs as bitmap
+/// plus nonzero values, one copy shared by the ReLU and the layers that consume its output).
 
 #include <ATen/core/ivalue.h>
 
@@ -28,8 +31,12 @@ namespace engram::memory {
 /// activations out of memory but never parameters).
 enum class SavedKind : std::uint8_t {
   activation,  ///< produced in forward; dies with the backward pass
-  parameter,   ///< a leaf the optimizer updates; alive anyway; load() returns the leaf itself
-  other,       ///< small bookkeeping tensors (indices, statistics)
+  /// An activation that is the output of a ReLU (every element >= 0 or NaN, many exactly +0.0):
+  /// what a compressing store (memory/CompressingStore.h) compresses. Other stores treat it as
+  /// an activation.
+  relu_output,
+  parameter,  ///< a leaf the optimizer updates; alive anyway; load() returns the leaf itself
+  other,      ///< small bookkeeping tensors (indices, statistics)
 };
 
 /// A handle to one saved tensor, stored in an autograd context (an IValue capsule).

@@ -1,5 +1,6 @@
 #include "nn/BatchNorm2d.h"
 
+#include "nn/Recompute.h"
 #include "nn/detail/FunctionSupport.h"
 
 namespace engram::nn {
@@ -85,6 +86,7 @@ at::Tensor batch_norm2d(const at::Tensor& x, const at::Tensor& weight, const at:
   };
   const std::vector<at::Tensor> params =
       weight.defined() ? std::vector<at::Tensor>{weight, bias} : std::vector<at::Tensor>{};
+  detail::SavingScope saving({x, weight, bias});
   return BatchNorm2dFunction::apply(x, at::TensorList(params), stat(running_mean),
                                     stat(running_var), training, momentum, eps);
 }
@@ -109,6 +111,11 @@ void BatchNorm2dImpl::reset() {
 at::Tensor BatchNorm2dImpl::forward(const at::Tensor& x) {
   TORCH_CHECK(x.dim() == 4 && x.size(1) == options.num_features(), "nn::BatchNorm2d: input [N, ",
               options.num_features(), ", H, W] expected, got ", x.sizes());
+  if (is_training() && is_recomputing()) {
+    // The rerun of a recomputed unit (nn/Recompute.h): the batch statistics again, the running
+    // ones left as the first run updated them.
+    return batch_norm2d(x, weight, bias, {}, {}, true, options.momentum(), options.eps());
+  }
   if (is_training()) {
     torch::NoGradGuard no_grad;
     num_batches_tracked.add_(1);

@@ -3,7 +3,8 @@
 /// Batch normalization over the channels of [N, C, H, W] as an autograd Function of nn/. In
 /// training it normalizes with the batch statistics and updates the running ones (as
 /// torch::nn::BatchNorm2d: momentum 0.1, unbiased running variance); in evaluation it uses the
-/// running statistics.
+/// running statistics. While a recomputed unit reruns its forward (nn/Recompute.h) it neither
+/// reads nor updates the running statistics.
 ///
 /// \code
 ///   engram::nn::BatchNorm2d bn(engram::nn::BatchNorm2dOptions(64));

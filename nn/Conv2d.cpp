@@ -70,6 +70,7 @@ struct Conv2dFunction : public torch::autograd::Function<Conv2dFunction> {
 at::Tensor conv2d(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias,
                   int64_t stride, int64_t padding) {
   TORCH_CHECK(weight.defined(), "nn::conv2d: undefined weight");
+  detail::SavingScope saving({x, weight, bias});
   if (bias.defined()) {
     return Conv2dFunction::apply(x, at::TensorList({weight, bias}), stride, padding);
   }

@@ -48,6 +48,7 @@ struct LSTMCellPointwiseFunction : public torch::autograd::Function<LSTMCellPoin
 
 std::tuple<at::Tensor, at::Tensor> lstm_cell_pointwise(const at::Tensor& gates,
                                                        const at::Tensor& c) {
+  detail::SavingScope saving({gates, c});
   auto out = LSTMCellPointwiseFunction::apply(gates, c);
   return {out[0], out[1]};
 }

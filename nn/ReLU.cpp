@@ -20,7 +20,7 @@ struct ReLUFunction : public torch::autograd::Function<ReLUFunction> {
     }
     // In place, autograd bumps the tensor's version once more after forward (mark_dirty), so
     // relu() saves it then instead.
-    if (!inplace) detail::save(ctx, "y", y, memory::SavedKind::activation);
+    if (!inplace) detail::save(ctx, "y", y, memory::SavedKind::relu_output);
     return y;
   }
 
@@ -33,11 +33,12 @@ struct ReLUFunction : public torch::autograd::Function<ReLUFunction> {
 }  // namespace
 
 at::Tensor relu(const at::Tensor& x, bool inplace) {
+  detail::SavingScope saving({x});
   at::Tensor y = ReLUFunction::apply(x, inplace);
   if (inplace) {
     if (auto node =
             std::dynamic_pointer_cast<torch::autograd::CppNode<ReLUFunction>>(y.grad_fn())) {
-      detail::save(&node->ctx_, "y", y, memory::SavedKind::activation);
+      detail::save(&node->ctx_, "y", y, memory::SavedKind::relu_output);
     }
   }
   return y;

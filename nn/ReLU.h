@@ -1,8 +1,10 @@
 #pragma once
 /// \file
 /// Rectified linear unit as an autograd Function of nn/. It saves its output (through the
-/// activation store), from which the backward mask y > 0 follows, so the in-place form needs no
-/// copy of its input: the in-place ReLU of a ResNet stores one tensor per activation.
+/// activation store, as SavedKind::relu_output), from which the backward mask y > 0 follows, so
+/// the in-place form needs no copy of its input: the in-place ReLU of a ResNet stores one tensor
+/// per activation. A compressing store (memory/CompressingStore.h) keeps that output as bitmap
+/// plus nonzero values, shared with the next layer, which saves the same tensor as its input.
 ///
 /// \code
 ///   engram::nn::ReLU relu(engram::nn::ReLUOptions().inplace(true));

@@ -3,6 +3,8 @@
 #include "common/AtomicFile.h"
 #include "common/Errors.h"
 #include "datasets/TraceFile.h"
+#include "memory/CompressingStore.h"
+#include "nn/Runtime.h"
 #include "npi/Interpreter.h"
 #include "npi/NpiWorkload.h"
 #include "trainer/Checkpoint.h"
@@ -13,6 +15,7 @@
 
 #include <chrono>
 #include <cmath>
+#include <optional>
 
 namespace engram::npi {
 namespace {
@@ -108,6 +111,14 @@ TrainReport train_npi(const TrainOptions& options) {
     throw UsageError("--layers must be engram or torch, not '" + options.layers + "'");
   }
   if (options.out_path.empty()) throw UsageError("--out is required");
+  bool compress_relu = false;
+  for (const auto& technique : options.memory) {
+    if (technique == "relu") {
+      compress_relu = true;
+    } else if (technique != "none") {
+      throw UsageError("unknown memory technique '" + technique + "' (valid: none, relu)");
+    }
+  }
   {
     // Fail before training, not after it, when the model cannot be written.
     AtomicFile probe(options.out_path, /*binary=*/true);
@@ -133,7 +144,14 @@ TrainReport train_npi(const TrainOptions& options) {
   t.seed = options.seed;
   t.metrics_path = options.metrics_path;
   t.progress = options.progress;
-  const auto summary = trainer::train(workload, t);
+  // The technique's store for every layer of nn/ that the training steps run (nn/Runtime.h).
+  std::optional<memory::CompressingStore> store;
+  if (compress_relu) store.emplace(memory::CompressingStoreOptions{/*cache_decompressed=*/true});
+  trainer::TrainSummary summary;
+  {
+    nn::RuntimeGuard use(store ? &*store : nullptr, nullptr);
+    summary = trainer::train(workload, t);
+  }
   save_model(options.out_path, model);
   return {summary.steps, summary.seconds, summary.final_loss, summary.examples_per_second};
 }

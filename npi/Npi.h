@@ -40,6 +40,10 @@ struct TrainOptions {
   std::uint64_t seed = 1;
   std::string metrics_path;  ///< JSON lines; empty: none
   bool progress = false;
+  /// Memory techniques applied to training (DESIGN.md section 4): empty or "none" for none,
+  /// "relu" to keep ReLU outputs compressed for backward (memory/CompressingStore.h; lossless:
+  /// the same losses and weights as without).
+  std::vector<std::string> memory;
 };
 
 struct TrainReport {

@@ -2,6 +2,8 @@
 
 #include "memory/MemoryTracker.h"
 
+#include <ATen/core/grad_mode.h>
+
 #include <algorithm>
 #include <stdexcept>
 
@@ -14,7 +16,24 @@ class RuntimeCapsule : public torch::CustomClassHolder {
   Runtime runtime;
 };
 
+thread_local bool saving = true;
+
+bool recorded(at::TensorList inputs) {
+  if (!at::GradMode::is_enabled()) return false;
+  for (const auto& t : inputs) {
+    if (t.defined() && t.requires_grad()) return true;
+  }
+  return false;
+}
+
 }  // namespace
+
+SavingScope::SavingScope(std::initializer_list<at::Tensor> inputs)
+    : SavingScope(at::TensorList(inputs.begin(), inputs.size())) {}
+
+SavingScope::SavingScope(at::TensorList inputs) : previous_(saving) { saving = recorded(inputs); }
+
+SavingScope::~SavingScope() { saving = previous_; }
 
 void capture_runtime(AutogradContext* ctx) {
   ctx->saved_data["runtime"] =
@@ -29,6 +48,7 @@ Runtime captured_runtime(AutogradContext* ctx) {
 
 void save(AutogradContext* ctx, const std::string& key, const at::Tensor& tensor,
           memory::SavedKind kind) {
+  if (!saving) return;
   // Weight gradients are accumulated into .grad by the scheduler's tasks, which is only right for
   // leaves; a computed weight would need its gradient to flow back through autograd.
   TORCH_CHECK(kind != memory::SavedKind::parameter || !tensor.defined() ||

@@ -9,6 +9,7 @@
 
 #include <torch/csrc/autograd/custom_function.h>
 
+#include <initializer_list>
 #include <string>
 #include <vector>
 
@@ -17,12 +18,28 @@ namespace engram::nn::detail {
 using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
 
+/// Set by each layer's public function around its autograd Function: whether the call will be
+/// recorded for backward (gradient mode on and some input requiring a gradient). When it will
+/// not (inference, the first run of a recomputed unit), save() keeps nothing.
+class SavingScope {
+ public:
+  explicit SavingScope(std::initializer_list<at::Tensor> inputs);
+  explicit SavingScope(at::TensorList inputs);
+  ~SavingScope();
+  SavingScope(const SavingScope&) = delete;
+  SavingScope& operator=(const SavingScope&) = delete;
+
+ private:
+  bool previous_;
+};
+
 /// Keeps the calling thread's runtime in `ctx` (key "runtime").
 void capture_runtime(AutogradContext* ctx);
 /// The runtime captured in forward.
 Runtime captured_runtime(AutogradContext* ctx);
 
-/// Saves `tensor` through the captured runtime's store under `key`. A parameter must be a leaf
+/// Saves `tensor` through the captured runtime's store under `key` (nothing outside a recording
+/// SavingScope). A parameter must be a leaf
 /// (or not require a gradient): its gradient goes to .grad through the scheduler, not autograd.
 void save(AutogradContext* ctx, const std::string& key, const at::Tensor& tensor,
           memory::SavedKind kind);

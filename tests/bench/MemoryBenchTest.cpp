@@ -121,6 +121,48 @@ TEST_F(MemoryBenchTest, NpiAtATinySizeWritesFigures) {
   EXPECT_EQ(j.at("config").at("layers"), "engram");
 }
 
+TEST_F(MemoryBenchTest, ReluCompressionIsLosslessAndSavesWhatBitmapPlusValuesPredicts) {
+  const std::string json_path = dir_.file("m.json");
+  const Process p =
+      bench({"--workload", "resnet", "--techniques", "none,relu", "--batch", "2", "--image-size",
+             "8", "--width", "4", "--steps", "2", "--no-peer", "--json", json_path});
+  ASSERT_EQ(p.code, 0) << p.err;
+  EXPECT_NE(p.out.find("max |grad diff|"), std::string::npos) << p.out;
+  const json j = json::parse(read_file(json_path));
+  const json& rows = j.at("results");
+  ASSERT_EQ(rows.size(), 2u);
+  EXPECT_EQ(rows[0].at("technique"), "none");
+  EXPECT_EQ(rows[1].at("technique"), "relu");
+  for (const auto& row : rows) {
+    EXPECT_EQ(row.at("max_abs_grad_diff").get<double>(), 0.0) << row.at("technique");
+    EXPECT_EQ(row.at("max_abs_loss_diff").get<double>(), 0.0) << row.at("technique");
+    EXPECT_EQ(row.at("loss_per_step").size(), 2u);
+  }
+  EXPECT_EQ(rows[0].at("activation_peak_ratio").get<double>(), 1.0);
+  EXPECT_TRUE(rows[0].at("relu").is_null());
+  const json& row = rows[1];
+  EXPECT_LT(row.at("activation_peak_ratio").get<double>(), 1.0);
+  EXPECT_GT(row.at("time_ratio").get<double>(), 0.0);
+  const json& relu = row.at("relu");
+  EXPECT_EQ(relu.at("compressed_tensors_per_step"), 17) << "the stem's ReLU and two per block";
+  EXPECT_EQ(relu.at("shared_saves_per_step"), 19);
+  const double sparsity = relu.at("sparsity").get<double>();
+  EXPECT_GT(sparsity, 0.2);
+  EXPECT_LT(sparsity, 0.9);
+  EXPECT_GT(relu.at("compression_ratio").get<double>(), 1.0);
+  EXPECT_LT(relu.at("format_overhead").get<double>(), 0.01);
+  ASSERT_EQ(relu.at("saving_vs_prediction_per_step").size(), 2u);
+  // At this size the step's few other allocations move the peak a little.
+  EXPECT_NEAR(relu.at("saving_vs_prediction").get<double>(), 1.0, 0.25);
+  const json& kernels = j.at("relu_kernels");
+  ASSERT_EQ(kernels.at("results").size(), 3u);
+  for (const auto& k : kernels.at("results")) {
+    EXPECT_GT(k.at("compress_gbps").get<double>(), 0.0);
+    EXPECT_GT(k.at("decompress_gbps").get<double>(), 0.0);
+    EXPECT_GT(k.at("memcpy_gbps").get<double>(), 0.0);
+  }
+}
+
 TEST_F(MemoryBenchTest, UnknownTechniquesAndWorkloadsExitWithTwo) {
   const std::string json_path = dir_.file("m.json");
   for (const auto& args : std::vector<std::vector<std::string>>{
@@ -134,7 +176,8 @@ TEST_F(MemoryBenchTest, UnknownTechniquesAndWorkloadsExitWithTwo) {
   }
   const Process p =
       bench({"--workload", "resnet", "--techniques", "compress", "--json", json_path});
-  EXPECT_NE(p.err.find("unknown technique 'compress' (valid: none)"), std::string::npos) << p.err;
+  EXPECT_NE(p.err.find("unknown technique 'compress' (valid: none, relu)"), std::string::npos)
+      << p.err;
   EXPECT_EQ(dir_.entries().count("m.json"), 0u) << "no report after a usage error";
 }
 

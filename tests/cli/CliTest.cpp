@@ -156,6 +156,30 @@ TEST_F(CliTest, DataGenTrainEvalRun) {
       << "no temporary files left";
 }
 
+TEST_F(CliTest, TrainingWithReluCompressionIsLossless) {
+  expect_ok({"data", "gen", "--task", "addition", "--out", data_, "--max-len", "3", "--per-length",
+             "4", "--seed", "1"});
+  std::vector<double> losses[2];
+  for (const int relu : {0, 1}) {
+    const std::string metrics = dir_.file("metrics" + std::to_string(relu) + ".jsonl");
+    std::vector<std::string> args{"train",    "npi",       "--task",  "addition", "--data",
+                                  data_,      "--out",     model_,    "--steps",  "4",
+                                  "--hidden", "16",        "--batch", "4",        "--threads",
+                                  "1",        "--metrics", metrics,   "--memory"};
+    args.push_back(relu ? "relu" : "none");
+    args.insert(args.end(), {"--seed", "3"});
+    expect_ok(args);
+    for (const auto& line : split_lines(read_file(metrics))) {
+      losses[relu].push_back(json::parse(line).at("loss").get<double>());
+    }
+  }
+  ASSERT_FALSE(losses[0].empty());
+  EXPECT_EQ(losses[0], losses[1]) << "bit-identical losses";
+  expect_error({"train", "npi", "--task", "addition", "--data", data_, "--out", model_, "--memory",
+                "relu,zip"},
+               2, "unknown memory technique 'zip'");
+}
+
 TEST_F(CliTest, DataGenDefaultsDependOnTheTask) {
   const Outcome o = expect_ok({"data", "gen", "--task", "sort", "--out", data_, "--max-len", "3"});
   EXPECT_EQ(o.out, "wrote 128 sort traces (lengths 2..3) to " + data_ + "\n");

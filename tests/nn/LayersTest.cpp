@@ -1,5 +1,7 @@
 // Tests of the nn module: every layer against finite differences and against the plain torch
 // module it replaces; activation stores; gradient schedulers.
+#include "memory/CompressingStore.h"
+#include "memory/MemoryTracker.h"
 #include "nn/BatchNorm2d.h"
 #include "nn/Conv2d.h"
 #include "nn/Embedding.h"
@@ -9,6 +11,7 @@
 #include "nn/ReLU.h"
 #include "nn/Runtime.h"
 
+#include <c10/core/StorageImpl.h>
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
@@ -375,8 +378,9 @@ TEST_F(LayersTest, LayersSaveThroughTheStoreOfTheirForwardPass) {
     RuntimeGuard use(&store, &deferred);
     loss = nn::relu(fc(torch::randn({4, 3})), /*inplace=*/true).sum();
   }
-  EXPECT_EQ(store.saved[memory::SavedKind::activation], 2);  // linear input, relu output
-  EXPECT_EQ(store.saved[memory::SavedKind::parameter], 2);   // weight, bias
+  EXPECT_EQ(store.saved[memory::SavedKind::activation], 1);   // linear input
+  EXPECT_EQ(store.saved[memory::SavedKind::relu_output], 1);  // relu output
+  EXPECT_EQ(store.saved[memory::SavedKind::parameter], 2);    // weight, bias
   loss.backward();  // outside the guard: the forward's runtime still applies
   EXPECT_EQ(deferred.pending(), 1u);
   deferred.finish();
@@ -399,6 +403,103 @@ TEST_F(LayersTest, ASavedTensorCannotBeLoadedAfterRelease) {
   saved->release();
   EXPECT_EQ(saved->stored_bytes(), 0);
   EXPECT_THROW(saved->load(), std::logic_error);
+}
+
+// ---------------------------------------------------------------------------------------------
+// The compressing store (memory/CompressingStore.h) under the layers.
+
+// conv -> in-place relu -> conv: the relu output is saved by the ReLU and by the second conv.
+struct ConvReluConv {
+  Conv2d first{Conv2dOptions(3, 8, 3).padding(1)};
+  Conv2d second{Conv2dOptions(8, 4, 3).padding(1)};
+  at::Tensor x = torch::randn({2, 3, 12, 12});
+
+  /// The loss of a forward pass under `store`; `relu_output` receives a weak reference to the
+  /// ReLU output's storage, `relu_bytes` its size.
+  at::Tensor forward(memory::ActivationStore* store,
+                     c10::weak_intrusive_ptr<c10::StorageImpl>* relu_output = nullptr,
+                     std::int64_t* relu_bytes = nullptr) {
+    RuntimeGuard use(store, nullptr);
+    const at::Tensor h = nn::relu(first(x), /*inplace=*/true);
+    if (relu_output) *relu_output = h.storage().getWeakStorageImpl();
+    if (relu_bytes) *relu_bytes = static_cast<std::int64_t>(h.nbytes());
+    return second(h).sum();
+  }
+};
+
+TEST_F(LayersTest, TheDenseReluOutputDiesWithTheForwardPassUnderTheCompressingStore) {
+  auto& tracker = memory::MemoryTracker::install();
+  ConvReluConv net;
+  memory::PlainStore plain;
+  memory::CompressingStore compressing;
+  for (memory::ActivationStore* store :
+       std::vector<memory::ActivationStore*>{&plain, &compressing}) {
+    SCOPED_TRACE(store->name());
+    const bool compressed = store == &compressing;
+    c10::weak_intrusive_ptr<c10::StorageImpl> dense(c10::intrusive_ptr<c10::StorageImpl>{});
+    std::int64_t dense_bytes = 0;
+    const std::int64_t before = tracker.live_bytes();
+    at::Tensor loss = net.forward(store, &dense, &dense_bytes);
+    // What forward leaves alive for backward: the ReLU output, dense or compressed (the input and
+    // the weights existed before), and the loss.
+    const std::int64_t held =
+        tracker.live_bytes() - before - static_cast<std::int64_t>(loss.nbytes());
+    if (compressed) {
+      EXPECT_TRUE(dense.expired()) << "the dense ReLU output outlived the forward pass";
+      EXPECT_EQ(compressing.live_handles(), 1);
+      EXPECT_EQ(held, compressing.stats().compressed_bytes);
+      EXPECT_LT(held, dense_bytes * 6 / 10);  // about half the elements are zero
+    } else {
+      EXPECT_FALSE(dense.expired());
+      EXPECT_EQ(held, dense_bytes);
+    }
+    loss.backward();
+    EXPECT_EQ(compressing.live_handles(), 0);
+  }
+  EXPECT_EQ(compressing.stats().compressed_tensors, 1);
+  EXPECT_EQ(compressing.stats().shared_saves, 1);  // the second conv's input
+}
+
+TEST_F(LayersTest, GradientsAreBitIdenticalUnderTheCompressingStore) {
+  ConvReluConv net;
+  const auto run = [&net](memory::ActivationStore* store) {
+    for (auto* conv : {&net.first, &net.second}) (*conv)->zero_grad();
+    net.forward(store).backward();
+    std::vector<at::Tensor> grads;
+    for (auto* conv : {&net.first, &net.second}) {
+      for (const auto& p : (*conv)->parameters()) grads.push_back(p.grad().clone());
+    }
+    return grads;
+  };
+  memory::PlainStore plain;
+  const auto expected = run(&plain);
+  for (const bool cache : {false, true}) {
+    memory::CompressingStore compressing(memory::CompressingStoreOptions{cache});
+    const auto actual = run(&compressing);
+    ASSERT_EQ(actual.size(), expected.size());
+    for (std::size_t i = 0; i < expected.size(); ++i) {
+      EXPECT_TRUE(torch::equal(actual[i], expected[i])) << "parameter " << i;
+    }
+    EXPECT_EQ(compressing.stats().decompressions, cache ? 1 : 2);
+  }
+}
+
+TEST_F(LayersTest, ModifyingACompressedReluOutputInPlaceIsAnError) {
+  ConvReluConv net;
+  memory::CompressingStore compressing;
+  at::Tensor loss, h;
+  {
+    RuntimeGuard use(&compressing, nullptr);
+    h = nn::relu(net.first(net.x), /*inplace=*/true);
+    loss = net.second(h).sum();
+  }
+  h.mul_(2.0);
+  try {
+    loss.backward();
+    FAIL() << "backward used a modified ReLU output";
+  } catch (const std::exception& e) {
+    EXPECT_NE(std::string(e.what()).find("modified in place"), std::string::npos) << e.what();
+  }
 }
 
 TEST_F(LayersTest, AComputedWeightIsRejected) {

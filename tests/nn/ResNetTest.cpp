@@ -1,5 +1,6 @@
 // The CIFAR ResNet-18 of nn/ResNet.h against the same network built from plain torch::nn modules:
 // same outputs, gradients and BatchNorm statistics from the same weights.
+#include "memory/CompressingStore.h"
 #include "nn/ResNet.h"
 #include "nn/Runtime.h"
 
@@ -172,6 +173,47 @@ TEST_F(ResNetTest, GradientsEqualTorchModulesInDouble) {
 
 TEST_F(ResNetTest, GradientsEqualTorchModulesInFloat) {
   expect_equal_to_torch_modules(torch::kFloat);
+}
+
+// ReLU compression is lossless: the same loss and bit-identical gradients (BatchNorm normalizes
+// with batch statistics, so the two steps compute the same thing), one compressed copy per ReLU
+// output shared with every layer that saves it as its input, nothing left behind.
+TEST_F(ResNetTest, GradientsAreBitIdenticalUnderTheCompressingStore) {
+  ResNet net(small_options());
+  const at::Tensor x = torch::randn({2, 3, 16, 16});
+  const at::Tensor labels = torch::randint(0, 10, {2}, torch::kLong);
+  const auto step = [&](memory::ActivationStore* store) {
+    net->zero_grad();
+    at::Tensor loss;
+    {
+      RuntimeGuard use(store, nullptr);
+      loss = torch::nn::functional::cross_entropy(net(x), labels);
+      loss.backward();
+    }
+    current_runtime().scheduler->finish();
+    std::vector<at::Tensor> grads{loss.detach()};
+    for (const auto& p : net->parameters()) grads.push_back(p.grad().clone());
+    return grads;
+  };
+  memory::PlainStore plain;
+  const auto expected = step(&plain);
+  memory::CompressingStore compressing(
+      memory::CompressingStoreOptions{/*cache_decompressed=*/true});
+  const auto actual = step(&compressing);
+  ASSERT_EQ(actual.size(), expected.size());
+  for (std::size_t i = 0; i < expected.size(); ++i) {
+    EXPECT_TRUE(torch::equal(actual[i], expected[i])) << (i == 0 ? "loss" : "gradient ") << i;
+  }
+  const memory::CompressionStats s = compressing.stats();
+  // The stem's ReLU and two per block.
+  EXPECT_EQ(s.compressed_tensors, 1 + 2 * 8);
+  // Shared with: each block's conv2 (its relu1 output), each block's conv1 (its input, the
+  // previous ReLU's output), and the projection shortcuts of stages 2 to 4 (the same input).
+  EXPECT_EQ(s.shared_saves, 8 + 8 + 3);
+  EXPECT_EQ(s.plain_relu_outputs, 0);
+  EXPECT_GT(s.sparsity(), 0.2);
+  EXPECT_GT(s.compression_ratio(), 1.2);
+  EXPECT_EQ(compressing.live_handles(), 0);
 }
 
 TEST_F(ResNetTest, DefaultIsResNet18WithTheDocumentedNames) {

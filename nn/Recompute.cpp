@@ -1,0 +1,118 @@
+#include "nn/Recompute.h"
+
+#include "memory/MemoryTracker.h"
+#include "nn/detail/FunctionSupport.h"
+
+#include <ATen/CPUGeneratorImpl.h>
+#include <ATen/core/grad_mode.h>
+#include <torch/csrc/autograd/autograd.h>
+
+namespace engram::nn {
+namespace {
+
+using detail::AutogradContext;
+using detail::variable_list;
+
+thread_local bool recomputing = false;
+
+class RecomputeGuard {
+ public:
+  RecomputeGuard() : previous_(recomputing) { recomputing = true; }
+  ~RecomputeGuard() { recomputing = previous_; }
+  RecomputeGuard(const RecomputeGuard&) = delete;
+  RecomputeGuard& operator=(const RecomputeGuard&) = delete;
+
+ private:
+  bool previous_;
+};
+
+using Unit = std::function<at::Tensor(const at::Tensor&)>;
+
+class UnitCapsule : public torch::CustomClassHolder {
+ public:
+  UnitCapsule(Unit unit, at::Tensor rng_state) : unit(std::move(unit)), rng_state(rng_state) {}
+  Unit unit;
+  at::Tensor rng_state;  // of the CPU generator, before the first run
+};
+
+at::Tensor cpu_rng_state() {
+  auto generator = at::detail::getDefaultCPUGenerator();
+  std::lock_guard<std::mutex> lock(generator.mutex());
+  return generator.get_state();
+}
+
+void set_cpu_rng_state(const at::Tensor& state) {
+  auto generator = at::detail::getDefaultCPUGenerator();
+  std::lock_guard<std::mutex> lock(generator.mutex());
+  generator.set_state(state);
+}
+
+struct RecomputeFunction : public torch::autograd::Function<RecomputeFunction> {
+  // `parameters` are inputs only so that the output requires a gradient when they do; their
+  // gradients reach .grad through the rerun's own backward.
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& input,
+                            at::TensorList parameters, const Unit& unit) {
+    detail::capture_runtime(ctx);
+    ctx->saved_data["num_parameters"] = static_cast<int64_t>(parameters.size());
+    at::Tensor rng_state = cpu_rng_state();
+    at::Tensor output;
+    {
+      memory::SpanGuard span("recompute_unit", "forward");
+      output = unit(input);  // gradient mode is off here: nothing inside is saved
+    }
+    detail::save(ctx, "input", input, memory::SavedKind::activation);
+    ctx->saved_data["unit"] =
+        c10::IValue::make_capsule(c10::make_intrusive<UnitCapsule>(unit, rng_state));
+    // The output must not share storage with the input (an identity unit would otherwise make
+    // autograd treat the input as modified).
+    return output.is_same(input) ? output.clone() : output;
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list grad_outputs) {
+    const at::Tensor input = detail::load(ctx, "input");
+    const auto capsule =
+        c10::static_intrusive_pointer_cast<UnitCapsule>(ctx->saved_data["unit"].toCapsule());
+    ctx->saved_data.erase("unit");
+    const Runtime runtime = detail::captured_runtime(ctx);
+    const auto num_inputs = static_cast<std::size_t>(1 + ctx->saved_data["num_parameters"].toInt());
+    at::Tensor x = input.detach();
+    x.set_requires_grad(ctx->needs_input_grad(0));
+    at::Tensor output;
+    {
+      memory::SpanGuard span("recompute_unit", "recompute");
+      const at::Tensor current_state = cpu_rng_state();
+      set_cpu_rng_state(capsule->rng_state);
+      RecomputeGuard recompute;
+      RuntimeGuard use(runtime.store, runtime.scheduler);
+      at::AutoGradMode grad(true);
+      output = capsule->unit(x);
+      set_cpu_rng_state(current_state);
+    }
+    {
+      RuntimeGuard use(runtime.store, runtime.scheduler);
+      torch::autograd::backward({output}, {grad_outputs[0]});
+    }
+    variable_list grads(num_inputs + 1);  // input, each parameter, the unit
+    if (x.requires_grad()) grads[0] = x.grad();
+    return grads;
+  }
+};
+
+}  // namespace
+
+at::Tensor recompute(const std::function<at::Tensor(const at::Tensor&)>& unit,
+                     const at::Tensor& input, const std::vector<at::Tensor>& parameters) {
+  if (!at::GradMode::is_enabled()) return unit(input);
+  std::vector<at::Tensor> trainable;
+  for (const auto& p : parameters) {
+    if (p.defined() && p.requires_grad()) trainable.push_back(p);
+  }
+  std::vector<at::Tensor> inputs(trainable);
+  inputs.push_back(input);
+  detail::SavingScope saving{at::TensorList(inputs)};
+  return RecomputeFunction::apply(input, at::TensorList(trainable), unit);
+}
+
+bool is_recomputing() { return recomputing; }
+
+}  // namespace engram::nn
