@@ -39,12 +39,6 @@ struct Conv2dFunction : public torch::autograd::Function<Conv2dFunction> {
     const int64_t stride = ctx->saved_data["stride"].toInt();
     const int64_t padding = ctx->saved_data["padding"].toInt();
     const at::Tensor g = grad_outputs[0].contiguous();
-    at::Tensor dx;
-    if (ctx->needs_input_grad(0)) {
-      dx = std::get<0>(at::convolution_backward(g, x, weight, c10::nullopt, {stride, stride},
-                                                {padding, padding}, {1, 1}, false, {0, 0}, 1,
-                                                {true, false, false}));
-    }
     detail::submit_weight_grad(
         ctx,
         WeightGradTask{"conv2d", {weight, bias}, [x, weight, bias, g, stride, padding] {
@@ -59,6 +53,12 @@ struct Conv2dFunction : public torch::autograd::Function<Conv2dFunction> {
                          if (dw) detail::accumulate_grad(weight, std::get<1>(grads));
                          if (db) detail::accumulate_grad(bias, std::get<2>(grads));
                        }});
+    at::Tensor dx;
+    if (ctx->needs_input_grad(0)) {
+      dx = std::get<0>(at::convolution_backward(g, x, weight, c10::nullopt, {stride, stride},
+                                                {padding, padding}, {1, 1}, false, {0, 0}, 1,
+                                                {true, false, false}));
+    }
     variable_list grads(1 + (has_bias ? 2 : 1) + 2);
     grads[0] = dx;
     return grads;
