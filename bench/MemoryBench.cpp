@@ -13,6 +13,7 @@
 #include "npi/NpiModel.h"
 #include "npi/NpiWorkload.h"
 #include "trainer/FusedAdam.h"
+#include "trainer/MemoryTechniques.h"
 #include "trainer/Threads.h"
 #include "trainer/Trainer.h"
 
@@ -345,10 +346,69 @@ json relu_kernel_throughput() {
   return {{"device", "cpu"}, {"threads", at::get_num_threads()}, {"results", rows}};
 }
 
+/// The plan of a technique that uses units: per unit its measured costs, choice and swap-in
+/// start, and the planner's figures and log.
+json plan_to_json(const trainer::MemoryTechniques& t) {
+  const memory::MemoryPlan& p = t.memory_plan();
+  const auto& costs = t.unit_costs();
+  json units = json::array();
+  for (std::size_t i = 0; i < costs.size(); ++i) {
+    const bool swapped = p.choices[i].swap;
+    units.push_back(
+        {{"name", costs[i].name},
+         {"forward_ms", costs[i].forward_ms},
+         {"backward_ms", costs[i].backward_ms},
+         {"saved_bytes", costs[i].saved_bytes},
+         {"input_bytes", costs[i].input_bytes},
+         {"choice", memory::choice_name(p.choices[i])},
+         {"swap_in_trigger", swapped ? json(p.schedule.trigger[i]) : json(nullptr)},
+         {"swap_in_slack_ms", swapped ? json(p.schedule.slack_ms[i]) : json(nullptr)},
+         {"predicted_stall_ms", swapped ? json(p.schedule.predicted_stall_ms[i]) : json(nullptr)}});
+  }
+  return {{"units", units},
+          {"budget_bytes", p.budget_bytes > 0 ? json(p.budget_bytes) : json(nullptr)},
+          {"planned_activation_peak_bytes",
+           p.measurements > 0 ? json(p.activation_peak_bytes) : json(nullptr)},
+          {"measured_plans", p.measurements},
+          {"estimated_overhead_ms", p.estimated_overhead_ms},
+          {"swap_bytes_per_ms", t.swap_bytes_per_ms()},
+          {"triggers", "n = number of units: end of forward; k: unit k's backward begins"},
+          {"log", p.log}};
+}
+
+/// The swap row's figures: per measured step with the slack schedule, and the same steps with
+/// on-demand swap-in.
+json swap_to_json(const std::vector<memory::SwapStats>& scheduled,
+                  const std::vector<memory::SwapStats>& on_demand,
+                  const std::vector<double>& on_demand_ms, const trainer::MemoryTechniques& t) {
+  const auto stall_ms = [](const std::vector<memory::SwapStats>& steps) {
+    std::vector<double> v;
+    for (const auto& s : steps) v.push_back(static_cast<double>(s.stall_ns) / 1e6);
+    return v;
+  };
+  const memory::SwapStats& last = scheduled.back();
+  const std::vector<double> slack_stalls = stall_ms(scheduled), demand_stalls = stall_ms(on_demand);
+  return {{"swapped_out_tensors_per_step", last.swapped_out_tensors},
+          {"swapped_out_bytes_per_step", last.swapped_out_bytes},
+          {"swapped_in_bytes_per_step", last.swapped_in_bytes},
+          {"prefetched_per_step", last.prefetched},
+          {"on_demand_per_step", last.on_demand},
+          {"swap_out_ms", static_cast<double>(last.swap_out_ns) / 1e6},
+          {"swap_in_ms", static_cast<double>(last.swap_in_ns) / 1e6},
+          {"stall_ms", median(slack_stalls)},
+          {"stall_ms_per_step", slack_stalls},
+          {"on_demand_stall_ms", median(demand_stalls)},
+          {"on_demand_stall_ms_per_step", demand_stalls},
+          {"on_demand_step_ms", median(on_demand_ms)},
+          {"on_demand_swap_ins_per_step", on_demand.back().on_demand},
+          {"bandwidth_bytes_per_second", t.swap_bytes_per_ms() * 1000.0}};
+}
+
 /// Trains a fresh workload with `technique` and measures its steps; `last` receives the last
 /// measured step's window, `results` the losses and gradients of the measured steps.
 json measure(const MemoryBenchOptions& o, long batch, const std::string& technique,
-             MemoryTracker& tracker, MemoryWindow& last, json& config, StepResults& results) {
+             std::int64_t budget_bytes, MemoryTracker& tracker, MemoryWindow& last, json& config,
+             StepResults& results, std::ostream& explain_out) {
   PreparedWorkload w = o.workload == "resnet" ? make_resnet(o, batch) : make_npi(o, batch);
   config = w.config;
   auto params = w.workload->parameters();
@@ -361,25 +421,39 @@ json measure(const MemoryBenchOptions& o, long batch, const std::string& techniq
     memory::TagGuard tag(Tag::optimizer_state);
     optimizer.emplace(params, kLearningRate);
   }
-  // The technique's activation store for every step, warm-up included (none: the current one).
-  std::unique_ptr<memory::CompressingStore> compressing;
-  if (technique == "relu") {
-    compressing = std::make_unique<memory::CompressingStore>(
-        memory::CompressingStoreOptions{kCacheDecompressed});
+  // The technique's stores and plan for every step, warm-up included (none: the current store).
+  trainer::MemoryOptions mo;
+  mo.techniques = {technique};
+  mo.budget_bytes = budget_bytes;
+  mo.swap_bandwidth = o.swap_bandwidth;
+  trainer::MemoryTechniques techniques(mo);
+  json plan_json = nullptr;
+  if (techniques.uses_units()) {
+    // Planning measures steps; on a scratch copy, so this row's model starts as every other's.
+    PreparedWorkload scratch = o.workload == "resnet" ? make_resnet(o, batch) : make_npi(o, batch);
+    techniques.plan(*scratch.workload, scratch.batch);
+    techniques.apply(*w.workload);
+    plan_json = plan_to_json(techniques);
+    if (o.explain) explain_out << "[" << technique << "] " << techniques.explain();
   }
-  nn::RuntimeGuard use(compressing.get(), nullptr);
+  memory::CompressingStore* compressing = techniques.compressing();
+  memory::SwapStore* swap = techniques.swap_store();
+  nn::RuntimeGuard use(techniques.store(), nullptr);
 
   for (int i = 0; i < kWarmupSteps; ++i)
     train_step(*w.workload, w.batch, params, *optimizer, tracker);
   std::vector<std::int64_t> peaks, activation_peaks;
   std::vector<double> ms;
   std::vector<memory::CompressionStats> compression;
+  std::vector<memory::SwapStats> swapping;
   for (long i = 0; i < o.steps; ++i) {
     if (compressing) compressing->reset_stats();
+    if (swap) swap->reset_stats();
     tracker.begin_window();
     const auto start = Clock::now();
     const double loss = train_step(*w.workload, w.batch, params, *optimizer, tracker);
     ms.push_back(std::chrono::duration<double, std::milli>(Clock::now() - start).count());
+    if (swap) swap->wait_for_transfers();  // nothing of this step is left in flight
     last = tracker.end_window();
     peaks.push_back(last.peak_bytes);
     activation_peaks.push_back(last.activation_peak_bytes);
@@ -387,6 +461,26 @@ json measure(const MemoryBenchOptions& o, long batch, const std::string& techniq
     results.losses.push_back(loss);
     results.grads.push_back(gradients_of(params));
     if (compressing) compression.push_back(compressing->stats());
+    if (swap) swapping.push_back(swap->stats());
+  }
+  json swap_json = nullptr;
+  if (swap) {
+    // The same steps again with every swapped tensor read back on demand, for the stall time
+    // the slack schedule saves (these steps train on; their figures are reported apart).
+    techniques.set_slack_schedule(false);
+    std::vector<memory::SwapStats> on_demand;
+    std::vector<double> on_demand_ms;
+    for (long i = 0; i < o.steps; ++i) {
+      swap->reset_stats();
+      const auto start = Clock::now();
+      train_step(*w.workload, w.batch, params, *optimizer, tracker);
+      on_demand_ms.push_back(
+          std::chrono::duration<double, std::milli>(Clock::now() - start).count());
+      swap->wait_for_transfers();
+      on_demand.push_back(swap->stats());
+    }
+    techniques.set_slack_schedule(true);
+    swap_json = swap_to_json(swapping, on_demand, on_demand_ms, techniques);
   }
   const PeakAttribution where = attribute_peak(last);
   return {{"technique", technique},
@@ -412,7 +506,10 @@ json measure(const MemoryBenchOptions& o, long batch, const std::string& techniq
           {"time_ratio", nullptr},
           {"max_abs_grad_diff", nullptr},
           {"max_abs_loss_diff", nullptr},
-          {"relu", compressing ? relu_json(compression) : json(nullptr)}};
+          {"relu", compressing ? relu_json(compression) : json(nullptr)},
+          {"swap", swap_json},
+          {"plan", plan_json},
+          {"budget_bytes", budget_bytes > 0 ? json(budget_bytes) : json(nullptr)}};
 }
 
 /// Fills each row's ratios and differences against the `none` row (if there is one): memory and
@@ -484,6 +581,22 @@ json run_resnet_peer(const MemoryBenchOptions& o, long batch, const json& config
                dir));
 }
 
+/// Runs PyTorch's own checkpointing of the same network beside its plain run; returns its JSON.
+json run_checkpoint_peer(const MemoryBenchOptions& o, long batch, const json& config) {
+  const ScratchDir dir("checkpoint");
+  std::string widths;
+  for (const auto& w : config.at("widths")) {
+    widths += (widths.empty() ? "" : ",") + std::to_string(w.get<long>());
+  }
+  return peer_json(run_peer(
+      {o.python, peer_script("resnet_checkpoint_peer.py"), "--batch", std::to_string(batch),
+       "--image-size", std::to_string(o.image_size), "--widths", widths, "--blocks-per-stage",
+       std::to_string(config.at("blocks_per_stage").get<long>()), "--num-classes",
+       std::to_string(config.at("num_classes").get<long>()), "--seed", std::to_string(o.seed),
+       "--threads", std::to_string(o.threads), "--steps", std::to_string(o.steps)},
+      dir));
+}
+
 /// One line about the workload, for the table's title.
 std::string describe(const json& config) {
   std::string s = config.at("model").get<std::string>() + ", batch " + config.at("batch").dump();
@@ -512,9 +625,33 @@ const std::vector<std::string>& memory_workloads() {
   return names;
 }
 
-const std::vector<std::string>& memory_techniques() {
-  static const std::vector<std::string> names{"none", "relu"};
-  return names;
+const std::vector<std::string>& memory_techniques() { return trainer::memory_technique_names(); }
+
+std::int64_t resolve_budget(const std::string& budget, std::int64_t none_activation_peak) {
+  if (budget.empty()) return 0;
+  const bool fraction = budget.back() == 'x';
+  const std::string number = fraction ? budget.substr(0, budget.size() - 1) : budget;
+  std::size_t used = 0;
+  double value = 0;
+  try {
+    value = std::stod(number, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (used != number.size() || number.empty() || !(value > 0) || !std::isfinite(value)) {
+    throw UsageError(
+        "--budget must be a positive number of bytes or a fraction of none's "
+        "activation peak such as 0.5x, not '" +
+        budget + "'");
+  }
+  if (!fraction) return static_cast<std::int64_t>(value);
+  if (none_activation_peak < 0) {
+    throw UsageError("--budget " + budget +
+                     " is a fraction of the none row's activation peak: "
+                     "put none first in --techniques");
+  }
+  return std::max<std::int64_t>(
+      1, static_cast<std::int64_t>(value * static_cast<double>(none_activation_peak)));
 }
 
 void run_memory_bench(const MemoryBenchOptions& options, std::ostream& out) {
@@ -531,6 +668,14 @@ void run_memory_bench(const MemoryBenchOptions& options, std::ostream& out) {
     }
   }
   if (options.json_path.empty()) throw UsageError("--json is required");
+  if (!(options.swap_bandwidth >= 0)) throw UsageError("--swap-bandwidth must not be negative");
+  resolve_budget(options.budget, 1);  // the form, before anything runs
+  if (!options.budget.empty() && options.budget.back() == 'x' &&
+      (options.techniques.empty() || options.techniques.front() != "none")) {
+    throw UsageError("--budget " + options.budget +
+                     " is a fraction of the none row's activation "
+                     "peak: put none first in --techniques");
+  }
   if (options.steps < 1) throw UsageError("--steps must be at least 1");
   if (options.batch < 0) throw UsageError("--batch must be positive");
   if (options.threads < 1) throw UsageError("--threads must be at least 1");
@@ -573,8 +718,15 @@ void run_memory_bench(const MemoryBenchOptions& options, std::ostream& out) {
   std::vector<StepResults> step_results(options.techniques.size());
   for (std::size_t t = 0; t < options.techniques.size(); ++t) {
     json config;
+    const std::string& technique = options.techniques[t];
+    const bool plans = technique == "recompute" || technique == "swap" || technique == "all";
+    std::int64_t none_peak = -1;
+    for (const auto& row : report["results"]) {
+      if (row["technique"] == "none") none_peak = row["activation_peak_bytes"].get<std::int64_t>();
+    }
+    const std::int64_t budget = plans ? resolve_budget(options.budget, none_peak) : 0;
     report["results"].push_back(
-        measure(options, batch, options.techniques[t], tracker, last, config, step_results[t]));
+        measure(options, batch, technique, budget, tracker, last, config, step_results[t], out));
     report["config"] = config;
   }
   compare_with_none(options.techniques, step_results, report["results"]);
@@ -606,6 +758,20 @@ void run_memory_bench(const MemoryBenchOptions& options, std::ostream& out) {
       row["activation_peak_ratio_vs_profiler_grads_kept"] = ours / grads_kept;
     }
     report["peer"] = std::move(peer);
+  }
+  report["checkpoint_peer"] = nullptr;
+  const bool recompute = std::any_of(options.techniques.begin(), options.techniques.end(),
+                                     [](const std::string& t) { return t == "recompute"; });
+  if (resnet && !options.skip_peer && recompute) {
+    const auto wall_start = Clock::now();
+    json peer = run_checkpoint_peer(options, batch, report["config"]);
+    peer["source"] = "torch.utils.checkpoint";
+    peer["wall_seconds"] = std::chrono::duration<double>(Clock::now() - wall_start).count();
+    if (peer.at("parameters").get<std::int64_t>() !=
+        report["config"]["parameters"].get<std::int64_t>()) {
+      throw std::runtime_error("the checkpointing peer built a different network");
+    }
+    report["checkpoint_peer"] = std::move(peer);
   }
 
   if (!options.trace_path.empty()) {

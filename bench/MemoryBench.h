@@ -25,20 +25,30 @@
 /// Techniques (`techniques`, one row each, every row a fresh model from the same seed trained on
 /// the same batch): "none", the plain activation store; "relu", ReLU compression
 /// (memory/CompressingStore.h, decompressed once per ReLU output) for the warm-up and measured
-/// steps. Against the `none` row, when there is one, every row has peak_ratio,
-/// activation_peak_ratio and time_ratio (step_ms), and max_abs_grad_diff / max_abs_loss_diff: the
-/// largest absolute difference of any parameter's gradient (as the optimizer received it) or of
-/// the loss over all measured steps; lossless techniques must show exactly 0. The relu row adds
-/// "relu": the store's figures per measured step (ReLU outputs compressed, handles shared with
-/// the consuming layers, decompressions), the sparsity (fraction of +0.0 elements among all
-/// compressed ones), compression_ratio (dense bytes / compressed bytes), the format's overhead
-/// over bitmap plus values, predicted_saving_bytes_per_step (dense bytes minus bitmap plus
-/// values, what the technique should save at the activation peak), the measured saving (none's
-/// activation peak minus relu's, per step) and saving_vs_prediction (measured / predicted, the
-/// step farthest from 1). With relu among the techniques the report also has "relu_kernels": the
-/// CPU kernels' compress and decompress throughput against a memcpy of the same dense bytes (over
-/// the same threads) on 2^21 elements at 0, 50% and 90% zeros, with the compressed size against
-/// bitmap plus values (format_overhead).
+/// steps; "recompute", "swap" and "all" (relu + recompute + swap) run the model's units
+/// (nn/Units.h) under a plan (trainer/MemoryTechniques.h): with `budget`, the planner's choice
+/// under it, measured on a scratch copy of the model; without, every unit recomputed, swapped,
+/// or both. Their rows add "plan" (per unit: measured costs, choice, swap-in start point, slack
+/// and predicted stall; the planner's log) and, for swap, "swap": bytes moved per step, stall
+/// time with the slack schedule (stall_ms) and, over as many further steps with every tensor
+/// read back on demand, on_demand_stall_ms and on_demand_step_ms. With recompute among the
+/// techniques (ResNet, peer not skipped) bench/peers/resnet_checkpoint_peer.py measures
+/// PyTorch's own checkpointing of every unit of the same network, side by side with its plain
+/// run; its JSON is under "checkpoint_peer" with rows "none" and "checkpoint". Against the `none`
+/// row, when there is one, every row has peak_ratio, activation_peak_ratio and time_ratio
+/// (step_ms), and max_abs_grad_diff / max_abs_loss_diff: the largest absolute difference of any
+/// parameter's gradient (as the optimizer received it) or of the loss over all measured steps;
+/// lossless techniques must show exactly 0. The relu row adds "relu": the store's figures per
+/// measured step (ReLU outputs compressed, handles shared with the consuming layers,
+/// decompressions), the sparsity (fraction of +0.0 elements among all compressed ones),
+/// compression_ratio (dense bytes / compressed bytes), the format's overhead over bitmap plus
+/// values, predicted_saving_bytes_per_step (dense bytes minus bitmap plus values, what the
+/// technique should save at the activation peak), the measured saving (none's activation peak minus
+/// relu's, per step) and saving_vs_prediction (measured / predicted, the step farthest from 1).
+/// With relu among the techniques the report also has "relu_kernels": the CPU kernels' compress and
+/// decompress throughput against a memcpy of the same dense bytes (over the same threads) on 2^21
+/// elements at 0, 50% and 90% zeros, with the compressed size against bitmap plus values
+/// (format_overhead).
 ///
 /// Workloads: "resnet", the CIFAR ResNet-18 of nn/ResNet.h on synthetic images
 /// (bench/ResNetWorkload.h), made inside each step; "npi", the addition NPI on `batch` traces
@@ -86,7 +96,18 @@ struct MemoryBenchOptions {
   int threads = 1;  ///< intra-op threads, C++ and peer alike
   std::string python = "/usr/bin/python3";
   bool skip_peer = false;
+  /// Bound on activation_peak_bytes for the rows that plan (recompute, swap, all): a number of
+  /// bytes, or a fraction of the `none` row's activation peak written "0.5x" (`none` must come
+  /// first). Empty: those rows treat every unit.
+  std::string budget;
+  double swap_bandwidth = 0;  ///< bytes per second of the spill file; 0: unthrottled
+  bool explain = false;       ///< print each planning row's plan (memory::explain)
 };
+
+/// The budget in bytes that `budget` (MemoryBenchOptions::budget) names, given the `none` row's
+/// activation peak (-1 when there is none yet); 0 for an empty budget. Throws UsageError for a
+/// malformed budget or a fraction without a `none` row.
+std::int64_t resolve_budget(const std::string& budget, std::int64_t none_activation_peak);
 
 /// The workloads `--workload` accepts.
 const std::vector<std::string>& memory_workloads();

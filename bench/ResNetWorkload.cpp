@@ -39,9 +39,17 @@ std::pair<at::Tensor, at::Tensor> ResNetWorkload::batch(
   return {images, labels};
 }
 
+std::vector<std::string> ResNetWorkload::unit_names() const {
+  std::vector<std::string> names;
+  for (const auto& unit : nn::resnet_units(model_)) names.push_back(unit.name);
+  return names;
+}
+
 trainer::StepOutput ResNetWorkload::forward(const std::vector<std::size_t>& indices) {
   auto [images, labels] = batch(indices);
-  const at::Tensor logits = model_(images);
+  const at::Tensor logits = runner_ != nullptr
+                                ? model_->head(runner_->forward(nn::resnet_units(model_), images))
+                                : model_(images);
   trainer::StepOutput out;
   out.loss = torch::nn::functional::cross_entropy(logits, labels);
   {

@@ -47,12 +47,17 @@ class ResNetWorkload final : public trainer::Workload {
   /// Images [B, channels, size, size] (float) and labels [B] (int64) of these examples.
   std::pair<at::Tensor, at::Tensor> batch(const std::vector<std::size_t>& indices) const;
 
+  /// "stem", "stage1.0", ...: nn::resnet_units().
+  std::vector<std::string> unit_names() const override;
+  void set_unit_runner(nn::UnitRunner* runner) override { runner_ = runner; }
+
   nn::ResNet& model() { return model_; }
   const SyntheticImages& data() const { return data_; }
 
  private:
   nn::ResNet model_;
   SyntheticImages data_;
+  nn::UnitRunner* runner_ = nullptr;
 };
 
 }  // namespace engram::bench

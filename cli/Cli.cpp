@@ -170,8 +170,9 @@ int engram_main(const std::vector<std::string>& args, std::ostream& out, std::os
   bench_memory->add_option("--workload", mo.workload, "Workload: npi or resnet")->required();
   bench_memory
       ->add_option("--techniques", mo.techniques,
-                   "Comma-separated memory techniques: none, relu (ReLU outputs as bitmap "
-                   "plus nonzero values)")
+                   "Comma-separated memory techniques, one row each: none, relu (ReLU outputs "
+                   "as bitmap plus nonzero values), recompute, swap (units of the network), all "
+                   "(the three)")
       ->delimiter(',')
       ->capture_default_str();
   bench_memory->add_option("--json", mo.json_path, "Write the results here")->required();
@@ -198,6 +199,15 @@ int engram_main(const std::vector<std::string>& args, std::ostream& out, std::os
   bench_memory->add_option("--python", mo.python, "Interpreter with torch for the peer")
       ->capture_default_str();
   bench_memory->add_flag("--no-peer", mo.skip_peer, "Measure C++ only");
+  bench_memory->add_option("--budget", mo.budget,
+                           "Bound on activation_peak_bytes for recompute, swap and all: bytes, or "
+                           "a fraction of none's activation peak such as 0.5x (none first); "
+                           "without it every unit is recomputed or swapped");
+  bench_memory
+      ->add_option("--swap-bandwidth", mo.swap_bandwidth,
+                   "Throttle the spill file to this many bytes per second (0: unthrottled)")
+      ->capture_default_str();
+  bench_memory->add_flag("--explain", mo.explain, "Print the swap/recompute plan of each row");
 
   // engram help [command...]
   auto* help = app.add_subcommand("help", "Show help for a command, e.g. `engram help train npi`");

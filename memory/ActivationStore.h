@@ -19,11 +19,14 @@
 /// release().
 ///
 /// Stores: PlainStore (here), CompressingStore (memory/CompressingStore.h: ReLU outputs as bitmap
-/// plus nonzero values, one copy shared by the ReLU and the layers that consume its output).
+/// plus nonzero values, one copy shared by the ReLU and the layers that consume its output),
+/// SwapStore (memory/SwapStore.h: the saved tensors of chosen units moved to a spill file after
+/// their forward and read back before their backward; wraps either of the others).
 
 #include <ATen/core/ivalue.h>
 
 #include <cstdint>
+#include <vector>
 
 namespace engram::memory {
 
@@ -49,6 +52,14 @@ class SavedTensor : public torch::CustomClassHolder {
   virtual void release() = 0;
   /// Bytes the store holds for this tensor now (0 once released).
   virtual std::int64_t stored_bytes() const = 0;
+
+  /// For a store that moves saved data out of memory and back (memory/SwapStore.h): hands over
+  /// the tensors that hold this handle's data now, which the handle then no longer references
+  /// (empty: nothing movable, e.g. a parameter or a released handle). put_buffers() gives back
+  /// tensors with the same sizes, strides, dtypes and bits, in the same order, before the next
+  /// load(). The default moves nothing.
+  virtual std::vector<at::Tensor> take_buffers() { return {}; }
+  virtual void put_buffers(std::vector<at::Tensor> buffers) { (void)buffers; }
 };
 
 class ActivationStore {

@@ -2,6 +2,7 @@
 
 #include "memory/MemoryTracker.h"
 #include "memory/ReluCompression.h"
+#include "memory/detail/TensorIdentity.h"
 
 #include <c10/core/StorageImpl.h>
 #include <c10/util/intrusive_ptr.h>
@@ -25,48 +26,10 @@ std::int64_t steady_ns() {
       .count();
 }
 
-/// What makes two tensors the same saved tensor: the same bytes seen the same way, unchanged.
-struct TensorIdentity {
-  const c10::StorageImpl* storage = nullptr;
-  std::int64_t offset = 0;
-  std::vector<std::int64_t> sizes, strides;
-  at::ScalarType dtype = at::kFloat;
-  std::uint32_t version = 0;
-
-  bool operator==(const TensorIdentity& o) const {
-    return storage == o.storage && offset == o.offset && version == o.version && dtype == o.dtype &&
-           sizes == o.sizes && strides == o.strides;
-  }
-};
-
-struct IdentityHash {
-  std::size_t operator()(const TensorIdentity& id) const {
-    std::size_t h = std::hash<const void*>()(id.storage);
-    const auto mix = [&h](std::int64_t v) {
-      h ^= std::hash<std::int64_t>()(v) + 0x9e3779b97f4a7c15ULL + (h << 6) + (h >> 2);
-    };
-    mix(id.offset);
-    mix(id.version);
-    for (const std::int64_t s : id.sizes) mix(s);
-    return h;
-  }
-};
-
-const c10::VariableVersion& version_counter(const at::Tensor& t) {
-  return t.unsafeGetTensorImpl()->version_counter();
-}
-
-TensorIdentity identity_of(const at::Tensor& t) {
-  TensorIdentity id;
-  id.storage = t.storage().unsafeGetStorageImpl();
-  id.offset = t.storage_offset();
-  id.sizes = t.sizes().vec();
-  id.strides = t.strides().vec();
-  id.dtype = t.scalar_type();
-  const auto& counter = version_counter(t);
-  id.version = counter.enabled() ? counter.current_version() : 0;
-  return id;
-}
+using detail::identity_of;
+using detail::IdentityHash;
+using detail::TensorIdentity;
+using detail::version_counter;
 
 bool compressible(const at::Tensor& t) {
   return t.scalar_type() == at::kFloat && t.device().is_cpu() && t.layout() == at::kStrided &&
@@ -155,6 +118,27 @@ class CompressedSavedTensor final : public SavedTensor {
     std::lock_guard<std::mutex> lock(mutex_);
     if (users_ == 0) return 0;
     return data_.nbytes() + (cache_.defined() ? static_cast<std::int64_t>(cache_.nbytes()) : 0);
+  }
+
+  std::vector<at::Tensor> take_buffers() override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (users_ == 0) return {};
+    if (cache_.defined()) return {std::move(cache_)};
+    if (!data_.bitmap.defined()) return {};
+    return {std::move(data_.bitmap), std::move(data_.offsets), std::move(data_.values)};
+  }
+
+  void put_buffers(std::vector<at::Tensor> buffers) override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (buffers.size() == 1) {
+      cache_ = std::move(buffers[0]);
+    } else if (buffers.size() == 3) {
+      data_.bitmap = std::move(buffers[0]);
+      data_.offsets = std::move(buffers[1]);
+      data_.values = std::move(buffers[2]);
+    } else {
+      throw std::logic_error("CompressingStore: one or three buffers expected back");
+    }
   }
 
   /// Counts one more user unless every user has released it already.

@@ -5,7 +5,8 @@
 
 #include <ATen/CPUGeneratorImpl.h>
 #include <ATen/core/grad_mode.h>
-#include <torch/csrc/autograd/autograd.h>
+#include <torch/csrc/autograd/engine.h>
+#include <torch/csrc/autograd/variable.h>
 
 namespace engram::nn {
 namespace {
@@ -51,7 +52,7 @@ struct RecomputeFunction : public torch::autograd::Function<RecomputeFunction> {
   // `parameters` are inputs only so that the output requires a gradient when they do; their
   // gradients reach .grad through the rerun's own backward.
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& input,
-                            at::TensorList parameters, const Unit& unit) {
+                            at::TensorList parameters, const Unit& unit, int64_t input_kind) {
     detail::capture_runtime(ctx);
     ctx->saved_data["num_parameters"] = static_cast<int64_t>(parameters.size());
     at::Tensor rng_state = cpu_rng_state();
@@ -60,7 +61,7 @@ struct RecomputeFunction : public torch::autograd::Function<RecomputeFunction> {
       memory::SpanGuard span("recompute_unit", "forward");
       output = unit(input);  // gradient mode is off here: nothing inside is saved
     }
-    detail::save(ctx, "input", input, memory::SavedKind::activation);
+    detail::save(ctx, "input", input, static_cast<memory::SavedKind>(input_kind));
     ctx->saved_data["unit"] =
         c10::IValue::make_capsule(c10::make_intrusive<UnitCapsule>(unit, rng_state));
     // The output must not share storage with the input (an identity unit would otherwise make
@@ -89,10 +90,17 @@ struct RecomputeFunction : public torch::autograd::Function<RecomputeFunction> {
       set_cpu_rng_state(current_state);
     }
     {
+      // Backward through the rerun from its output's gradient edge, so that nothing here holds
+      // the rerun's output: it is freed as soon as the layers that saved it are done with it.
       RuntimeGuard use(runtime.store, runtime.scheduler);
-      torch::autograd::backward({output}, {grad_outputs[0]});
+      torch::autograd::edge_list roots{torch::autograd::impl::gradient_edge(output)};
+      output.reset();
+      torch::autograd::Engine::get_default_engine().execute(roots, {grad_outputs[0]},
+                                                            /*keep_graph=*/false,
+                                                            /*create_graph=*/false,
+                                                            /*accumulate_grad=*/true);
     }
-    variable_list grads(num_inputs + 1);  // input, each parameter, the unit
+    variable_list grads(num_inputs + 2);  // input, each parameter, the unit, the input's kind
     if (x.requires_grad()) grads[0] = x.grad();
     return grads;
   }
@@ -101,7 +109,8 @@ struct RecomputeFunction : public torch::autograd::Function<RecomputeFunction> {
 }  // namespace
 
 at::Tensor recompute(const std::function<at::Tensor(const at::Tensor&)>& unit,
-                     const at::Tensor& input, const std::vector<at::Tensor>& parameters) {
+                     const at::Tensor& input, const std::vector<at::Tensor>& parameters,
+                     memory::SavedKind input_kind) {
   if (!at::GradMode::is_enabled()) return unit(input);
   std::vector<at::Tensor> trainable;
   for (const auto& p : parameters) {
@@ -110,7 +119,8 @@ at::Tensor recompute(const std::function<at::Tensor(const at::Tensor&)>& unit,
   std::vector<at::Tensor> inputs(trainable);
   inputs.push_back(input);
   detail::SavingScope saving{at::TensorList(inputs)};
-  return RecomputeFunction::apply(input, at::TensorList(trainable), unit);
+  return RecomputeFunction::apply(input, at::TensorList(trainable), unit,
+                                  static_cast<int64_t>(input_kind));
 }
 
 bool is_recomputing() { return recomputing; }

@@ -28,6 +28,8 @@
 /// The rerun's backward runs inside this unit's backward (a nested, reentrant backward pass, as
 /// torch.utils.checkpoint's), so its weight-gradient tasks reach the scheduler there.
 
+#include "memory/ActivationStore.h"
+
 #include <ATen/core/Tensor.h>
 
 #include <functional>
@@ -39,8 +41,11 @@ namespace engram::nn {
 /// trainable tensors: the output requires a gradient when any of them does, even if `input`
 /// does not (the first unit of a network). The output is a new tensor, never `input` itself.
 /// `unit` is kept until backward: it must not refer to anything that dies before.
+/// `input_kind`: how the kept input is saved (memory::SavedKind::relu_output when it is a ReLU's
+/// output, so a compressing store keeps it compressed).
 at::Tensor recompute(const std::function<at::Tensor(const at::Tensor&)>& unit,
-                     const at::Tensor& input, const std::vector<at::Tensor>& parameters);
+                     const at::Tensor& input, const std::vector<at::Tensor>& parameters,
+                     memory::SavedKind input_kind = memory::SavedKind::activation);
 
 /// True on the calling thread while a unit's forward is being rerun for its backward.
 bool is_recomputing();

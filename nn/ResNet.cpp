@@ -87,6 +87,22 @@ std::vector<torch::nn::AnyModule> ResNetImpl::units() const {
   return units;
 }
 
+std::vector<Unit> resnet_units(const ResNet& net) {
+  std::vector<Unit> units;
+  units.push_back({"stem",
+                   [stem = net->stem](const at::Tensor& x) mutable { return stem->forward(x); },
+                   net->stem->parameters(), /*output_is_relu=*/true});
+  const int64_t per_stage = net->options.blocks_per_stage();
+  for (std::size_t b = 0; b < net->blocks().size(); ++b) {
+    const auto i = static_cast<int64_t>(b);
+    units.push_back(
+        {"stage" + std::to_string(i / per_stage + 1) + "." + std::to_string(i % per_stage),
+         [block = net->blocks()[b]](const at::Tensor& x) mutable { return block->forward(x); },
+         net->blocks()[b]->parameters(), /*output_is_relu=*/true});
+  }
+  return units;
+}
+
 at::Tensor ResNetImpl::head(const at::Tensor& features) { return fc(features.mean({2, 3})); }
 
 }  // namespace engram::nn

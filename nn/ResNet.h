@@ -37,6 +37,7 @@
 #include "nn/Conv2d.h"
 #include "nn/Linear.h"
 #include "nn/ReLU.h"
+#include "nn/Units.h"
 
 #include <torch/nn/modules/container/any.h>
 #include <torch/nn/modules/container/modulelist.h>
@@ -124,5 +125,9 @@ class ResNetImpl : public torch::nn::Cloneable<ResNetImpl> {
   std::vector<BasicBlock> blocks_;
 };
 TORCH_MODULE(ResNet);
+
+/// units() as nn/Units.h units ("stem", "stage1.0", ...), each holding its module by value so
+/// it can be rerun during backward. head(runner.forward(resnet_units(net), x)) == net(x).
+std::vector<Unit> resnet_units(const ResNet& net);
 
 }  // namespace engram::nn

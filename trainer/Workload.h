@@ -18,6 +18,10 @@
 #include <string>
 #include <vector>
 
+namespace engram::nn {
+class UnitRunner;
+}  // namespace engram::nn
+
 namespace engram::trainer {
 
 /// What one forward pass over a batch produced.
@@ -35,6 +39,13 @@ class Workload {
   virtual std::size_t num_examples() const = 0;
   /// Forward pass and loss over the examples with these indices.
   virtual StepOutput forward(const std::vector<std::size_t>& batch) = 0;
+
+  /// Swap and recompute (trainer/MemoryTechniques.h) act on a model cut into units (nn/Units.h):
+  /// a workload that is names its units here, in forward order; empty: not cut into units.
+  virtual std::vector<std::string> unit_names() const { return {}; }
+  /// From now on forward() runs the units through `runner` (nullptr: as before). Only called
+  /// when unit_names() is not empty; `runner` must outlive its use.
+  virtual void set_unit_runner(nn::UnitRunner* runner) { (void)runner; }
 };
 
 }  // namespace engram::trainer

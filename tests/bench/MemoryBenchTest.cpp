@@ -168,7 +168,13 @@ TEST_F(MemoryBenchTest, UnknownTechniquesAndWorkloadsExitWithTwo) {
   for (const auto& args : std::vector<std::vector<std::string>>{
            {"--workload", "resnet", "--techniques", "none,compress", "--json", json_path},
            {"--workload", "vgg", "--json", json_path},
-           {"--workload", "resnet", "--layers", "torch", "--json", json_path}}) {
+           {"--workload", "resnet", "--layers", "torch", "--json", json_path},
+           {"--workload", "resnet", "--techniques", "none,swap", "--budget", "half", "--json",
+            json_path},
+           {"--workload", "resnet", "--techniques", "swap,none", "--budget", "0.5x", "--json",
+            json_path},
+           {"--workload", "resnet", "--techniques", "swap", "--swap-bandwidth", "-1", "--json",
+            json_path}}) {
     const Process p = bench(args);
     EXPECT_EQ(p.code, 2) << p.err;
     EXPECT_EQ(p.err.rfind("engram: error: ", 0), 0u) << p.err;
@@ -176,7 +182,8 @@ TEST_F(MemoryBenchTest, UnknownTechniquesAndWorkloadsExitWithTwo) {
   }
   const Process p =
       bench({"--workload", "resnet", "--techniques", "compress", "--json", json_path});
-  EXPECT_NE(p.err.find("unknown technique 'compress' (valid: none, relu)"), std::string::npos)
+  EXPECT_NE(p.err.find("unknown technique 'compress' (valid: none, relu, recompute, swap, all)"),
+            std::string::npos)
       << p.err;
   EXPECT_EQ(dir_.entries().count("m.json"), 0u) << "no report after a usage error";
 }

@@ -1,0 +1,591 @@
+#include "memory/SwapStore.h"
+
+#include "memory/MemoryTracker.h"
+#include "memory/detail/TensorIdentity.h"
+
+#include <ATen/ops/empty_strided.h>
+#include <c10/core/StorageImpl.h>
+#include <c10/util/intrusive_ptr.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <condition_variable>
+#include <cstring>
+#include <deque>
+#include <filesystem>
+#include <mutex>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <utility>
+
+#include <fcntl.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+namespace engram::memory {
+namespace {
+
+using detail::identity_of;
+using detail::IdentityHash;
+using detail::TensorIdentity;
+using Clock = std::chrono::steady_clock;
+
+std::int64_t ns_since(Clock::time_point start) {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - start).count();
+}
+
+/// Where a handle's data is.
+enum class Where : std::uint8_t { resident, queued_out, writing, out, queued_in, reading };
+
+/// One buffer's place in the spill file and how to make it again.
+struct Region {
+  std::int64_t offset = 0, bytes = 0;
+  std::vector<std::int64_t> sizes, strides;
+  at::ScalarType dtype = at::kFloat;
+};
+
+class SwapHandle;
+
+}  // namespace
+
+namespace detail {
+
+struct SwapState {
+  int fd = -1;
+  double bandwidth = 0;  // bytes per second; 0: unthrottled
+
+  std::mutex mutex;  // guards everything below but the atomics
+  std::condition_variable changed;
+  struct Job {
+    c10::intrusive_ptr<SwapHandle> handle;
+    bool out = true;
+  };
+  std::deque<Job> queue;
+  bool stop = false;
+  bool io_running = false;
+  bool busy = false;                // the I/O thread is working on a job
+  std::int64_t file_end = 0;        // where the next region goes
+  std::int64_t regions_in_use = 0;  // handles whose data the file holds (writing, out, reading)
+  std::int64_t bytes_out = 0;
+  std::unordered_map<TensorIdentity, c10::weak_intrusive_ptr<SwapHandle>, IdentityHash> registry;
+  // The step being run (see SwapStore::begin_unit).
+  bool forward_open = false;
+  int current_unit = -1;
+  std::vector<bool> unit_swapped;
+  std::vector<c10::intrusive_ptr<SwapHandle>> pending;                   // saved, not yet decided
+  std::vector<std::vector<c10::intrusive_ptr<SwapHandle>>> out_by_unit;  // by last saving unit
+  std::vector<std::vector<int>> prefetch_at;
+
+  std::atomic<std::int64_t> swapped_out_tensors{0}, swapped_out_bytes{0}, swapped_in_bytes{0},
+      prefetched{0}, on_demand{0}, stall_ns{0}, swap_out_ns{0}, swap_in_ns{0};
+
+  std::thread io;
+
+  ~SwapState() {
+    if (fd >= 0) ::close(fd);
+  }
+
+  /// Moves `bytes` between memory and the file at `offset`, throttled to `bandwidth`.
+  void transfer(bool write, char* data, std::int64_t offset, std::int64_t bytes) const {
+    constexpr std::int64_t kChunk = std::int64_t{1} << 20;
+    const auto start = Clock::now();
+    for (std::int64_t done = 0; done < bytes;) {
+      const auto n = static_cast<std::size_t>(std::min(kChunk, bytes - done));
+      const ssize_t r = write ? ::pwrite(fd, data + done, n, offset + done)
+                              : ::pread(fd, data + done, n, offset + done);
+      if (r < 0 && errno == EINTR) continue;
+      if (r <= 0) {
+        throw std::runtime_error(std::string("swap: spill file ") + (write ? "write" : "read") +
+                                 " failed: " + (r < 0 ? std::strerror(errno) : "end of file"));
+      }
+      done += r;
+      if (bandwidth > 0) {
+        std::this_thread::sleep_until(
+            start + std::chrono::duration_cast<Clock::duration>(
+                        std::chrono::duration<double>(static_cast<double>(done) / bandwidth)));
+      }
+    }
+  }
+};
+
+}  // namespace detail
+
+namespace {
+
+using detail::SwapState;
+
+/// A saved tensor of the swap store: the inner store's handle, and where its data is.
+class SwapHandle final : public SavedTensor {
+ public:
+  SwapHandle(std::shared_ptr<SwapState> state, c10::intrusive_ptr<SavedTensor> inner,
+             TensorIdentity identity, const at::Tensor& tensor)
+      : state_(std::move(state)),
+        inner_(std::move(inner)),
+        identity_(std::move(identity)),
+        storage_(tensor.storage().getWeakStorageImpl()) {}
+
+  ~SwapHandle() override { unregister(); }
+
+  at::Tensor load() override {
+    {
+      std::unique_lock<std::mutex> lock(state_->mutex);
+      if (users_ == 0) throw std::logic_error("saved tensor loaded after release()");
+      if (where_ != Where::resident) {
+        const auto start = Clock::now();
+        bring_back_locked(lock);
+        state_->stall_ns += ns_since(start);
+      }
+    }
+    std::lock_guard<std::mutex> inner_lock(inner_mutex_);
+    return inner_->load();
+  }
+
+  void release() override {
+    c10::intrusive_ptr<SavedTensor> inner;
+    {
+      std::lock_guard<std::mutex> lock(state_->mutex);
+      if (users_ == 0 || --users_ > 0) return;
+      if (where_ == Where::out) {
+        --state_->regions_in_use;
+        state_->bytes_out -= out_bytes();
+        where_ = Where::resident;
+        regions_.clear();
+      }
+    }
+    {
+      std::lock_guard<std::mutex> inner_lock(inner_mutex_);
+      inner = std::move(inner_);
+      if (inner) inner->release();
+    }
+    unregister();
+  }
+
+  std::int64_t stored_bytes() const override {
+    std::lock_guard<std::mutex> inner_lock(inner_mutex_);
+    return inner_ ? inner_->stored_bytes() : 0;
+  }
+
+  // --- called with state_->mutex held ---
+  bool add_user_locked() {
+    if (users_ == 0) return false;
+    ++users_;
+    return true;
+  }
+  /// A save() of this handle in `unit` (-1: outside every unit).
+  void saved_in_locked(int unit) {
+    if (unit < 0 || static_cast<std::size_t>(unit) >= state_->unit_swapped.size() ||
+        !state_->unit_swapped[static_cast<std::size_t>(unit)]) {
+      swappable_ = false;
+    }
+    last_unit_ = std::max(last_unit_, unit);
+  }
+  bool swappable_locked() const { return swappable_ && users_ > 0 && where_ == Where::resident; }
+  int last_unit() const { return last_unit_; }
+  const TensorIdentity& identity() const { return identity_; }
+  void mark_registered() { registered_.store(true); }
+
+  void queue_out_locked(const c10::intrusive_ptr<SwapHandle>& self) {
+    where_ = Where::queued_out;
+    state_->queue.push_back({self, true});
+    state_->changed.notify_all();
+  }
+
+  /// Prefetch: queue the read back behind what is queued (a write not started is cancelled).
+  void prefetch_locked(const c10::intrusive_ptr<SwapHandle>& self) {
+    if (users_ == 0) return;
+    if (where_ == Where::queued_out) {
+      remove_jobs_locked();
+      where_ = Where::resident;
+    } else if (where_ == Where::writing) {
+      want_in_ = true;
+    } else if (where_ == Where::out) {
+      where_ = Where::queued_in;
+      state_->queue.push_back({self, false});
+      ++state_->prefetched;
+      state_->changed.notify_all();
+    }
+  }
+
+  // --- the I/O thread's jobs, called without the mutex ---
+  void write_out(const c10::intrusive_ptr<SwapHandle>& self) {
+    {
+      std::lock_guard<std::mutex> lock(state_->mutex);
+      if (where_ != Where::queued_out) return;
+      where_ = Where::writing;
+    }
+    std::vector<at::Tensor> buffers;
+    {
+      std::lock_guard<std::mutex> inner_lock(inner_mutex_);
+      if (inner_) buffers = inner_->take_buffers();
+    }
+    const bool movable =
+        !buffers.empty() && std::all_of(buffers.begin(), buffers.end(), [](const at::Tensor& b) {
+          return b.defined() && b.device().is_cpu() && b.layout() == at::kStrided &&
+                 (b.numel() == 0 || b.is_non_overlapping_and_dense());
+        });
+    std::vector<Region> regions;
+    std::int64_t total = 0;
+    if (movable) {
+      std::lock_guard<std::mutex> lock(state_->mutex);
+      if (state_->regions_in_use == 0) state_->file_end = 0;  // nothing out: reuse the file
+      ++state_->regions_in_use;
+      for (const auto& b : buffers) {
+        Region r;
+        r.bytes = b.numel() * static_cast<std::int64_t>(b.element_size());
+        r.offset = state_->file_end;
+        r.sizes = b.sizes().vec();
+        r.strides = b.strides().vec();
+        r.dtype = b.scalar_type();
+        state_->file_end += (r.bytes + 63) / 64 * 64;
+        total += r.bytes;
+        regions.push_back(std::move(r));
+      }
+    }
+    bool written = false;
+    if (movable) {
+      SpanGuard span("swap_out", "memory");
+      const auto start = Clock::now();
+      try {
+        for (std::size_t i = 0; i < buffers.size(); ++i) {
+          state_->transfer(true, static_cast<char*>(buffers[i].data_ptr()), regions[i].offset,
+                           regions[i].bytes);
+        }
+        written = true;
+      } catch (const std::exception&) {
+        written = false;  // keep the tensor in memory: swapping is an optimization
+      }
+      state_->swap_out_ns += ns_since(start);
+    }
+    if (!written) {
+      {
+        std::lock_guard<std::mutex> inner_lock(inner_mutex_);
+        if (inner_ && !buffers.empty()) inner_->put_buffers(std::move(buffers));
+      }
+      std::lock_guard<std::mutex> lock(state_->mutex);
+      if (movable) --state_->regions_in_use;
+      where_ = Where::resident;
+      want_in_ = false;
+      state_->changed.notify_all();
+      return;
+    }
+    buffers.clear();  // the memory goes here, unless the forward pass still holds it
+    std::lock_guard<std::mutex> lock(state_->mutex);
+    regions_ = std::move(regions);
+    ++state_->swapped_out_tensors;
+    state_->swapped_out_bytes += total;
+    where_ = Where::out;
+    if (users_ == 0) {  // released while being written
+      --state_->regions_in_use;
+      where_ = Where::resident;
+      regions_.clear();
+    } else {
+      state_->bytes_out += total;
+      if (want_in_) {
+        want_in_ = false;
+        where_ = Where::queued_in;
+        state_->queue.push_back({self, false});
+        ++state_->prefetched;
+      }
+    }
+    state_->changed.notify_all();
+  }
+
+  void read_in() {
+    std::vector<Region> regions;
+    {
+      std::lock_guard<std::mutex> lock(state_->mutex);
+      if (where_ != Where::queued_in) return;
+      where_ = Where::reading;
+      regions = regions_;
+    }
+    read_regions(regions);
+  }
+
+ private:
+  std::int64_t out_bytes() const {
+    std::int64_t total = 0;
+    for (const auto& r : regions_) total += r.bytes;
+    return total;
+  }
+
+  void remove_jobs_locked() {
+    auto& q = state_->queue;
+    q.erase(std::remove_if(q.begin(), q.end(),
+                           [this](const SwapState::Job& j) { return j.handle.get() == this; }),
+            q.end());
+  }
+
+  /// Waits until the data is in memory, queueing the read ahead of everything (on demand).
+  void bring_back_locked(std::unique_lock<std::mutex>& lock) {
+    while (where_ != Where::resident) {
+      if (where_ == Where::queued_out) {  // never written: it has not left
+        remove_jobs_locked();
+        where_ = Where::resident;
+        break;
+      }
+      if (where_ == Where::out || where_ == Where::queued_in) {
+        remove_jobs_locked();
+        if (!state_->io_running) {  // the store is gone: read here
+          where_ = Where::reading;
+          std::vector<Region> regions = regions_;
+          lock.unlock();
+          read_regions(regions);
+          lock.lock();
+          continue;
+        }
+        where_ = Where::queued_in;
+        state_->queue.push_front({c10::intrusive_ptr<SwapHandle>::reclaim_copy(this), false});
+        ++state_->on_demand;
+        state_->changed.notify_all();
+      }
+      state_->changed.wait(lock);  // writing or reading: wait for the I/O thread
+    }
+  }
+
+  void read_regions(const std::vector<Region>& regions) {
+    std::vector<at::Tensor> buffers;
+    std::int64_t total = 0;
+    {
+      SpanGuard span("swap_in", "memory");
+      const auto start = Clock::now();
+      for (const auto& r : regions) {
+        at::Tensor b = at::empty_strided(r.sizes, r.strides, at::TensorOptions().dtype(r.dtype));
+        state_->transfer(false, static_cast<char*>(b.data_ptr()), r.offset, r.bytes);
+        total += r.bytes;
+        buffers.push_back(std::move(b));
+      }
+      state_->swap_in_ns += ns_since(start);
+    }
+    {
+      std::lock_guard<std::mutex> inner_lock(inner_mutex_);
+      if (inner_) inner_->put_buffers(std::move(buffers));
+    }
+    std::lock_guard<std::mutex> lock(state_->mutex);
+    state_->swapped_in_bytes += total;
+    state_->bytes_out -= total;
+    --state_->regions_in_use;
+    regions_.clear();
+    where_ = Where::resident;
+    state_->changed.notify_all();
+  }
+
+  void unregister() {
+    if (!registered_.exchange(false)) return;
+    std::lock_guard<std::mutex> lock(state_->mutex);
+    const auto it = state_->registry.find(identity_);
+    if (it != state_->registry.end() && it->second._unsafe_get_target() == this) {
+      state_->registry.erase(it);
+    }
+  }
+
+  std::shared_ptr<SwapState> state_;
+  mutable std::mutex inner_mutex_;  // serializes calls into inner_ (never held with the other)
+  c10::intrusive_ptr<SavedTensor> inner_;
+  const TensorIdentity identity_;
+  c10::weak_intrusive_ptr<c10::StorageImpl> storage_;  // keeps the identity's address unique
+  std::atomic<bool> registered_{false};
+  // Guarded by state_->mutex:
+  int users_ = 1;
+  int last_unit_ = -1;
+  bool swappable_ = true;
+  bool want_in_ = false;
+  Where where_ = Where::resident;
+  std::vector<Region> regions_;
+};
+
+void io_loop(SwapState* state) {
+  std::unique_lock<std::mutex> lock(state->mutex);
+  for (;;) {
+    state->changed.wait(lock, [state] { return state->stop || !state->queue.empty(); });
+    if (state->queue.empty()) return;  // stop, nothing left
+    SwapState::Job job = std::move(state->queue.front());
+    state->queue.pop_front();
+    state->busy = true;
+    lock.unlock();
+    if (job.out) {
+      job.handle->write_out(job.handle);
+    } else {
+      job.handle->read_in();
+    }
+    job.handle.reset();  // may free the handle: without the lock
+    lock.lock();
+    state->busy = false;
+    state->changed.notify_all();
+  }
+}
+
+bool tracked_kind(SavedKind kind) {
+  return kind == SavedKind::activation || kind == SavedKind::relu_output;
+}
+
+}  // namespace
+
+SwapStore::SwapStore(SwapStoreOptions options) : state_(std::make_shared<SwapState>()) {
+  if (options.inner == nullptr) own_inner_ = std::make_unique<PlainStore>();
+  inner_ = options.inner != nullptr ? options.inner : own_inner_.get();
+  if (!(options.bandwidth_bytes_per_second >= 0)) {
+    throw std::invalid_argument("swap: the bandwidth must be a non-negative number");
+  }
+  state_->bandwidth = options.bandwidth_bytes_per_second;
+  const std::filesystem::path dir = options.spill_directory.empty()
+                                        ? std::filesystem::temp_directory_path()
+                                        : std::filesystem::path(options.spill_directory);
+  std::string name = (dir / "engram-swap-XXXXXX").string();
+  state_->fd = ::mkstemp(name.data());
+  if (state_->fd < 0) {
+    throw std::runtime_error("swap: cannot make a spill file in " + dir.string() + ": " +
+                             std::strerror(errno));
+  }
+  ::unlink(name.c_str());  // the open descriptor keeps it; nothing is left on disk
+  state_->io_running = true;
+  state_->io = std::thread(io_loop, state_.get());
+}
+
+SwapStore::~SwapStore() {
+  {
+    std::lock_guard<std::mutex> lock(state_->mutex);
+    state_->stop = true;
+    state_->pending.clear();
+    state_->out_by_unit.clear();
+    state_->changed.notify_all();
+  }
+  state_->io.join();
+  std::lock_guard<std::mutex> lock(state_->mutex);
+  state_->io_running = false;
+}
+
+c10::intrusive_ptr<SavedTensor> SwapStore::save(const at::Tensor& tensor, SavedKind kind) {
+  if (!tracked_kind(kind) || !tensor.defined() || !tensor.has_storage() || tensor.numel() == 0) {
+    return inner_->save(tensor, kind);
+  }
+  {
+    std::lock_guard<std::mutex> lock(state_->mutex);
+    if (!state_->forward_open) return inner_->save(tensor, kind);
+  }
+  TensorIdentity identity = identity_of(tensor);
+  c10::intrusive_ptr<SwapHandle> found;  // released after the lock
+  {
+    std::lock_guard<std::mutex> lock(state_->mutex);
+    const auto it = state_->registry.find(identity);
+    if (it != state_->registry.end()) {
+      found = it->second.lock();
+      if (found && found->add_user_locked()) {
+        found->saved_in_locked(state_->current_unit);
+        return found;
+      }
+    }
+  }
+  auto handle = c10::make_intrusive<SwapHandle>(state_, inner_->save(tensor, kind),
+                                                std::move(identity), tensor);
+  std::lock_guard<std::mutex> lock(state_->mutex);
+  handle->saved_in_locked(state_->current_unit);
+  state_->registry.insert_or_assign(handle->identity(),
+                                    c10::weak_intrusive_ptr<SwapHandle>(handle));
+  handle->mark_registered();
+  state_->pending.push_back(handle);
+  return handle;
+}
+
+void SwapStore::begin_unit(int unit, bool swapped) {
+  if (unit < 0) throw std::invalid_argument("swap: unit indices start at 0");
+  std::lock_guard<std::mutex> lock(state_->mutex);
+  if (unit == 0) {
+    state_->unit_swapped.clear();
+    state_->pending.clear();
+    state_->out_by_unit.clear();
+  }
+  const auto u = static_cast<std::size_t>(unit);
+  if (state_->unit_swapped.size() <= u) state_->unit_swapped.resize(u + 1, false);
+  state_->unit_swapped[u] = swapped;
+  state_->forward_open = true;
+  state_->current_unit = unit;
+}
+
+void SwapStore::end_unit(const at::Tensor& output) {
+  const c10::StorageImpl* output_storage =
+      output.defined() && output.has_storage() ? output.storage().unsafeGetStorageImpl() : nullptr;
+  std::lock_guard<std::mutex> lock(state_->mutex);
+  const int unit = state_->current_unit;
+  std::vector<c10::intrusive_ptr<SwapHandle>> still;
+  for (auto& h : state_->pending) {
+    if (h->last_unit() == unit && h->identity().storage == output_storage) {
+      still.push_back(std::move(h));  // the next unit may save it too
+    } else if (h->swappable_locked()) {
+      const auto last = static_cast<std::size_t>(h->last_unit());
+      if (state_->out_by_unit.size() <= last) state_->out_by_unit.resize(last + 1);
+      state_->out_by_unit[last].push_back(h);
+      h->queue_out_locked(h);
+    }
+  }
+  state_->pending = std::move(still);
+  state_->current_unit = -1;
+}
+
+void SwapStore::end_forward() {
+  {
+    std::lock_guard<std::mutex> lock(state_->mutex);
+    for (auto& h : state_->pending) {
+      if (!h->swappable_locked()) continue;
+      const auto last = static_cast<std::size_t>(h->last_unit());
+      if (state_->out_by_unit.size() <= last) state_->out_by_unit.resize(last + 1);
+      state_->out_by_unit[last].push_back(h);
+      h->queue_out_locked(h);
+    }
+    state_->pending.clear();
+    state_->forward_open = false;
+    state_->current_unit = -1;
+  }
+  backward_begins(static_cast<int>(state_->unit_swapped.size()));
+}
+
+void SwapStore::backward_begins(int trigger) {
+  std::lock_guard<std::mutex> lock(state_->mutex);
+  if (trigger < 0 || static_cast<std::size_t>(trigger) >= state_->prefetch_at.size()) return;
+  for (const int unit : state_->prefetch_at[static_cast<std::size_t>(trigger)]) {
+    if (unit < 0 || static_cast<std::size_t>(unit) >= state_->out_by_unit.size()) continue;
+    for (auto& h : state_->out_by_unit[static_cast<std::size_t>(unit)]) h->prefetch_locked(h);
+  }
+}
+
+void SwapStore::set_prefetch_schedule(std::vector<std::vector<int>> prefetch_at) {
+  std::lock_guard<std::mutex> lock(state_->mutex);
+  state_->prefetch_at = std::move(prefetch_at);
+}
+
+void SwapStore::wait_for_transfers() {
+  std::unique_lock<std::mutex> lock(state_->mutex);
+  state_->changed.wait(lock, [this] { return state_->queue.empty() && !state_->busy; });
+}
+
+SwapStats SwapStore::stats() const {
+  const auto& s = *state_;
+  SwapStats out;
+  out.swapped_out_tensors = s.swapped_out_tensors;
+  out.swapped_out_bytes = s.swapped_out_bytes;
+  out.swapped_in_bytes = s.swapped_in_bytes;
+  out.prefetched = s.prefetched;
+  out.on_demand = s.on_demand;
+  out.stall_ns = s.stall_ns;
+  out.swap_out_ns = s.swap_out_ns;
+  out.swap_in_ns = s.swap_in_ns;
+  return out;
+}
+
+void SwapStore::reset_stats() {
+  auto& s = *state_;
+  for (auto* counter : {&s.swapped_out_tensors, &s.swapped_out_bytes, &s.swapped_in_bytes,
+                        &s.prefetched, &s.on_demand, &s.stall_ns, &s.swap_out_ns, &s.swap_in_ns}) {
+    counter->store(0);
+  }
+}
+
+std::int64_t SwapStore::bytes_out() const {
+  std::lock_guard<std::mutex> lock(state_->mutex);
+  return state_->bytes_out;
+}
+
+}  // namespace engram::memory

@@ -1,0 +1,125 @@
+#pragma once
+/// \file
+/// The swap technique as an activation store (DESIGN.md section 4): the tensors that chosen
+/// units of a network save for backward are written to a spill file once the forward pass is
+/// past them, and the memory they held is freed; they are read back, on an I/O thread, before
+/// the backward pass needs them: at start points from the timing-slack schedule
+/// (memory/SlackAnalysis.h), or on demand when backward asks for a tensor that is not back yet.
+///
+/// \code
+///   engram::memory::SwapStore store;                 // wraps a PlainStore; or SwapStoreOptions
+///   store.set_prefetch_schedule(schedule.prefetch_at);   // optional: else on demand
+///   {
+///     engram::nn::RuntimeGuard use(&store, nullptr);
+///     // the unit runner (nn/Units.h) brackets every unit's forward:
+///     store.begin_unit(0, /*swapped=*/true);   ... store.end_unit(output0);
+///     store.begin_unit(1, /*swapped=*/false);  ... store.end_unit(output1);
+///     store.end_forward();
+///     loss.backward();      // the runner calls store.backward_begins(k) as unit k's begins
+///   }
+///   store.stats().stall_ns;    // how long backward waited for tensors to come back
+/// \endcode
+///
+/// Which tensors move: a tensor saved (kind activation or relu_output) during the forward of a
+/// *swapped* unit, and by no other save that is not in a swapped unit (a tensor saved again by a
+/// kept unit or outside every unit, such as a unit's output that the next unit also saves, stays
+/// in memory). Saves of the same tensor (same storage, offset, sizes, strides, version) share one
+/// handle, as in CompressingStore, so it moves once. A tensor is written out at the first
+/// end_unit() after the last unit that can still save it (the unit's output may be saved by the
+/// next unit: it is decided one unit later, or at end_forward()). Only what the store itself
+/// holds is freed; the memory drops when the forward pass has dropped the tensor too.
+///
+/// When a tensor comes back: the backward pass needs a tensor first in the backward of the last
+/// unit that saved it. set_prefetch_schedule(prefetch_at) names, for each trigger t (t = number
+/// of units: end_forward(); t = k: backward_begins(k)), the units whose tensors to queue for
+/// reading back then. Without a schedule, or for a tensor not back in time, load() queues it
+/// ahead of every queued transfer (on demand) and waits; the waits are stats().stall_ns.
+///
+/// The inner store (PlainStore by default, or a CompressingStore: swap then moves the compressed
+/// buffers) keeps tensors while they are in memory; the swap store moves what the inner
+/// handle's take_buffers() hands over and puts it back with put_buffers(). Buffers that are not
+/// non-overlapping and dense stay in memory.
+///
+/// The spill file is created in `spill_directory` and unlinked at once (nothing is left on disk,
+/// whatever happens to the process); its space is reused whenever nothing is out.
+/// `bandwidth_bytes_per_second` > 0 throttles every transfer to that rate (--swap-bandwidth), so
+/// that overlap can be studied on a machine whose page cache makes the file nearly free.
+/// Transfers are recorded as spans "swap_out" and "swap_in" (category "memory") in the memory
+/// tracker's open window, from the I/O thread; buffers read back are allocated there (tagged
+/// activation). One forward and backward at a time; save() and the unit calls come from the
+/// training thread.
+
+#include "memory/ActivationStore.h"
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace engram::memory {
+namespace detail {
+struct SwapState;
+}  // namespace detail
+
+struct SwapStoreOptions {
+  /// Keeps the tensors while in memory; nullptr: a PlainStore of the swap store's own. Must
+  /// outlive the swap store's handles.
+  ActivationStore* inner = nullptr;
+  /// Where the (unlinked) spill file is made; empty: the system's temporary directory.
+  std::string spill_directory;
+  /// Throttles transfers to this many bytes per second; 0: as fast as the file goes.
+  double bandwidth_bytes_per_second = 0;
+};
+
+/// What a SwapStore did since it was made or since reset_stats().
+struct SwapStats {
+  std::int64_t swapped_out_tensors = 0;  ///< handles written to the spill file
+  std::int64_t swapped_out_bytes = 0;
+  std::int64_t swapped_in_bytes = 0;
+  std::int64_t prefetched = 0;   ///< swap-ins queued by the schedule
+  std::int64_t on_demand = 0;    ///< swap-ins queued by a load() that found its tensor out
+  std::int64_t stall_ns = 0;     ///< time load() waited for tensors to come back
+  std::int64_t swap_out_ns = 0;  ///< I/O thread time spent writing (throttling included)
+  std::int64_t swap_in_ns = 0;   ///< I/O thread time spent reading (throttling included)
+};
+
+class SwapStore : public ActivationStore {
+ public:
+  /// Throws std::runtime_error when the spill file cannot be made.
+  explicit SwapStore(SwapStoreOptions options = {});
+  /// Waits for queued transfers; handles that outlive the store read back on demand.
+  ~SwapStore() override;
+  SwapStore(const SwapStore&) = delete;
+  SwapStore& operator=(const SwapStore&) = delete;
+
+  c10::intrusive_ptr<SavedTensor> save(const at::Tensor& tensor, SavedKind kind) override;
+  const char* name() const override { return "swap"; }
+
+  /// Forward of unit `unit` (0, 1, ... in order) begins; `swapped`: its saved tensors may move.
+  /// Unit 0 begins a new step: the previous step's bookkeeping is dropped.
+  void begin_unit(int unit, bool swapped);
+  /// The current unit's forward has ended with `output` (see the file comment).
+  void end_unit(const at::Tensor& output);
+  /// The forward pass has ended: what may move is queued out; trigger "end of forward" fires.
+  void end_forward();
+  /// Unit `unit`'s backward begins: its trigger fires.
+  void backward_begins(int unit);
+
+  /// prefetch_at[t]: the units whose tensors come back at trigger t (see the file comment);
+  /// empty: every tensor comes back on demand.
+  void set_prefetch_schedule(std::vector<std::vector<int>> prefetch_at);
+  /// Blocks until every queued transfer is done.
+  void wait_for_transfers();
+
+  SwapStats stats() const;
+  void reset_stats();
+  /// Bytes of the handles that are out now (written, not read back).
+  std::int64_t bytes_out() const;
+
+ private:
+  std::unique_ptr<PlainStore> own_inner_;
+  ActivationStore* inner_;
+  std::shared_ptr<detail::SwapState> state_;
+};
+
+}  // namespace engram::memory

@@ -1,0 +1,107 @@
+#pragma once
+/// \file
+/// The swap/recompute planner (DESIGN.md section 4): given the measured costs of a network's
+/// units and a bound on activation_peak_bytes, chooses for each unit whether to keep, recompute
+/// or swap what it saves, and checks the choice by measuring. No torch and no models here: the
+/// caller measures (nn/Units.h runs a plan; a workload's training step measures it).
+///
+/// \code
+///   engram::memory::PlannerOptions o;
+///   o.budget_bytes = 80 << 20;  o.allow_swap = true;  o.allow_recompute = true;
+///   o.swap_bytes_per_ms = 2e6;                        // measured, or --swap-bandwidth
+///   engram::memory::MemoryPlan plan = engram::memory::plan_units(costs, o, measure);
+///   plan.choices;              // one UnitChoice per unit
+///   plan.schedule.prefetch_at; // swap-in start points (memory/SlackAnalysis.h)
+///   engram::memory::explain(plan, costs);   // the plan as text (engram bench memory --explain)
+/// \endcode
+///
+/// How it chooses. Every upgrade of a unit has an estimated cost in milliseconds and an
+/// estimated saving in bytes:
+///   keep -> recompute       costs the unit's forward time, frees what only it saves;
+///   keep -> swap            costs the stall the slack schedule predicts for the swapped set
+///                           with this unit added (memory/SlackAnalysis.h; transfers take
+///                           bytes / swap_bytes_per_ms), minus the stall predicted without it;
+///                           frees what only it saves;
+///   recompute -> recompute+swap  (both allowed) costs the predicted stall of moving its input,
+///                           frees its input.
+/// Starting from every unit kept, it measures the activation peak; while the peak is above the
+/// budget it applies the cheapest upgrades per byte until the estimated peak fits, then measures
+/// again. Estimates only order the upgrades: the budget is checked on measured peaks. When
+/// every unit has its last upgrade and the measured peak is still above the budget, no plan of
+/// this planner reaches it: plan_units() throws InfeasibleBudget naming that measured peak, the
+/// smallest feasible budget.
+
+#include "common/Errors.h"
+#include "memory/SlackAnalysis.h"
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace engram::memory {
+
+/// What happens to one unit (nn/Units.h runs it).
+struct UnitChoice {
+  bool recompute = false;  ///< rerun its forward in backward, keeping only its input
+  bool swap = false;       ///< move what it saves to the spill file between forward and backward
+  bool operator==(const UnitChoice& o) const { return recompute == o.recompute && swap == o.swap; }
+  bool operator!=(const UnitChoice& o) const { return !(*this == o); }
+};
+/// "keep", "recompute", "swap" or "recompute+swap".
+std::string choice_name(const UnitChoice& c);
+
+/// One unit as measured in a step with every unit kept.
+struct UnitCosts {
+  std::string name;
+  double forward_ms = 0;
+  double backward_ms = 0;
+  std::int64_t saved_bytes = 0;  ///< bytes of the tensors only this unit saves
+  std::int64_t input_bytes = 0;  ///< bytes of the unit's input
+};
+
+struct PlannerOptions {
+  std::int64_t budget_bytes = 0;  ///< the bound on activation_peak_bytes
+  bool allow_recompute = true;
+  bool allow_swap = true;
+  double swap_bytes_per_ms = 1e6;  ///< transfer rate for the slack schedule (> 0)
+  double head_ms = 0;              ///< the step's time outside the units (head, loss)
+};
+
+struct MemoryPlan {
+  std::vector<UnitChoice> choices;
+  std::int64_t budget_bytes = 0;
+  std::int64_t activation_peak_bytes = 0;  ///< measured with `choices`
+  std::int64_t baseline_peak_bytes = 0;    ///< measured with every unit kept
+  int measurements = 0;                    ///< steps the planner measured
+  double estimated_overhead_ms = 0;        ///< recompute time plus predicted stalls
+  SwapInSchedule schedule;                 ///< for the swapped units
+  std::vector<std::string> log;            ///< each decision and measurement, in order
+};
+
+/// A budget below what any plan reaches (a usage error: exit code 2).
+class InfeasibleBudget : public UsageError {
+ public:
+  InfeasibleBudget(std::int64_t budget_bytes, std::int64_t smallest_feasible_bytes);
+  std::int64_t budget_bytes, smallest_feasible_bytes;
+};
+
+/// Measures the activation peak of one training step run with the given choices.
+using PeakMeasure = std::function<std::int64_t(const std::vector<UnitChoice>&)>;
+
+/// Chooses (see the file comment). Throws std::invalid_argument for a non-positive budget or
+/// transfer rate or no units, InfeasibleBudget when no plan fits.
+MemoryPlan plan_units(const std::vector<UnitCosts>& costs, const PlannerOptions& options,
+                      const PeakMeasure& measure);
+
+/// The slack schedule of `choices` under `costs` (swapped units transfer what they save, or
+/// their input when also recomputed, at `swap_bytes_per_ms`).
+SwapInSchedule schedule_for(const std::vector<UnitCosts>& costs,
+                            const std::vector<UnitChoice>& choices, double swap_bytes_per_ms,
+                            double head_ms);
+
+/// The plan as a table: each unit's costs, choice and swap-in start point, then the planner's
+/// log.
+std::string explain(const MemoryPlan& plan, const std::vector<UnitCosts>& costs);
+
+}  // namespace engram::memory

@@ -1,0 +1,80 @@
+#include "nn/Units.h"
+
+#include "memory/MemoryTracker.h"
+#include "memory/SwapStore.h"
+
+#include <ATen/core/grad_mode.h>
+
+#include <chrono>
+#include <stdexcept>
+
+namespace engram::nn {
+
+std::int64_t steady_now_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+UnitRunner::UnitRunner(UnitPlan plan, memory::SwapStore* swap)
+    : plan_(std::move(plan)), swap_(swap), timings_(std::make_shared<UnitTimings>()) {
+  for (const auto& t : plan_) {
+    if (t.swap && swap_ == nullptr) {
+      throw std::invalid_argument("UnitRunner: a swapped unit needs a swap store");
+    }
+  }
+}
+
+at::Tensor UnitRunner::forward(const std::vector<Unit>& units, const at::Tensor& input) {
+  if (units.size() != plan_.size()) {
+    throw std::invalid_argument("UnitRunner: " + std::to_string(units.size()) +
+                                " units but a plan for " + std::to_string(plan_.size()));
+  }
+  at::Tensor h = input;
+  if (!at::GradMode::is_enabled()) {
+    for (const auto& unit : units) h = unit.forward(h);
+    return h;
+  }
+  // A fresh record for this forward; hooks of an older graph keep the old one.
+  timings_ = std::make_shared<UnitTimings>();
+  timings_->forward_ns.assign(units.size(), 0);
+  timings_->backward_begin_ns.assign(units.size(), -1);
+  timings_->input_bytes.assign(units.size(), 0);
+  timings_->live_bytes_after.assign(units.size(), 0);
+  memory::MemoryTracker* tracker = memory::MemoryTracker::installed();
+  timings_->live_bytes_before = tracker != nullptr ? tracker->live_bytes() : 0;
+  for (std::size_t u = 0; u < units.size(); ++u) {
+    const UnitTreatment& t = plan_[u];
+    const int index = static_cast<int>(u);
+    if (swap_ != nullptr) swap_->begin_unit(index, t.swap);
+    timings_->input_bytes[u] = h.defined() ? static_cast<std::int64_t>(h.nbytes()) : 0;
+    const std::int64_t start = steady_now_ns();
+    {
+      memory::SpanGuard span("unit_forward", "forward");
+      const auto input_kind = u > 0 && units[u - 1].output_is_relu ? memory::SavedKind::relu_output
+                                                                   : memory::SavedKind::activation;
+      h = t.recompute ? recompute(units[u].forward, h, units[u].parameters, input_kind)
+                      : units[u].forward(h);
+    }
+    timings_->forward_ns[u] = steady_now_ns() - start;
+    if (tracker != nullptr) timings_->live_bytes_after[u] = tracker->live_bytes();
+    if (swap_ != nullptr) swap_->end_unit(h);
+    if (h.requires_grad()) {
+      // Fires when the gradient of this unit's output is ready: its backward begins.
+      std::shared_ptr<UnitTimings> record = timings_;
+      memory::SwapStore* swap = swap_;
+      h.register_hook([record, swap, index](const at::Tensor&) {
+        record->backward_begin_ns[static_cast<std::size_t>(index)] = steady_now_ns();
+        { memory::SpanGuard span("unit_backward_begins", "backward"); }
+        if (swap != nullptr) swap->backward_begins(index);
+      });
+    }
+  }
+  timings_->forward_end_ns = steady_now_ns();
+  if (swap_ != nullptr) swap_->end_forward();
+  return h;
+}
+
+UnitTimings UnitRunner::timings() const { return *timings_; }
+
+}  // namespace engram::nn

@@ -1,0 +1,239 @@
+// The swap store (memory/SwapStore.h): what moves and what stays, bit-exact round trips, memory
+// that really drops, prefetch triggers, on-demand reads, throttling, and the inner stores.
+#include "memory/CompressingStore.h"
+#include "memory/MemoryTracker.h"
+#include "memory/SwapStore.h"
+
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include <chrono>
+#include <filesystem>
+#include <stdexcept>
+
+namespace engram::memory {
+namespace {
+
+namespace fs = std::filesystem;
+
+class SwapStoreTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    torch::manual_seed(3);
+    dir_ = fs::temp_directory_path() /
+           ("engram-swap-test-" + std::to_string(::getpid()) + "-" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  SwapStoreOptions options() const {
+    SwapStoreOptions o;
+    o.spill_directory = dir_.string();
+    return o;
+  }
+
+  fs::path dir_;
+};
+
+bool bit_equal(const at::Tensor& a, const at::Tensor& b) {
+  return a.sizes() == b.sizes() && a.strides() == b.strides() &&
+         torch::equal(a.view(torch::kInt), b.view(torch::kInt));
+}
+
+TEST_F(SwapStoreTest, ASwappedUnitsTensorLeavesMemoryAndComesBackBitExact) {
+  auto& tracker = MemoryTracker::install();
+  SwapStore store(options());
+  const at::Tensor expected = torch::randn({256, 1024});  // 1 MiB
+  c10::intrusive_ptr<SavedTensor> saved;
+  std::int64_t live_with_tensor = 0;
+  {
+    at::Tensor x = expected.clone();
+    live_with_tensor = tracker.live_bytes();
+    store.begin_unit(0, /*swapped=*/true);
+    saved = store.save(x, SavedKind::activation);
+    store.end_unit(torch::zeros({1}));  // x is not the unit's output: it goes out now
+  }                                     // the forward pass drops x
+  store.end_forward();
+  store.wait_for_transfers();
+  EXPECT_EQ(store.bytes_out(), 1 << 20);
+  EXPECT_EQ(store.stats().swapped_out_tensors, 1);
+  // The 1 MiB is gone from the tracked memory while the tensor is out.
+  EXPECT_LE(tracker.live_bytes(), live_with_tensor - (1 << 20));
+  EXPECT_EQ(saved->stored_bytes(), 0);
+
+  const at::Tensor back = saved->load();  // not prefetched: read on demand
+  EXPECT_TRUE(bit_equal(back, expected));
+  const SwapStats s = store.stats();
+  EXPECT_EQ(s.on_demand, 1);
+  EXPECT_EQ(s.prefetched, 0);
+  EXPECT_EQ(s.swapped_in_bytes, 1 << 20);
+  EXPECT_EQ(store.bytes_out(), 0);
+  saved->release();
+  EXPECT_THROW(saved->load(), std::logic_error);
+}
+
+TEST_F(SwapStoreTest, TheSpillFileLeavesNothingOnDisk) {
+  SwapStore store(options());
+  store.begin_unit(0, true);
+  auto saved = store.save(torch::randn({1000}), SavedKind::activation);
+  store.end_forward();
+  store.wait_for_transfers();
+  EXPECT_EQ(store.bytes_out(), 4000);
+  EXPECT_TRUE(fs::is_empty(dir_));  // unlinked at once
+  EXPECT_THROW(SwapStore(SwapStoreOptions{nullptr, (dir_ / "missing").string(), 0}),
+               std::runtime_error);
+}
+
+TEST_F(SwapStoreTest, KeptUnitsAndSharedTensorsStay) {
+  SwapStore store(options());
+  const at::Tensor a = torch::randn({64}), b = torch::randn({64}), c = torch::randn({64});
+  store.begin_unit(0, /*swapped=*/true);
+  auto a0 = store.save(a, SavedKind::activation);
+  auto b0 = store.save(b, SavedKind::relu_output);  // the unit's output
+  store.end_unit(b);
+  store.begin_unit(1, /*swapped=*/false);
+  auto b1 = store.save(b, SavedKind::activation);  // saved again by a kept unit: stays
+  auto c1 = store.save(c, SavedKind::activation);  // a kept unit's own: stays
+  store.end_unit(torch::zeros({1}));
+  auto p = store.save(a, SavedKind::parameter);  // parameters never move
+  store.end_forward();
+  store.wait_for_transfers();
+  EXPECT_EQ(b0.get(), b1.get());                    // one handle for both saves
+  EXPECT_EQ(store.stats().swapped_out_tensors, 1);  // a only
+  EXPECT_EQ(store.bytes_out(), 64 * 4);
+  EXPECT_TRUE(bit_equal(b1->load(), b));
+  EXPECT_TRUE(bit_equal(c1->load(), c));
+  EXPECT_TRUE(bit_equal(a0->load(), a));
+  EXPECT_EQ(store.stats().on_demand, 1);
+  // Released by both users, b's handle frees its copy.
+  b0->release();
+  EXPECT_TRUE(bit_equal(b1->load(), b));
+  b1->release();
+  EXPECT_EQ(b1->stored_bytes(), 0);
+}
+
+TEST_F(SwapStoreTest, TheOutputOfTheLastUnitIsDecidedAtTheEndOfForward) {
+  SwapStore store(options());
+  const at::Tensor y = torch::randn({128});
+  store.begin_unit(0, true);
+  auto saved = store.save(y, SavedKind::relu_output);
+  store.end_unit(y);  // may still be saved by a next unit: not yet
+  store.wait_for_transfers();
+  EXPECT_EQ(store.stats().swapped_out_tensors, 0);
+  store.end_forward();
+  store.wait_for_transfers();
+  EXPECT_EQ(store.stats().swapped_out_tensors, 1);
+  EXPECT_TRUE(bit_equal(saved->load(), y));
+}
+
+TEST_F(SwapStoreTest, SavesOutsideTheForwardOfAUnitPassThrough) {
+  SwapStore store(options());
+  const at::Tensor t = torch::randn({32});
+  auto before = store.save(t, SavedKind::activation);  // no forward open (a recompute rerun)
+  store.begin_unit(0, true);
+  store.end_forward();
+  store.wait_for_transfers();
+  EXPECT_EQ(store.stats().swapped_out_tensors, 0);
+  EXPECT_TRUE(bit_equal(before->load(), t));
+}
+
+TEST_F(SwapStoreTest, ThePrefetchScheduleBringsTensorsBackBeforeTheyAreLoaded) {
+  SwapStore store(options());
+  // Two units, both swapped: unit 1's tensors come back when unit 1's backward begins (trigger
+  // 1), unit 0's when unit 0's does (trigger 0); nothing at the end of forward (trigger 2).
+  store.set_prefetch_schedule({{0}, {1}, {}});
+  const at::Tensor x0 = torch::randn({1000}), x1 = torch::randn({2000});
+  store.begin_unit(0, true);
+  auto s0 = store.save(x0, SavedKind::activation);
+  store.end_unit(torch::zeros({1}));
+  store.begin_unit(1, true);
+  auto s1 = store.save(x1, SavedKind::activation);
+  store.end_unit(torch::zeros({1}));
+  store.end_forward();
+  store.wait_for_transfers();
+  EXPECT_EQ(store.bytes_out(), 12000);
+  store.backward_begins(1);
+  store.wait_for_transfers();
+  EXPECT_EQ(store.bytes_out(), 4000);  // unit 0's is still out
+  EXPECT_TRUE(bit_equal(s1->load(), x1));
+  store.backward_begins(0);
+  store.wait_for_transfers();
+  EXPECT_EQ(store.bytes_out(), 0);
+  EXPECT_TRUE(bit_equal(s0->load(), x0));
+  const SwapStats s = store.stats();
+  EXPECT_EQ(s.prefetched, 2);
+  EXPECT_EQ(s.on_demand, 0);
+  EXPECT_EQ(s.swapped_out_bytes, 12000);
+  EXPECT_EQ(s.swapped_in_bytes, 12000);
+}
+
+TEST_F(SwapStoreTest, InPlaceChangesAfterSaveAreCaughtAfterTheRoundTrip) {
+  SwapStore store(options());
+  at::Tensor x = torch::randn({100});
+  store.begin_unit(0, true);
+  auto saved = store.save(x, SavedKind::activation);
+  store.end_unit(torch::zeros({1}));
+  store.end_forward();
+  store.wait_for_transfers();
+  x.add_(1);
+  EXPECT_THROW(saved->load(), std::logic_error);
+}
+
+TEST_F(SwapStoreTest, BandwidthThrottlesTransfers) {
+  SwapStoreOptions o = options();
+  o.bandwidth_bytes_per_second = 20e6;  // 1 MiB takes about 52 ms each way
+  SwapStore store(o);
+  store.begin_unit(0, true);
+  auto saved = store.save(torch::randn({1 << 18}), SavedKind::activation);
+  store.end_forward();
+  store.wait_for_transfers();
+  saved->load();
+  const SwapStats s = store.stats();
+  EXPECT_GE(s.swap_out_ns, 50'000'000);
+  EXPECT_GE(s.swap_in_ns, 50'000'000);
+  EXPECT_GE(s.stall_ns, 50'000'000);  // on demand: backward waited for the whole read
+  EXPECT_THROW(SwapStore(SwapStoreOptions{nullptr, dir_.string(), -1.0}), std::invalid_argument);
+}
+
+TEST_F(SwapStoreTest, CompressedReluOutputsMoveCompressed) {
+  CompressingStore compressing;
+  SwapStoreOptions o = options();
+  o.inner = &compressing;
+  SwapStore store(o);
+  const at::Tensor y = torch::relu(torch::randn({64, 1024}));
+  store.begin_unit(0, true);
+  auto saved = store.save(y, SavedKind::relu_output);
+  auto again = store.save(y, SavedKind::activation);  // the next layer's input: one handle
+  store.end_unit(torch::zeros({1}));
+  store.end_forward();
+  store.wait_for_transfers();
+  EXPECT_EQ(saved.get(), again.get());
+  const CompressionStats c = compressing.stats();
+  EXPECT_EQ(c.compressed_tensors, 1);
+  // What went to the file is the compressed form: bitmap, offsets and values.
+  EXPECT_EQ(store.bytes_out(), c.compressed_bytes);
+  EXPECT_LT(store.bytes_out(), y.nbytes() * 3 / 4);
+  EXPECT_TRUE(bit_equal(saved->load(), y));
+  saved->release();
+  EXPECT_TRUE(bit_equal(again->load(), y));
+  again->release();
+  EXPECT_EQ(compressing.live_handles(), 0);
+}
+
+TEST_F(SwapStoreTest, ReleasedWhileOutFreesItsPlaceAndTheFileIsReused) {
+  SwapStore store(options());
+  for (int step = 0; step < 3; ++step) {
+    store.begin_unit(0, true);
+    auto saved = store.save(torch::randn({4096}), SavedKind::activation);
+    store.end_forward();
+    store.wait_for_transfers();
+    EXPECT_EQ(store.bytes_out(), 4096 * 4);
+    saved->release();  // never loaded (a graph dropped without backward)
+    EXPECT_EQ(store.bytes_out(), 0);
+  }
+  EXPECT_EQ(store.stats().swapped_out_tensors, 3);
+}
+
+}  // namespace
+}  // namespace engram::memory
