@@ -94,9 +94,15 @@ int engram_main(const std::vector<std::string>& args, std::ostream& out, std::os
   train_npi->add_option("--metrics", to.metrics_path, "Write JSON-lines metrics here");
   train_npi
       ->add_option("--memory", to.memory,
-                   "Comma-separated memory techniques: none (the default) or relu (ReLU outputs "
-                   "kept compressed for backward; lossless)")
+                   "Comma-separated memory techniques, all lossless: none (the default), relu "
+                   "(ReLU outputs kept compressed for backward), recompute and swap (of the "
+                   "model's units, chosen per unit under --memory-budget), all")
       ->delimiter(',');
+  train_npi->add_option("--memory-budget", to.memory_budget,
+                        "Bound on a step's activation peak in bytes for recompute and swap (the "
+                        "planner picks per unit; 0: every unit)");
+  train_npi->add_option("--swap-bandwidth", to.swap_bandwidth,
+                        "Throttle the swap spill file to this many bytes per second (0: no)");
 
   // engram eval npi
   auto* eval = app.add_subcommand("eval", "Evaluate a model");

@@ -114,7 +114,7 @@ StepGraph build_graph(const StepTimeline& t) {
 
 }  // namespace
 
-SwapInSchedule schedule_swap_ins(const StepTimeline& timeline) {
+SwapInSchedule schedule_swap_ins(const StepTimeline& timeline, SwapInTiming timing) {
   validate(timeline);
   const int n = static_cast<int>(timeline.forward_ms.size());
   const StepGraph s = build_graph(timeline);
@@ -177,7 +177,7 @@ SwapInSchedule schedule_swap_ins(const StepTimeline& timeline) {
         break;
       }
     }
-    out.trigger[i] = chosen;
+    out.trigger[i] = timing == SwapInTiming::just_in_time ? i : chosen;
   }
 
   // The simulation: the channel first come first served, the compute chain as in the graph but

@@ -46,6 +46,12 @@
 
 namespace engram::memory {
 
+/// How swap-ins are placed: `slack`, at the latest trigger that does not delay the unit's
+/// backward (see the file comment); `just_in_time`, at the unit's own backward (trigger i): the
+/// least memory (nothing comes back while other units run their backward), stalls for the
+/// whole transfer.
+enum class SwapInTiming : unsigned char { slack, just_in_time };
+
 /// Durations of one training step, in milliseconds. Every per-unit vector has one entry per unit
 /// (in forward order); a unit with swap_out_ms and swap_in_ms both 0 is not swapped.
 struct StepTimeline {
@@ -74,6 +80,7 @@ struct SwapInSchedule {
 
 /// The schedule of `timeline` (see the file comment). Throws std::invalid_argument when the
 /// per-unit vectors differ in length or a duration is negative or not finite.
-SwapInSchedule schedule_swap_ins(const StepTimeline& timeline);
+SwapInSchedule schedule_swap_ins(const StepTimeline& timeline,
+                                 SwapInTiming timing = SwapInTiming::slack);
 
 }  // namespace engram::memory

@@ -79,6 +79,9 @@ struct SwapState {
   std::vector<c10::intrusive_ptr<SwapHandle>> pending;                   // saved, not yet decided
   std::vector<std::vector<c10::intrusive_ptr<SwapHandle>>> out_by_unit;  // by last saving unit
   std::vector<std::vector<int>> prefetch_at;
+  bool synchronous = false;
+  std::vector<c10::intrusive_ptr<SwapHandle>> last_writes;  // queued at the last end_unit()
+  std::vector<c10::intrusive_ptr<SwapHandle>> deferred;     // synchronous: leave at the next
 
   std::atomic<std::int64_t> swapped_out_tensors{0}, swapped_out_bytes{0}, swapped_in_bytes{0},
       prefetched{0}, on_demand{0}, stall_ns{0}, swap_out_ns{0}, swap_in_ns{0};
@@ -184,6 +187,9 @@ class SwapHandle final : public SavedTensor {
     last_unit_ = std::max(last_unit_, unit);
   }
   bool swappable_locked() const { return swappable_ && users_ > 0 && where_ == Where::resident; }
+  bool being_written_locked() const {
+    return where_ == Where::queued_out || where_ == Where::writing;
+  }
   int last_unit() const { return last_unit_; }
   const TensorIdentity& identity() const { return identity_; }
   void mark_registered() { registered_.store(true); }
@@ -418,6 +424,32 @@ void io_loop(SwapState* state) {
   }
 }
 
+/// Queues the writes of those of `handles` that may still go (the state's mutex held).
+void queue_out_locked(SwapState& state,
+                      const std::vector<c10::intrusive_ptr<SwapHandle>>& handles) {
+  for (const auto& h : handles) {
+    if (!h->swappable_locked()) continue;
+    const auto last = static_cast<std::size_t>(h->last_unit());
+    if (state.out_by_unit.size() <= last) state.out_by_unit.resize(last + 1);
+    state.out_by_unit[last].push_back(h);
+    h->queue_out_locked(h);
+  }
+}
+
+/// Waits until no transfer is queued or running.
+void wait_idle_locked(SwapState& state, std::unique_lock<std::mutex>& lock) {
+  state.changed.wait(lock, [&state] { return state.queue.empty() && !state.busy; });
+}
+
+/// Waits until none of `handles` is queued for writing or being written.
+void wait_written_locked(SwapState& state, std::unique_lock<std::mutex>& lock,
+                         const std::vector<c10::intrusive_ptr<SwapHandle>>& handles) {
+  state.changed.wait(lock, [&handles] {
+    return std::none_of(handles.begin(), handles.end(),
+                        [](const auto& h) { return h->being_written_locked(); });
+  });
+}
+
 bool tracked_kind(SavedKind kind) {
   return kind == SavedKind::activation || kind == SavedKind::relu_output;
 }
@@ -451,6 +483,8 @@ SwapStore::~SwapStore() {
     state_->stop = true;
     state_->pending.clear();
     state_->out_by_unit.clear();
+    state_->last_writes.clear();
+    state_->deferred.clear();
     state_->changed.notify_all();
   }
   state_->io.join();
@@ -497,6 +531,8 @@ void SwapStore::begin_unit(int unit, bool swapped) {
     state_->unit_swapped.clear();
     state_->pending.clear();
     state_->out_by_unit.clear();
+    state_->last_writes.clear();
+    state_->deferred.clear();
   }
   const auto u = static_cast<std::size_t>(unit);
   if (state_->unit_swapped.size() <= u) state_->unit_swapped.resize(u + 1, false);
@@ -508,47 +544,72 @@ void SwapStore::begin_unit(int unit, bool swapped) {
 void SwapStore::end_unit(const at::Tensor& output) {
   const c10::StorageImpl* output_storage =
       output.defined() && output.has_storage() ? output.storage().unsafeGetStorageImpl() : nullptr;
-  std::lock_guard<std::mutex> lock(state_->mutex);
+  std::unique_lock<std::mutex> lock(state_->mutex);
   const int unit = state_->current_unit;
-  std::vector<c10::intrusive_ptr<SwapHandle>> still;
+  std::vector<c10::intrusive_ptr<SwapHandle>> still, leaving;
   for (auto& h : state_->pending) {
     if (h->last_unit() == unit && h->identity().storage == output_storage) {
       still.push_back(std::move(h));  // the next unit may save it too
     } else if (h->swappable_locked()) {
-      const auto last = static_cast<std::size_t>(h->last_unit());
-      if (state_->out_by_unit.size() <= last) state_->out_by_unit.resize(last + 1);
-      state_->out_by_unit[last].push_back(h);
-      h->queue_out_locked(h);
+      leaving.push_back(std::move(h));
     }
   }
   state_->pending = std::move(still);
   state_->current_unit = -1;
+  if (state_->synchronous) {
+    // The previous unit's tensors leave now, this unit's at the next end_unit(): the latest the
+    // asynchronous store lets them leave (see below), so the measured memory bounds it.
+    queue_out_locked(*state_, state_->deferred);
+    wait_idle_locked(*state_, lock);
+    state_->deferred = std::move(leaving);
+  } else {
+    // Backpressure: what the previous unit sent out is written before this unit's go, so no
+    // tensor stays in memory past the end of the unit after its own.
+    wait_written_locked(*state_, lock, state_->last_writes);
+    queue_out_locked(*state_, leaving);
+    state_->last_writes = std::move(leaving);
+  }
 }
 
 void SwapStore::end_forward() {
+  int end_of_forward = 0;
   {
-    std::lock_guard<std::mutex> lock(state_->mutex);
+    std::unique_lock<std::mutex> lock(state_->mutex);
+    std::vector<c10::intrusive_ptr<SwapHandle>> leaving;
     for (auto& h : state_->pending) {
-      if (!h->swappable_locked()) continue;
-      const auto last = static_cast<std::size_t>(h->last_unit());
-      if (state_->out_by_unit.size() <= last) state_->out_by_unit.resize(last + 1);
-      state_->out_by_unit[last].push_back(h);
-      h->queue_out_locked(h);
+      if (h->swappable_locked()) leaving.push_back(std::move(h));
     }
     state_->pending.clear();
+    if (state_->synchronous) {
+      // Kept: asynchronously these leave while backward begins, or not at all.
+      state_->deferred.clear();
+    } else {
+      wait_written_locked(*state_, lock, state_->last_writes);
+      state_->last_writes.clear();
+      queue_out_locked(*state_, leaving);
+    }
     state_->forward_open = false;
     state_->current_unit = -1;
+    end_of_forward = static_cast<int>(state_->unit_swapped.size());
   }
-  backward_begins(static_cast<int>(state_->unit_swapped.size()));
+  backward_begins(end_of_forward);
 }
 
 void SwapStore::backward_begins(int trigger) {
-  std::lock_guard<std::mutex> lock(state_->mutex);
+  std::unique_lock<std::mutex> lock(state_->mutex);
   if (trigger < 0 || static_cast<std::size_t>(trigger) >= state_->prefetch_at.size()) return;
   for (const int unit : state_->prefetch_at[static_cast<std::size_t>(trigger)]) {
     if (unit < 0 || static_cast<std::size_t>(unit) >= state_->out_by_unit.size()) continue;
-    for (auto& h : state_->out_by_unit[static_cast<std::size_t>(unit)]) h->prefetch_locked(h);
+    // Backward needs a unit's tensors in the reverse of the order they were saved in.
+    auto& handles = state_->out_by_unit[static_cast<std::size_t>(unit)];
+    for (auto it = handles.rbegin(); it != handles.rend(); ++it) (*it)->prefetch_locked(*it);
   }
+  if (state_->synchronous) wait_idle_locked(*state_, lock);
+}
+
+void SwapStore::set_synchronous(bool on) {
+  std::lock_guard<std::mutex> lock(state_->mutex);
+  state_->synchronous = on;
 }
 
 void SwapStore::set_prefetch_schedule(std::vector<std::vector<int>> prefetch_at) {

@@ -32,7 +32,8 @@
 /// When a tensor comes back: the backward pass needs a tensor first in the backward of the last
 /// unit that saved it. set_prefetch_schedule(prefetch_at) names, for each trigger t (t = number
 /// of units: end_forward(); t = k: backward_begins(k)), the units whose tensors to queue for
-/// reading back then. Without a schedule, or for a tensor not back in time, load() queues it
+/// reading back then (each unit's in the reverse of the order they were saved in: the order
+/// backward needs them). Without a schedule, or for a tensor not back in time, load() queues it
 /// ahead of every queued transfer (on demand) and waits; the waits are stats().stall_ns.
 ///
 /// The inner store (PlainStore by default, or a CompressingStore: swap then moves the compressed
@@ -110,6 +111,11 @@ class SwapStore : public ActivationStore {
   void set_prefetch_schedule(std::vector<std::vector<int>> prefetch_at);
   /// Blocks until every queued transfer is done.
   void wait_for_transfers();
+  /// Synchronous transfers (for measuring a plan's memory): end_unit(), end_forward() and
+  /// backward_begins() return only when the transfers they queued are done, so every tensor
+  /// leaves memory as early and comes back as early as the schedule allows: the most memory a
+  /// prefetch schedule can hold at any moment. Asynchronous (the default) returns at once.
+  void set_synchronous(bool on);
 
   SwapStats stats() const;
   void reset_stats();

@@ -78,7 +78,7 @@ InfeasibleBudget::InfeasibleBudget(std::int64_t budget, std::int64_t smallest)
 
 SwapInSchedule schedule_for(const std::vector<UnitCosts>& costs,
                             const std::vector<UnitChoice>& choices, double swap_bytes_per_ms,
-                            double head_ms) {
+                            double head_ms, SwapInTiming timing) {
   StepTimeline t;
   t.head_ms = head_ms;
   for (std::size_t i = 0; i < costs.size(); ++i) {
@@ -95,7 +95,7 @@ SwapInSchedule schedule_for(const std::vector<UnitCosts>& costs,
     t.swap_out_ms.push_back(transfer);
     t.swap_in_ms.push_back(transfer);
   }
-  return schedule_swap_ins(t);
+  return schedule_swap_ins(t, timing);
 }
 
 MemoryPlan plan_units(const std::vector<UnitCosts>& costs, const PlannerOptions& o,
@@ -115,7 +115,9 @@ MemoryPlan plan_units(const std::vector<UnitCosts>& costs, const PlannerOptions&
   plan.budget_bytes = o.budget_bytes;
   plan.choices.assign(costs.size(), UnitChoice{});
   const auto measured = [&](const char* why) {
-    const std::int64_t peak = measure(plan.choices);
+    const std::int64_t peak =
+        measure(plan.choices,
+                schedule_for(costs, plan.choices, o.swap_bytes_per_ms, o.head_ms, plan.timing));
     ++plan.measurements;
     plan.log.push_back(std::string("measured ") + why + ": activation peak " +
                        std::to_string(peak) + " bytes (" + mib(peak) + ") with " +
@@ -124,6 +126,7 @@ MemoryPlan plan_units(const std::vector<UnitCosts>& costs, const PlannerOptions&
   };
   std::int64_t peak = measured("every unit kept");
   plan.baseline_peak_bytes = peak;
+  std::int64_t smallest = peak;
   while (peak > o.budget_bytes) {
     // Upgrade, cheapest per byte first, until the estimate fits; then measure.
     std::int64_t estimate = peak;
@@ -163,22 +166,43 @@ MemoryPlan plan_units(const std::vector<UnitCosts>& costs, const PlannerOptions&
       estimate -= best_freed;
       any = true;
     }
-    if (!any) throw InfeasibleBudget(o.budget_bytes, peak);
-    peak = measured("after upgrades");
+    if (!any) {
+      const bool swaps = std::any_of(plan.choices.begin(), plan.choices.end(),
+                                     [](const UnitChoice& c) { return c.swap; });
+      if (!swaps || plan.timing == SwapInTiming::just_in_time) {
+        throw InfeasibleBudget(o.budget_bytes, smallest);
+      }
+      plan.timing = SwapInTiming::just_in_time;
+      plan.log.push_back("every unit has its last upgrade: swap-ins just in time");
+    }
+    peak = measured(any ? "after upgrades" : "with just-in-time swap-ins");
+    smallest = std::min(smallest, peak);
   }
   plan.activation_peak_bytes = peak;
-  plan.schedule = schedule_for(costs, plan.choices, o.swap_bytes_per_ms, o.head_ms);
-  plan.estimated_overhead_ms = overhead_ms(costs, plan.choices, o);
+  plan.schedule = schedule_for(costs, plan.choices, o.swap_bytes_per_ms, o.head_ms, plan.timing);
+  plan.estimated_overhead_ms =
+      overhead_ms(costs, plan.choices, o) +
+      (plan.timing == SwapInTiming::just_in_time
+           ? total_stall(plan.schedule) -
+                 total_stall(schedule_for(costs, plan.choices, o.swap_bytes_per_ms, o.head_ms))
+           : 0.0);
   return plan;
 }
 
 std::string explain(const MemoryPlan& plan, const std::vector<UnitCosts>& costs) {
   std::ostringstream s;
-  s << "memory plan: budget " << plan.budget_bytes << " bytes (" << mib(plan.budget_bytes)
-    << "), activation peak measured " << plan.activation_peak_bytes << " bytes ("
-    << mib(plan.activation_peak_bytes) << "), every unit kept " << plan.baseline_peak_bytes
-    << " bytes; " << plan.measurements << " measured steps; estimated overhead " << std::fixed
-    << std::setprecision(1) << plan.estimated_overhead_ms << " ms per step\n";
+  if (plan.measurements > 0) {
+    s << "memory plan: budget " << plan.budget_bytes << " bytes (" << mib(plan.budget_bytes)
+      << "), activation peak measured " << plan.activation_peak_bytes << " bytes ("
+      << mib(plan.activation_peak_bytes) << "), every unit kept " << plan.baseline_peak_bytes
+      << " bytes; " << plan.measurements << " measured steps;";
+  } else {
+    s << "memory plan: no budget, every unit treated;";
+  }
+  s << " swap-ins "
+    << (plan.timing == SwapInTiming::slack ? "by the slack schedule" : "just in time")
+    << "; estimated overhead " << std::fixed << std::setprecision(1) << plan.estimated_overhead_ms
+    << " ms per step\n";
   s << "  unit          forward ms  backward ms  saves MiB  input MiB  choice           "
        "swap-in starts at         slack ms  predicted stall ms\n";
   const std::size_t n = costs.size();

@@ -26,10 +26,13 @@
 ///                           frees its input.
 /// Starting from every unit kept, it measures the activation peak; while the peak is above the
 /// budget it applies the cheapest upgrades per byte until the estimated peak fits, then measures
-/// again. Estimates only order the upgrades: the budget is checked on measured peaks. When
-/// every unit has its last upgrade and the measured peak is still above the budget, no plan of
-/// this planner reaches it: plan_units() throws InfeasibleBudget naming that measured peak, the
-/// smallest feasible budget.
+/// again. Estimates only order the upgrades: the budget is checked on measured peaks. Swap-ins
+/// follow the slack schedule (memory/SlackAnalysis.h). When every unit has its last upgrade and
+/// the measured peak is still above the budget, and some unit swaps, the planner tries the
+/// just-in-time schedule (each unit's tensors come back only when its own backward begins: less
+/// memory, stalls for the transfers) and measures once more. When that does not fit either, no
+/// plan of this planner reaches the budget: plan_units() throws InfeasibleBudget naming the
+/// smallest measured peak, the smallest feasible budget.
 
 #include "common/Errors.h"
 #include "memory/SlackAnalysis.h"
@@ -71,12 +74,13 @@ struct PlannerOptions {
 struct MemoryPlan {
   std::vector<UnitChoice> choices;
   std::int64_t budget_bytes = 0;
-  std::int64_t activation_peak_bytes = 0;  ///< measured with `choices`
-  std::int64_t baseline_peak_bytes = 0;    ///< measured with every unit kept
-  int measurements = 0;                    ///< steps the planner measured
-  double estimated_overhead_ms = 0;        ///< recompute time plus predicted stalls
-  SwapInSchedule schedule;                 ///< for the swapped units
-  std::vector<std::string> log;            ///< each decision and measurement, in order
+  std::int64_t activation_peak_bytes = 0;     ///< measured with `choices`
+  std::int64_t baseline_peak_bytes = 0;       ///< measured with every unit kept
+  int measurements = 0;                       ///< steps the planner measured
+  double estimated_overhead_ms = 0;           ///< recompute time plus predicted stalls
+  SwapInSchedule schedule;                    ///< for the swapped units
+  SwapInTiming timing = SwapInTiming::slack;  ///< how `schedule` places the swap-ins
+  std::vector<std::string> log;               ///< each decision and measurement, in order
 };
 
 /// A budget below what any plan reaches (a usage error: exit code 2).
@@ -86,8 +90,10 @@ class InfeasibleBudget : public UsageError {
   std::int64_t budget_bytes, smallest_feasible_bytes;
 };
 
-/// Measures the activation peak of one training step run with the given choices.
-using PeakMeasure = std::function<std::int64_t(const std::vector<UnitChoice>&)>;
+/// Measures the activation peak of one training step run with the given choices, the swapped
+/// units' tensors coming back at the schedule's triggers.
+using PeakMeasure =
+    std::function<std::int64_t(const std::vector<UnitChoice>&, const SwapInSchedule&)>;
 
 /// Chooses (see the file comment). Throws std::invalid_argument for a non-positive budget or
 /// transfer rate or no units, InfeasibleBudget when no plan fits.
@@ -98,7 +104,7 @@ MemoryPlan plan_units(const std::vector<UnitCosts>& costs, const PlannerOptions&
 /// their input when also recomputed, at `swap_bytes_per_ms`).
 SwapInSchedule schedule_for(const std::vector<UnitCosts>& costs,
                             const std::vector<UnitChoice>& choices, double swap_bytes_per_ms,
-                            double head_ms);
+                            double head_ms, SwapInTiming timing = SwapInTiming::slack);
 
 /// The plan as a table: each unit's costs, choice and swap-in start point, then the planner's
 /// log.

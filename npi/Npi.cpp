@@ -3,11 +3,11 @@
 #include "common/AtomicFile.h"
 #include "common/Errors.h"
 #include "datasets/TraceFile.h"
-#include "memory/CompressingStore.h"
 #include "nn/Runtime.h"
 #include "npi/Interpreter.h"
 #include "npi/NpiWorkload.h"
 #include "trainer/Checkpoint.h"
+#include "trainer/MemoryTechniques.h"
 #include "trainer/Threads.h"
 #include "trainer/Trainer.h"
 
@@ -15,6 +15,7 @@
 
 #include <chrono>
 #include <cmath>
+#include <numeric>
 #include <optional>
 
 namespace engram::npi {
@@ -111,13 +112,13 @@ TrainReport train_npi(const TrainOptions& options) {
     throw UsageError("--layers must be engram or torch, not '" + options.layers + "'");
   }
   if (options.out_path.empty()) throw UsageError("--out is required");
-  bool compress_relu = false;
-  for (const auto& technique : options.memory) {
-    if (technique == "relu") {
-      compress_relu = true;
-    } else if (technique != "none") {
-      throw UsageError("unknown memory technique '" + technique + "' (valid: none, relu)");
-    }
+  trainer::MemoryOptions memory_options;
+  memory_options.techniques = options.memory;
+  memory_options.budget_bytes = options.memory_budget;
+  memory_options.swap_bandwidth = options.swap_bandwidth;
+  trainer::MemoryTechniques techniques(memory_options);  // UsageError for unknown names
+  if (techniques.uses_units() && options.layers != "engram") {
+    throw UsageError("--memory recompute and swap need --layers engram");
   }
   {
     // Fail before training, not after it, when the model cannot be written.
@@ -144,14 +145,22 @@ TrainReport train_npi(const TrainOptions& options) {
   t.seed = options.seed;
   t.metrics_path = options.metrics_path;
   t.progress = options.progress;
-  // The technique's store for every layer of nn/ that the training steps run (nn/Runtime.h).
-  std::optional<memory::CompressingStore> store;
-  if (compress_relu) store.emplace(memory::CompressingStoreOptions{/*cache_decompressed=*/true});
+  if (techniques.uses_units()) {
+    // Planned on the first batch of the training set's size (forward and backward passes only:
+    // the NPI has no state that they move), then every training step runs under the plan.
+    std::vector<std::size_t> first(
+        std::min<std::size_t>(static_cast<std::size_t>(options.batch), dataset.num_traces()));
+    std::iota(first.begin(), first.end(), 0);
+    techniques.plan(workload, first);
+    techniques.apply(workload);
+  }
   trainer::TrainSummary summary;
   {
-    nn::RuntimeGuard use(store ? &*store : nullptr, nullptr);
+    // The technique's store for every layer of nn/ that the training steps run (nn/Runtime.h).
+    nn::RuntimeGuard use(techniques.store(), nullptr);
     summary = trainer::train(workload, t);
   }
+  workload.set_unit_runner(nullptr);
   save_model(options.out_path, model);
   return {summary.steps, summary.seconds, summary.final_loss, summary.examples_per_second};
 }

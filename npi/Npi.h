@@ -40,10 +40,15 @@ struct TrainOptions {
   std::uint64_t seed = 1;
   std::string metrics_path;  ///< JSON lines; empty: none
   bool progress = false;
-  /// Memory techniques applied to training (DESIGN.md section 4): empty or "none" for none,
-  /// "relu" to keep ReLU outputs compressed for backward (memory/CompressingStore.h; lossless:
-  /// the same losses and weights as without).
+  /// Memory techniques applied to training (DESIGN.md section 4; trainer/MemoryTechniques.h):
+  /// any of "none", "relu" (ReLU outputs kept compressed for backward), "recompute" and "swap"
+  /// (of the model's units: encoder and core; nn/ layers only), "all"; all lossless: the same
+  /// losses and weights as without.
   std::vector<std::string> memory;
+  /// Bound on a step's activation_peak_bytes for recompute and swap (0: every unit treated).
+  std::int64_t memory_budget = 0;
+  /// Bytes per second of the spill file (0: unthrottled).
+  double swap_bandwidth = 0;
 };
 
 struct TrainReport {

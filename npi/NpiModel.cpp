@@ -145,6 +145,38 @@ NpiHeads NpiModelImpl::forward_packed(const torch::Tensor& features, const torch
   return heads(std::get<0>(result).data());
 }
 
+NpiHeads NpiModelImpl::forward_packed(const torch::Tensor& features, const torch::Tensor& programs,
+                                      const torch::Tensor& batch_sizes, nn::UnitRunner* runner) {
+  if (runner == nullptr) return forward_packed(features, programs, batch_sizes);
+  return heads(runner->forward(units(programs, batch_sizes), features));
+}
+
+std::vector<std::string> NpiModelImpl::unit_names() const {
+  if (!core_) return {};
+  return {"encoder", "core"};
+}
+
+std::vector<nn::Unit> NpiModelImpl::units(const torch::Tensor& programs,
+                                          const torch::Tensor& batch_sizes) {
+  if (!core_) return {};
+  std::vector<torch::Tensor> encoder_parameters = encoder_->parameters();
+  for (const auto& p : program_embedding_.ptr()->parameters()) encoder_parameters.push_back(p);
+  std::vector<nn::Unit> units;
+  // By value: a recomputed unit runs again during backward.
+  units.push_back({"encoder",
+                   [encoder = encoder_, embedding = program_embedding_,
+                    programs](const torch::Tensor& x) mutable {
+                     return torch::cat({encoder->forward(x), embedding.forward(programs)}, 1);
+                   },
+                   encoder_parameters});
+  units.push_back({"core",
+                   [core = core_, batch_sizes](const torch::Tensor& x) mutable {
+                     return core->forward_packed(x, batch_sizes);
+                   },
+                   core_->parameters()});
+  return units;
+}
+
 NpiHeads NpiModelImpl::step(const torch::Tensor& features, const torch::Tensor& programs,
                             torch::Tensor& h, torch::Tensor& c) {
   if (core_) return heads(core_->step(core_input(features, programs), h, c));

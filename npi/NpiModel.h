@@ -18,6 +18,7 @@
 
 #include "datasets/Task.h"
 #include "nn/LSTM.h"
+#include "nn/Units.h"
 
 #include <torch/torch.h>
 
@@ -70,6 +71,18 @@ class NpiModelImpl : public torch::nn::Module {
   /// `batch_sizes` [T] counts the sequences still running at each time step.
   NpiHeads forward_packed(const torch::Tensor& features, const torch::Tensor& programs,
                           const torch::Tensor& batch_sizes);
+
+  /// The same, the encoder and the core run as units (nn/Units.h) through `runner` (nullptr: as
+  /// above).
+  NpiHeads forward_packed(const torch::Tensor& features, const torch::Tensor& programs,
+                          const torch::Tensor& batch_sizes, nn::UnitRunner* runner);
+
+  /// The model cut into units for swap and recompute (layers_impl "engram" only; empty for
+  /// "torch"): "encoder" (features to the core's input: the task encoder, with the programs'
+  /// embeddings beside it) and "core" (the LSTM over the packed batch); the heads stay outside.
+  std::vector<nn::Unit> units(const torch::Tensor& programs, const torch::Tensor& batch_sizes);
+  /// The names of units(), without building them.
+  std::vector<std::string> unit_names() const;
 
   /// Inference: one step for B independent frames. `h` and `c` are [layers, B, hidden] and are
   /// replaced by the new state.

@@ -9,7 +9,7 @@ trainer::StepOutput NpiWorkload::forward(const std::vector<std::size_t>& batch) 
 trainer::StepOutput NpiWorkload::forward(const NpiBatch& b) {
   namespace F = torch::nn::functional;
   model_->train();
-  const NpiHeads out = model_->forward_packed(b.features, b.programs, b.batch_sizes);
+  const NpiHeads out = model_->forward_packed(b.features, b.programs, b.batch_sizes, runner_);
   const auto calls = b.call_mask.sum().clamp_min(1.0);
   const auto end_loss = F::binary_cross_entropy_with_logits(out.end_logit, b.end_target);
   const auto program_loss =

@@ -19,9 +19,14 @@ class NpiWorkload final : public trainer::Workload {
   /// Loss and metrics of a prepared batch (also used by the benchmark).
   trainer::StepOutput forward(const NpiBatch& batch);
 
+  /// "encoder", "core" (NpiModelImpl::units) with the layers of nn/; none with torch modules.
+  std::vector<std::string> unit_names() const override { return model_->unit_names(); }
+  void set_unit_runner(nn::UnitRunner* runner) override { runner_ = runner; }
+
  private:
   NpiModel model_;
   const NpiDataset& data_;
+  nn::UnitRunner* runner_ = nullptr;
 };
 
 }  // namespace engram::npi

@@ -43,9 +43,11 @@ double measure_swap_rate(const MemoryOptions& o) {
   memory::SwapStoreOptions so;
   so.spill_directory = o.spill_directory;
   memory::SwapStore store(so);
+  at::Tensor probe = at::randn({kRateProbeBytes / 4});
   const auto start = std::chrono::steady_clock::now();
   store.begin_unit(0, true);
-  auto saved = store.save(at::randn({kRateProbeBytes / 4}), memory::SavedKind::activation);
+  auto saved = store.save(probe, memory::SavedKind::activation);
+  probe.reset();
   store.end_forward();
   store.wait_for_transfers();
   saved->load();
@@ -175,6 +177,10 @@ void MemoryTechniques::plan(Workload& workload, const std::vector<std::size_t>& 
     plan_.choices.assign(costs_.size(), memory::UnitChoice{recompute_, swap_});
     plan_.schedule = memory::schedule_for(costs_, plan_.choices, rate, head_ms);
     plan_.log.push_back("no budget: every unit " + memory::choice_name(plan_.choices[0]));
+    for (std::size_t i = 0; i < costs_.size(); ++i) {
+      if (recompute_) plan_.estimated_overhead_ms += costs_[i].forward_ms;
+      plan_.estimated_overhead_ms += plan_.schedule.predicted_stall_ms[i];
+    }
   } else {
     memory::PlannerOptions po;
     po.budget_bytes = options_.budget_bytes;
@@ -182,16 +188,19 @@ void MemoryTechniques::plan(Workload& workload, const std::vector<std::size_t>& 
     po.allow_swap = swap_;
     po.swap_bytes_per_ms = rate;
     po.head_ms = head_ms;
-    const memory::PeakMeasure measure = [&](const std::vector<memory::UnitChoice>& choices) {
+    const memory::PeakMeasure measure = [&](const std::vector<memory::UnitChoice>& choices,
+                                            const memory::SwapInSchedule& schedule) {
       nn::UnitRunner trial(choices, swap_store_.get());
       if (swap_store_) {
         swap_store_->set_prefetch_schedule(
-            options_.slack_schedule
-                ? memory::schedule_for(costs_, choices, rate, head_ms).prefetch_at
-                : std::vector<std::vector<int>>{});
+            options_.slack_schedule ? schedule.prefetch_at : std::vector<std::vector<int>>{});
       }
-      return measured_step(workload, batch, &trial, store(), swap_store_.get())
-          .activation_peak_bytes;
+      // Synchronous transfers: the most memory this schedule can hold (see SwapStore).
+      if (swap_store_) swap_store_->set_synchronous(true);
+      const std::int64_t peak =
+          measured_step(workload, batch, &trial, store(), swap_store_.get()).activation_peak_bytes;
+      if (swap_store_) swap_store_->set_synchronous(false);
+      return peak;
     };
     plan_ = memory::plan_units(costs_, po, measure);
   }

@@ -26,7 +26,9 @@
 /// store. Planning runs forward and backward passes on the workload it is given (gradients
 /// reset afterwards, no optimizer step; state such as BatchNorm running statistics does move:
 /// pass a scratch copy where that matters) inside memory-tracker windows (the tracker is
-/// installed if it is not). The swap store's prefetch schedule is the plan's slack schedule.
+/// installed if it is not), with the swap store's transfers synchronous, so that a plan is
+/// judged by the most memory its schedule can hold. The swap store's prefetch schedule is the
+/// plan's (memory/UnitPlanner.h: the slack schedule, or just in time when only that fits).
 
 #include "memory/CompressingStore.h"
 #include "memory/SwapStore.h"

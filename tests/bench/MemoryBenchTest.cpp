@@ -163,6 +163,53 @@ TEST_F(MemoryBenchTest, ReluCompressionIsLosslessAndSavesWhatBitmapPlusValuesPre
   }
 }
 
+// Recompute, swap and all on a small ResNet, planned under a budget of 0.7 of none's activation
+// peak: every row lossless, within the budget, with its plan and swap figures.
+TEST_F(MemoryBenchTest, RecomputeAndSwapStayWithinTheBudgetAndAreLossless) {
+  const std::string json_path = dir_.file("m.json");
+  const Process p = bench({"--workload", "resnet", "--techniques", "none,recompute,swap,all",
+                           "--budget", "0.7x", "--batch", "4", "--image-size", "16", "--width", "8",
+                           "--steps", "2", "--no-peer", "--explain", "--json", json_path});
+  ASSERT_EQ(p.code, 0) << p.err;
+  EXPECT_NE(p.out.find("how the planner got there"), std::string::npos) << p.out;
+  const json j = json::parse(read_file(json_path));
+  const json& rows = j.at("results");
+  ASSERT_EQ(rows.size(), 4u);
+  const std::int64_t none_peak = rows[0].at("activation_peak_bytes").get<std::int64_t>();
+  for (std::size_t i = 1; i < rows.size(); ++i) {
+    const json& row = rows[i];
+    const std::string technique = row.at("technique");
+    EXPECT_EQ(row.at("max_abs_grad_diff").get<double>(), 0.0) << technique;
+    EXPECT_EQ(row.at("max_abs_loss_diff").get<double>(), 0.0) << technique;
+    const std::int64_t budget = row.at("budget_bytes").get<std::int64_t>();
+    EXPECT_EQ(budget, static_cast<std::int64_t>(0.7 * static_cast<double>(none_peak)));
+    EXPECT_LE(row.at("activation_peak_bytes").get<std::int64_t>(), budget) << technique;
+    const json& plan = row.at("plan");
+    ASSERT_EQ(plan.at("units").size(), 9u) << "the stem and eight blocks";
+    EXPECT_EQ(plan.at("units")[0].at("name"), "stem");
+    EXPECT_LE(plan.at("planned_activation_peak_bytes").get<std::int64_t>(), budget);
+    int upgraded = 0;
+    for (const auto& unit : plan.at("units")) upgraded += unit.at("choice") != "keep" ? 1 : 0;
+    EXPECT_GT(upgraded, 0) << technique;
+  }
+  EXPECT_TRUE(rows[1].at("swap").is_null());
+  for (const std::size_t i : {2u, 3u}) {
+    const json& swap = rows[i].at("swap");
+    ASSERT_FALSE(swap.is_null());
+    EXPECT_GT(swap.at("swapped_out_bytes_per_step").get<std::int64_t>(), 0);
+    EXPECT_EQ(swap.at("swapped_out_bytes_per_step"), swap.at("swapped_in_bytes_per_step"));
+    EXPECT_GE(swap.at("on_demand_stall_ms").get<double>(), 0.0);
+  }
+  EXPECT_FALSE(rows[3].at("relu").is_null()) << "all compresses ReLU outputs too";
+  // Below what any plan reaches: a usage error naming the smallest feasible budget.
+  const Process low = bench({"--workload", "resnet", "--techniques", "swap", "--budget", "1000",
+                             "--batch", "2", "--image-size", "8", "--width", "4", "--steps", "1",
+                             "--no-peer", "--json", json_path + ".low"});
+  EXPECT_EQ(low.code, 2) << low.err;
+  EXPECT_NE(low.err.find("below the smallest feasible budget"), std::string::npos) << low.err;
+  EXPECT_FALSE(std::filesystem::exists(json_path + ".low"));
+}
+
 TEST_F(MemoryBenchTest, UnknownTechniquesAndWorkloadsExitWithTwo) {
   const std::string json_path = dir_.file("m.json");
   for (const auto& args : std::vector<std::vector<std::string>>{

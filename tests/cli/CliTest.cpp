@@ -180,6 +180,43 @@ TEST_F(CliTest, TrainingWithReluCompressionIsLossless) {
                2, "unknown memory technique 'zip'");
 }
 
+// Recompute and swap of the NPI's units (encoder, core), with and without a budget: the same
+// model bytes as training without them; bad combinations are usage errors.
+TEST_F(CliTest, TrainingWithRecomputeAndSwapWritesTheSameModel) {
+  expect_ok({"data", "gen", "--task", "addition", "--out", data_, "--max-len", "3", "--per-length",
+             "4", "--seed", "1"});
+  const auto train = [&](const std::string& out, std::vector<std::string> extra) {
+    std::vector<std::string> args{"train",   "npi", "--task",    "addition", "--data",   data_,
+                                  "--out",   out,   "--steps",   "4",        "--hidden", "16",
+                                  "--batch", "4",   "--threads", "1",        "--seed",   "3"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    return expect_ok(args);
+  };
+  const std::string plain = dir_.file("plain.pt");
+  train(plain, {});
+  for (const auto& extra :
+       std::vector<std::vector<std::string>>{{"--memory", "recompute"},
+                                             {"--memory", "swap", "--swap-bandwidth", "1e9"},
+                                             {"--memory", "relu,recompute,swap"},
+                                             {"--memory", "all", "--memory-budget", "100000000"}}) {
+    const std::string out = dir_.file("m.pt");
+    train(out, extra);
+    EXPECT_EQ(read_file(out), read_file(plain)) << extra[1];
+  }
+  expect_error({"train", "npi", "--task", "addition", "--data", data_, "--out", model_, "--memory",
+                "recompute", "--layers", "torch"},
+               2, "--memory recompute and swap need --layers engram");
+  expect_error({"train", "npi", "--task", "addition", "--data", data_, "--out", model_, "--memory",
+                "relu", "--memory-budget", "1000"},
+               2, "a memory budget needs recompute or swap");
+  // Far below anything: the error names the smallest feasible budget, and nothing is written.
+  const Outcome o = expect_error({"train", "npi", "--task", "addition", "--data", data_, "--out",
+                                  model_, "--memory", "swap", "--memory-budget", "1000"},
+                                 2, "is below the smallest feasible budget");
+  EXPECT_NE(o.err.find("memory budget 1000 bytes"), std::string::npos) << o.err;
+  EXPECT_FALSE(std::filesystem::exists(model_));
+}
+
 TEST_F(CliTest, DataGenDefaultsDependOnTheTask) {
   const Outcome o = expect_ok({"data", "gen", "--task", "sort", "--out", data_, "--max-len", "3"});
   EXPECT_EQ(o.out, "wrote 128 sort traces (lengths 2..3) to " + data_ + "\n");

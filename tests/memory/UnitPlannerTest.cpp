@@ -52,7 +52,7 @@ struct SyntheticModel {
   }
 
   PeakMeasure measure() {
-    return [this](const std::vector<UnitChoice>& choices) {
+    return [this](const std::vector<UnitChoice>& choices, const SwapInSchedule&) {
       EXPECT_EQ(choices.size(), units.size());
       ++calls;
       last = choices;
@@ -442,7 +442,7 @@ TEST(UnitPlannerTest, KeepsUpgradingUntilTheMeasuredPeakFits) {
                                   unit("u2", 1, 2, 1000, 0), unit("u3", 1, 2, 1000, 0)};
   int calls = 0;
   std::vector<UnitChoice> last;
-  const PeakMeasure stingy = [&](const std::vector<UnitChoice>& choices) {
+  const PeakMeasure stingy = [&](const std::vector<UnitChoice>& choices, const SwapInSchedule&) {
     ++calls;
     last = choices;
     std::int64_t bytes = 0;
@@ -456,6 +456,45 @@ TEST(UnitPlannerTest, KeepsUpgradingUntilTheMeasuredPeakFits) {
   EXPECT_GT(calls, 2);
   EXPECT_EQ(calls, plan.measurements);
   EXPECT_EQ(last, plan.choices);
+}
+
+// When every unit has its last upgrade and the slack schedule's prefetches still hold too much,
+// the planner tries just-in-time swap-ins and measures them. The model: each swapped unit whose
+// swap-in starts before its own backward adds its saved bytes (it is back in memory while the
+// unit after it runs its backward).
+TEST(UnitPlannerTest, JustInTimeSwapInsWhenPrefetchingHoldsTooMuch) {
+  SyntheticModel m = three_units();
+  int early_seen = 0;
+  const PeakMeasure measure = [&](const std::vector<UnitChoice>& choices,
+                                  const SwapInSchedule& schedule) {
+    std::int64_t bytes = m.peak(choices);
+    for (std::size_t i = 0; i < choices.size(); ++i) {
+      if (choices[i].swap && schedule.trigger.at(i) != static_cast<int>(i)) {
+        bytes += m.units[i].saved_bytes;
+        ++early_seen;
+      }
+    }
+    m.peaks.push_back(bytes);
+    return bytes;
+  };
+  // Swap only, fast transfers: the slack schedule prefetches every unit early.
+  const MemoryPlan plan = plan_units(m.units, options(500, false, true, 1e9, 1.0), measure);
+  EXPECT_GT(early_seen, 0);
+  EXPECT_EQ(plan.timing, SwapInTiming::just_in_time);
+  EXPECT_EQ(plan.activation_peak_bytes, 500);
+  for (std::size_t i = 0; i < plan.choices.size(); ++i) {
+    EXPECT_TRUE(plan.choices[i].swap);
+    EXPECT_EQ(plan.schedule.trigger[i], static_cast<int>(i));
+  }
+  EXPECT_EQ(m.peaks.back(), 500);
+  // Below the working set nothing fits; the error names the smallest peak measured.
+  SyntheticModel again = three_units();
+  try {
+    plan_units(again.units, options(499, false, true, 1e9, 1.0), measure);
+    FAIL() << "expected InfeasibleBudget";
+  } catch (const InfeasibleBudget& e) {
+    EXPECT_EQ(e.smallest_feasible_bytes, 500);
+  }
 }
 
 }  // namespace
