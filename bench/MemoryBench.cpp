@@ -691,6 +691,11 @@ void run_memory_bench(const MemoryBenchOptions& options, std::ostream& out) {
   if (options.layers != "engram" && options.workload != "npi") {
     throw UsageError("--layers torch: only the npi workload has a plain-torch implementation");
   }
+  {
+    // Fail before minutes of measuring, not after, when the report cannot be written.
+    AtomicFile probe(options.json_path, /*binary=*/false);
+    if (!options.trace_path.empty()) AtomicFile trace_probe(options.trace_path, false);
+  }
   const bool resnet = options.workload == "resnet";
   const long batch =
       options.batch > 0 ? options.batch : (resnet ? kDefaultResNetBatch : kDefaultNpiBatch);
