@@ -210,6 +210,30 @@ TEST_F(MemoryBenchTest, RecomputeAndSwapStayWithinTheBudgetAndAreLossless) {
   EXPECT_FALSE(std::filesystem::exists(json_path + ".low"));
 }
 
+// --trace with every technique on every unit: the step's compress, swap and recompute spans and
+// the live-bytes counter are in the Chrome trace.
+TEST_F(MemoryBenchTest, TheTraceShowsEveryTechnique) {
+  const std::string json_path = dir_.file("m.json"), trace_path = dir_.file("m.trace.json");
+  const Process p = bench({"--workload", "resnet", "--techniques", "all", "--batch", "2",
+                           "--image-size", "8", "--width", "4", "--steps", "1", "--no-peer",
+                           "--json", json_path, "--trace", trace_path});
+  ASSERT_EQ(p.code, 0) << p.err;
+  const std::string trace = read_file(trace_path);
+  for (const char* span : {"\"compress\"", "\"decompress\"", "\"swap_out\"", "\"swap_in\"",
+                           "\"recompute_unit\"", "\"unit_forward\"", "\"live bytes\""}) {
+    EXPECT_NE(trace.find(span), std::string::npos) << span;
+  }
+}
+
+// A report that cannot be written fails at once (exit 1), before minutes of measuring.
+TEST_F(MemoryBenchTest, AnUnwritableReportFailsBeforeMeasuring) {
+  const Process p = bench({"--workload", "resnet", "--techniques", "none,recompute", "--json",
+                           dir_.file("missing/m.json")});
+  EXPECT_EQ(p.code, 1) << p.err;
+  EXPECT_NE(p.err.find("cannot write"), std::string::npos) << p.err;
+  EXPECT_EQ(p.out, "");
+}
+
 TEST_F(MemoryBenchTest, UnknownTechniquesAndWorkloadsExitWithTwo) {
   const std::string json_path = dir_.file("m.json");
   for (const auto& args : std::vector<std::vector<std::string>>{
