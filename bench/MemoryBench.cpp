@@ -673,6 +673,13 @@ void run_memory_bench(const MemoryBenchOptions& options, std::ostream& out) {
   if (options.json_path.empty()) throw UsageError("--json is required");
   if (!(options.swap_bandwidth >= 0)) throw UsageError("--swap-bandwidth must not be negative");
   resolve_budget(options.budget, 1);  // the form, before anything runs
+  const bool plans = std::any_of(
+      options.techniques.begin(), options.techniques.end(),
+      [](const std::string& t) { return t == "recompute" || t == "swap" || t == "all"; });
+  if (!options.budget.empty() && !plans) {
+    throw UsageError(
+        "--budget applies to recompute, swap and all, none of which is in --techniques");
+  }
   if (!options.budget.empty() && options.budget.back() == 'x' &&
       (options.techniques.empty() || options.techniques.front() != "none")) {
     throw UsageError("--budget " + options.budget +

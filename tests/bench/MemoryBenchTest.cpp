@@ -245,6 +245,8 @@ TEST_F(MemoryBenchTest, UnknownTechniquesAndWorkloadsExitWithTwo) {
            {"--workload", "resnet", "--techniques", "swap,none", "--budget", "0.5x", "--json",
             json_path},
            {"--workload", "resnet", "--techniques", "swap", "--swap-bandwidth", "-1", "--json",
+            json_path},
+           {"--workload", "resnet", "--techniques", "none,relu", "--budget", "1000000", "--json",
             json_path}}) {
     const Process p = bench(args);
     EXPECT_EQ(p.code, 2) << p.err;
