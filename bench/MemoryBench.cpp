@@ -373,7 +373,7 @@ json plan_to_json(const trainer::MemoryTechniques& t) {
           {"estimated_overhead_ms", p.estimated_overhead_ms},
           {"swap_bytes_per_ms", t.swap_bytes_per_ms()},
           {"triggers", "n = number of units: end of forward; k: unit k's backward begins"},
-          {"timing", p.timing == memory::SwapInTiming::slack ? "slack" : "just_in_time"},
+          {"timing", memory::timing_name(p.timing)},
           {"log", p.log}};
 }
 
@@ -845,8 +845,8 @@ void run_memory_bench(const MemoryBenchOptions& options, std::ostream& out) {
     out << r["technique"].get<std::string>() << ": swap moved "
         << mib(swap["swapped_out_bytes_per_step"]) << " MiB out and back per step; stall "
         << fixed(swap["stall_ms"].get<double>(), 1) << " ms per step with the "
-        << (r["plan"]["timing"].get<std::string>() == "slack" ? "slack" : "just-in-time")
-        << " schedule, " << fixed(swap["on_demand_stall_ms"].get<double>(), 1) << " ms on demand\n";
+        << r["plan"]["timing"].get<std::string>() << " schedule, "
+        << fixed(swap["on_demand_stall_ms"].get<double>(), 1) << " ms on demand\n";
   }
   if (!report["relu_kernels"].is_null()) {
     const json& k = report["relu_kernels"];

@@ -177,7 +177,7 @@ SwapInSchedule schedule_swap_ins(const StepTimeline& timeline, SwapInTiming timi
         break;
       }
     }
-    out.trigger[i] = timing == SwapInTiming::just_in_time ? i : chosen;
+    out.trigger[i] = timing == SwapInTiming::slack ? chosen : i;
   }
 
   // The simulation: the channel first come first served, the compute chain as in the graph but
@@ -216,7 +216,20 @@ SwapInSchedule schedule_swap_ins(const StepTimeline& timeline, SwapInTiming timi
     }
     ready = begin + duration(s.backward[k]);
   }
+  if (timing == SwapInTiming::on_demand) out.prefetch_at.assign(n + 1, {});
   return out;
+}
+
+const char* timing_name(SwapInTiming timing) {
+  switch (timing) {
+    case SwapInTiming::slack:
+      return "slack";
+    case SwapInTiming::just_in_time:
+      return "just_in_time";
+    case SwapInTiming::on_demand:
+      return "on_demand";
+  }
+  return "?";
 }
 
 }  // namespace engram::memory

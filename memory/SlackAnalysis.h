@@ -47,10 +47,14 @@
 namespace engram::memory {
 
 /// How swap-ins are placed: `slack`, at the latest trigger that does not delay the unit's
-/// backward (see the file comment); `just_in_time`, at the unit's own backward (trigger i): the
-/// least memory (nothing comes back while other units run their backward), stalls for the
-/// whole transfer.
-enum class SwapInTiming : unsigned char { slack, just_in_time };
+/// backward (see the file comment); `just_in_time`, at the unit's own backward (trigger i): less
+/// memory (nothing comes back while other units run their backward), stalls for the transfers;
+/// `on_demand`, no prefetch at all (prefetch_at empty): each tensor is read when backward loads
+/// it, so only the tensors in use are back: the least memory. Its triggers and predicted stalls
+/// are those of just_in_time (an estimate: reads start later but each waits for less).
+enum class SwapInTiming : unsigned char { slack, just_in_time, on_demand };
+/// "slack", "just_in_time", "on_demand".
+const char* timing_name(SwapInTiming timing);
 
 /// Durations of one training step, in milliseconds. Every per-unit vector has one entry per unit
 /// (in forward order); a unit with swap_out_ms and swap_in_ms both 0 is not swapped.

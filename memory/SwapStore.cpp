@@ -80,8 +80,8 @@ struct SwapState {
   std::vector<std::vector<c10::intrusive_ptr<SwapHandle>>> out_by_unit;  // by last saving unit
   std::vector<std::vector<int>> prefetch_at;
   bool synchronous = false;
-  std::vector<c10::intrusive_ptr<SwapHandle>> last_writes;  // queued at the last end_unit()
-  std::vector<c10::intrusive_ptr<SwapHandle>> deferred;     // synchronous: leave at the next
+  bool eager = false;  // the current unit's saves are written at once (see SwapStore::save)
+  std::vector<c10::intrusive_ptr<SwapHandle>> unit_writes;  // written eagerly in this unit
 
   std::atomic<std::int64_t> swapped_out_tensors{0}, swapped_out_bytes{0}, swapped_in_bytes{0},
       prefetched{0}, on_demand{0}, stall_ns{0}, swap_out_ns{0}, swap_in_ns{0};
@@ -187,6 +187,7 @@ class SwapHandle final : public SavedTensor {
     last_unit_ = std::max(last_unit_, unit);
   }
   bool swappable_locked() const { return swappable_ && users_ > 0 && where_ == Where::resident; }
+  bool resident_locked() const { return where_ == Where::resident; }
   bool being_written_locked() const {
     return where_ == Where::queued_out || where_ == Where::writing;
   }
@@ -483,8 +484,7 @@ SwapStore::~SwapStore() {
     state_->stop = true;
     state_->pending.clear();
     state_->out_by_unit.clear();
-    state_->last_writes.clear();
-    state_->deferred.clear();
+    state_->unit_writes.clear();
     state_->changed.notify_all();
   }
   state_->io.join();
@@ -508,7 +508,14 @@ c10::intrusive_ptr<SavedTensor> SwapStore::save(const at::Tensor& tensor, SavedK
     if (it != state_->registry.end()) {
       found = it->second.lock();
       if (found && found->add_user_locked()) {
+        const int before = found->last_unit();
         found->saved_in_locked(state_->current_unit);
+        // Already on its way out (written eagerly): it must also come back for this unit.
+        if (!found->resident_locked() && found->last_unit() > before) {
+          const auto u = static_cast<std::size_t>(found->last_unit());
+          if (state_->out_by_unit.size() <= u) state_->out_by_unit.resize(u + 1);
+          state_->out_by_unit[u].push_back(found);
+        }
         return found;
       }
     }
@@ -520,25 +527,31 @@ c10::intrusive_ptr<SavedTensor> SwapStore::save(const at::Tensor& tensor, SavedK
   state_->registry.insert_or_assign(handle->identity(),
                                     c10::weak_intrusive_ptr<SwapHandle>(handle));
   handle->mark_registered();
-  state_->pending.push_back(handle);
+  if (state_->eager && handle->swappable_locked()) {
+    // A swapped unit followed by a swapped unit: written now, so its memory goes as soon as the
+    // forward pass drops the tensor, not at the unit's end (a saved tensor no longer changes).
+    queue_out_locked(*state_, {handle});
+    state_->unit_writes.push_back(handle);
+  } else {
+    state_->pending.push_back(handle);
+  }
   return handle;
 }
 
-void SwapStore::begin_unit(int unit, bool swapped) {
+void SwapStore::begin_unit(int unit, bool swapped, bool next_swapped) {
   if (unit < 0) throw std::invalid_argument("swap: unit indices start at 0");
   std::lock_guard<std::mutex> lock(state_->mutex);
   if (unit == 0) {
     state_->unit_swapped.clear();
     state_->pending.clear();
     state_->out_by_unit.clear();
-    state_->last_writes.clear();
-    state_->deferred.clear();
   }
   const auto u = static_cast<std::size_t>(unit);
   if (state_->unit_swapped.size() <= u) state_->unit_swapped.resize(u + 1, false);
   state_->unit_swapped[u] = swapped;
   state_->forward_open = true;
   state_->current_unit = unit;
+  state_->eager = swapped && next_swapped;
 }
 
 void SwapStore::end_unit(const at::Tensor& output) {
@@ -556,19 +569,14 @@ void SwapStore::end_unit(const at::Tensor& output) {
   }
   state_->pending = std::move(still);
   state_->current_unit = -1;
-  if (state_->synchronous) {
-    // The previous unit's tensors leave now, this unit's at the next end_unit(): the latest the
-    // asynchronous store lets them leave (see below), so the measured memory bounds it.
-    queue_out_locked(*state_, state_->deferred);
-    wait_idle_locked(*state_, lock);
-    state_->deferred = std::move(leaving);
-  } else {
-    // Backpressure: what the previous unit sent out is written before this unit's go, so no
-    // tensor stays in memory past the end of the unit after its own.
-    wait_written_locked(*state_, lock, state_->last_writes);
-    queue_out_locked(*state_, leaving);
-    state_->last_writes = std::move(leaving);
-  }
+  // The unit's tensors are written before the next unit begins: the forward pass holds at most
+  // one unit's saved tensors beyond what stays, however fast the file is, in measured and real
+  // runs alike (the writes themselves run on the I/O thread while this thread waits).
+  queue_out_locked(*state_, leaving);
+  leaving.insert(leaving.end(), state_->unit_writes.begin(), state_->unit_writes.end());
+  state_->unit_writes.clear();
+  state_->eager = false;
+  wait_written_locked(*state_, lock, leaving);
 }
 
 void SwapStore::end_forward() {
@@ -580,14 +588,8 @@ void SwapStore::end_forward() {
       if (h->swappable_locked()) leaving.push_back(std::move(h));
     }
     state_->pending.clear();
-    if (state_->synchronous) {
-      // Kept: asynchronously these leave while backward begins, or not at all.
-      state_->deferred.clear();
-    } else {
-      wait_written_locked(*state_, lock, state_->last_writes);
-      state_->last_writes.clear();
-      queue_out_locked(*state_, leaving);
-    }
+    queue_out_locked(*state_, leaving);
+    wait_written_locked(*state_, lock, leaving);
     state_->forward_open = false;
     state_->current_unit = -1;
     end_of_forward = static_cast<int>(state_->unit_swapped.size());

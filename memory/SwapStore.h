@@ -26,7 +26,9 @@
 /// in memory). Saves of the same tensor (same storage, offset, sizes, strides, version) share one
 /// handle, as in CompressingStore, so it moves once. A tensor is written out at the first
 /// end_unit() after the last unit that can still save it (the unit's output may be saved by the
-/// next unit: it is decided one unit later, or at end_forward()). Only what the store itself
+/// next unit: it is decided one unit later, or at end_forward()), and end_unit() returns once
+/// those writes are done (the I/O thread writes; the training thread waits), so the forward
+/// pass never holds more than one unit's tensors on their way out. Only what the store itself
 /// holds is freed; the memory drops when the forward pass has dropped the tensor too.
 ///
 /// When a tensor comes back: the backward pass needs a tensor first in the backward of the last
@@ -97,8 +99,11 @@ class SwapStore : public ActivationStore {
   const char* name() const override { return "swap"; }
 
   /// Forward of unit `unit` (0, 1, ... in order) begins; `swapped`: its saved tensors may move.
-  /// Unit 0 begins a new step: the previous step's bookkeeping is dropped.
-  void begin_unit(int unit, bool swapped);
+  /// `next_swapped`: the next unit is swapped too, so even the unit's output (which the next
+  /// unit saves again) may move: every tensor is then written as soon as it is saved, and its
+  /// memory goes as soon as the forward pass drops it. Unit 0 begins a new step: the previous
+  /// step's bookkeeping is dropped.
+  void begin_unit(int unit, bool swapped, bool next_swapped = false);
   /// The current unit's forward has ended with `output` (see the file comment).
   void end_unit(const at::Tensor& output);
   /// The forward pass has ended: what may move is queued out; trigger "end of forward" fires.
@@ -111,10 +116,10 @@ class SwapStore : public ActivationStore {
   void set_prefetch_schedule(std::vector<std::vector<int>> prefetch_at);
   /// Blocks until every queued transfer is done.
   void wait_for_transfers();
-  /// Synchronous transfers (for measuring a plan's memory): end_unit(), end_forward() and
-  /// backward_begins() return only when the transfers they queued are done, so every tensor
-  /// leaves memory as early and comes back as early as the schedule allows: the most memory a
-  /// prefetch schedule can hold at any moment. Asynchronous (the default) returns at once.
+  /// Synchronous reads (for measuring a plan's memory): backward_begins() and end_forward()
+  /// return only when the reads they queued are done, so every tensor comes back as early as the
+  /// schedule allows: the most memory a prefetch schedule can hold at any moment. Asynchronous
+  /// (the default) returns at once and reads while backward runs.
   void set_synchronous(bool on);
 
   SwapStats stats() const;

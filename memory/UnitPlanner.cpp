@@ -169,20 +169,22 @@ MemoryPlan plan_units(const std::vector<UnitCosts>& costs, const PlannerOptions&
     if (!any) {
       const bool swaps = std::any_of(plan.choices.begin(), plan.choices.end(),
                                      [](const UnitChoice& c) { return c.swap; });
-      if (!swaps || plan.timing == SwapInTiming::just_in_time) {
+      if (!swaps || plan.timing == SwapInTiming::on_demand) {
         throw InfeasibleBudget(o.budget_bytes, smallest);
       }
-      plan.timing = SwapInTiming::just_in_time;
-      plan.log.push_back("every unit has its last upgrade: swap-ins just in time");
+      plan.timing =
+          plan.timing == SwapInTiming::slack ? SwapInTiming::just_in_time : SwapInTiming::on_demand;
+      plan.log.push_back(std::string("every unit has its last upgrade: swap-ins ") +
+                         timing_name(plan.timing));
     }
-    peak = measured(any ? "after upgrades" : "with just-in-time swap-ins");
+    peak = measured(any ? "after upgrades" : "with the later swap-ins");
     smallest = std::min(smallest, peak);
   }
   plan.activation_peak_bytes = peak;
   plan.schedule = schedule_for(costs, plan.choices, o.swap_bytes_per_ms, o.head_ms, plan.timing);
   plan.estimated_overhead_ms =
       overhead_ms(costs, plan.choices, o) +
-      (plan.timing == SwapInTiming::just_in_time
+      (plan.timing != SwapInTiming::slack
            ? total_stall(plan.schedule) -
                  total_stall(schedule_for(costs, plan.choices, o.swap_bytes_per_ms, o.head_ms))
            : 0.0);
@@ -200,7 +202,9 @@ std::string explain(const MemoryPlan& plan, const std::vector<UnitCosts>& costs)
     s << "memory plan: no budget, every unit treated;";
   }
   s << " swap-ins "
-    << (plan.timing == SwapInTiming::slack ? "by the slack schedule" : "just in time")
+    << (plan.timing == SwapInTiming::slack          ? "by the slack schedule"
+        : plan.timing == SwapInTiming::just_in_time ? "just in time (each unit at its backward)"
+                                                    : "on demand (each tensor when loaded)")
     << "; estimated overhead " << std::fixed << std::setprecision(1) << plan.estimated_overhead_ms
     << " ms per step\n";
   s << "  unit          forward ms  backward ms  saves MiB  input MiB  choice           "

@@ -28,9 +28,10 @@
 /// budget it applies the cheapest upgrades per byte until the estimated peak fits, then measures
 /// again. Estimates only order the upgrades: the budget is checked on measured peaks. Swap-ins
 /// follow the slack schedule (memory/SlackAnalysis.h). When every unit has its last upgrade and
-/// the measured peak is still above the budget, and some unit swaps, the planner tries the
-/// just-in-time schedule (each unit's tensors come back only when its own backward begins: less
-/// memory, stalls for the transfers) and measures once more. When that does not fit either, no
+/// the measured peak is still above the budget, and some unit swaps, the planner moves the
+/// swap-ins later and measures again: just in time (each unit's tensors come back when its own
+/// backward begins), then on demand (each tensor when backward loads it): less memory, longer
+/// stalls. When none of these fits, no
 /// plan of this planner reaches the budget: plan_units() throws InfeasibleBudget naming the
 /// smallest measured peak, the smallest feasible budget.
 

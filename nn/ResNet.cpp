@@ -16,7 +16,11 @@ void ResNetStemImpl::reset() {
   relu = register_module("relu", ReLU(ReLUOptions().inplace(true)));
 }
 
-at::Tensor ResNetStemImpl::forward(const at::Tensor& x) { return relu(bn(conv(x))); }
+at::Tensor ResNetStemImpl::forward(const at::Tensor& x) {
+  at::Tensor out = conv(x);  // one layer per statement, as in BasicBlockImpl::forward
+  out = bn(out);
+  return relu(out);
+}
 
 BasicBlockImpl::BasicBlockImpl(BasicBlockOptions options_) : options(options_) { reset(); }
 
@@ -40,7 +44,14 @@ void BasicBlockImpl::reset() {
 }
 
 at::Tensor BasicBlockImpl::forward(const at::Tensor& x) {
-  at::Tensor out = bn2(conv2(relu(bn1(conv1(x)))));
+  // One layer per statement: each intermediate is dropped as soon as the next layer has run, so
+  // only what the layers saved outlives it (in one expression every temporary would live to its
+  // end; that matters when a store keeps a smaller copy, or nothing, as in a recomputed unit).
+  at::Tensor out = conv1(x);
+  out = bn1(out);
+  out = relu(out);
+  out = conv2(out);
+  out = bn2(out);
   // In place on bn2's output, which no layer saves (BatchNorm saves its input).
   out += has_projection() ? shortcut_bn(shortcut_conv(x)) : x;
   return relu(out);

@@ -46,7 +46,9 @@ at::Tensor UnitRunner::forward(const std::vector<Unit>& units, const at::Tensor&
   for (std::size_t u = 0; u < units.size(); ++u) {
     const UnitTreatment& t = plan_[u];
     const int index = static_cast<int>(u);
-    if (swap_ != nullptr) swap_->begin_unit(index, t.swap);
+    if (swap_ != nullptr) {
+      swap_->begin_unit(index, t.swap, u + 1 < units.size() && plan_[u + 1].swap);
+    }
     timings_->input_bytes[u] = h.defined() ? static_cast<std::int64_t>(h.nbytes()) : 0;
     const std::int64_t start = steady_now_ns();
     {

@@ -7,9 +7,10 @@
 #   memory_budget.json      none, recompute, swap, all under --budget 0.5x (half of none's
 #                           activation peak), the planner choosing per unit (--explain's plans in
 #                           the JSON);
+#   memory_budget_tight.json  none, swap, all under --budget 0.3x;
 #   memory_swap_bandwidth.json  none, swap with the spill file throttled to 1 GB/s: stall time of
 #                           the slack schedule against on-demand swap-in.
-# Every row: max_abs_grad_diff exactly 0. Writes the three files under results/ (--out FILE: the
+# Every row: max_abs_grad_diff exactly 0. Writes the four files under results/ (--out FILE: the
 # first there, the others beside it). --quick: small images and widths, one measured step, a
 # budget of 0.7x (the figures are checked, not the claims' bounds).
 source "$(dirname "$0")/common.sh"
@@ -17,25 +18,31 @@ out=${out:-$root/results/memory_techniques.json}
 dir=$(dirname "$out")
 base=$(basename "$out" .json)
 budget_out="$dir/${base%memory_techniques}memory_budget.json"
+tight_out="$dir/${base%memory_techniques}memory_budget_tight.json"
 bandwidth_out="$dir/${base%memory_techniques}memory_swap_bandwidth.json"
 if [ "$base" = "${base%memory_techniques}" ]; then  # another name: files beside it
   budget_out="$dir/${base}_budget.json"
+  tight_out="$dir/${base}_budget_tight.json"
   bandwidth_out="$dir/${base}_swap_bandwidth.json"
 fi
 extra=(--steps 3)
 budget=0.5x
+tight=0.3x
 if [ "$quick" = 1 ]; then
   extra=(--batch 4 --image-size 16 --width 8 --steps 1)
   budget=0.7x  # at this size recompute alone cannot reach half
+  tight=0.5x
 fi
 run_logged techniques bench memory --workload resnet --techniques none,relu,recompute,swap,all \
   --explain --json "$out" "${extra[@]}"
 run_logged budget bench memory --workload resnet --techniques none,recompute,swap,all \
   --budget "$budget" --no-peer --explain --json "$budget_out" "${extra[@]}"
+run_logged tight bench memory --workload resnet --techniques none,swap,all --budget "$tight" \
+  --no-peer --explain --json "$tight_out" "${extra[@]}"
 run_logged bandwidth bench memory --workload resnet --techniques none,swap --swap-bandwidth 1e9 \
   --no-peer --explain --json "$bandwidth_out" "${extra[@]}"
 # Record how each file was made (script, commands, commit) inside it.
-for pair in "techniques:$out" "budget:$budget_out" "bandwidth:$bandwidth_out"; do
+for pair in "techniques:$out" "budget:$budget_out" "tight:$tight_out" "bandwidth:$bandwidth_out"; do
   name=${pair%%:*}
   file=${pair#*:}
   /usr/bin/python3 - "$file" "$work/$name.cmd" "$(git -C "$root" rev-parse --short HEAD)" <<'PY'

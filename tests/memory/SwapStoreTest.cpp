@@ -127,6 +127,45 @@ TEST_F(SwapStoreTest, TheOutputOfTheLastUnitIsDecidedAtTheEndOfForward) {
   EXPECT_TRUE(bit_equal(saved->load(), y));
 }
 
+// A swapped unit followed by a swapped unit writes what it saves at once, its output included;
+// the next unit's save of that output shares the handle, and the output comes back for the next
+// unit's backward (the first to need it).
+TEST_F(SwapStoreTest, BetweenSwappedUnitsTensorsAreWrittenAsSoonAsSaved) {
+  auto& tracker = MemoryTracker::install();
+  SwapStore store(options());
+  store.set_prefetch_schedule({{0}, {1}, {}});
+  const at::Tensor expected_a = torch::randn({1 << 16}), expected_y = torch::randn({1 << 16});
+  c10::intrusive_ptr<SavedTensor> a0, y0, y1;
+  {
+    at::Tensor a = expected_a.clone(), y = expected_y.clone();
+    store.begin_unit(0, /*swapped=*/true, /*next_swapped=*/true);
+    a0 = store.save(a, SavedKind::activation);
+    y0 = store.save(y, SavedKind::relu_output);  // the unit's output
+    store.wait_for_transfers();
+    EXPECT_EQ(store.bytes_out(), 2 * (1 << 18)) << "written before the unit's end";
+    const std::int64_t live = tracker.live_bytes();
+    a.reset();  // the forward pass moves on: a's memory goes now
+    EXPECT_EQ(tracker.live_bytes(), live - (1 << 18));
+    store.end_unit(y);
+    store.begin_unit(1, /*swapped=*/true);
+    y1 = store.save(y, SavedKind::activation);  // the next unit's input
+    store.end_unit(torch::zeros({1}));
+  }
+  EXPECT_EQ(y0.get(), y1.get());
+  store.end_forward();
+  store.wait_for_transfers();
+  EXPECT_EQ(store.stats().swapped_out_tensors, 2);
+  store.backward_begins(1);  // unit 1's backward needs y first
+  store.wait_for_transfers();
+  EXPECT_EQ(store.bytes_out(), 1 << 18) << "y is back, a is still out";
+  EXPECT_TRUE(bit_equal(y1->load(), expected_y));
+  store.backward_begins(0);
+  store.wait_for_transfers();
+  EXPECT_TRUE(bit_equal(a0->load(), expected_a));
+  EXPECT_TRUE(bit_equal(y0->load(), expected_y));
+  EXPECT_EQ(store.stats().on_demand, 0);
+}
+
 TEST_F(SwapStoreTest, SavesOutsideTheForwardOfAUnitPassThrough) {
   SwapStore store(options());
   const at::Tensor t = torch::randn({32});

@@ -497,5 +497,26 @@ TEST(UnitPlannerTest, JustInTimeSwapInsWhenPrefetchingHoldsTooMuch) {
   }
 }
 
+// When just-in-time swap-ins still hold too much, the planner tries on demand: no prefetch at
+// all (an empty prefetch_at). The model: any prefetch adds 50 bytes (a unit's tensors back while
+// the first one is in use).
+TEST(UnitPlannerTest, OnDemandWhenJustInTimeHoldsTooMuch) {
+  SyntheticModel m = three_units();
+  std::vector<SwapInTiming> seen;
+  const PeakMeasure measure = [&](const std::vector<UnitChoice>& choices,
+                                  const SwapInSchedule& schedule) {
+    std::int64_t bytes = m.peak(choices);
+    for (const auto& units : schedule.prefetch_at) bytes += units.empty() ? 0 : 50;
+    return bytes;
+  };
+  const MemoryPlan plan = plan_units(m.units, options(520, false, true, 1e9, 1.0), measure);
+  EXPECT_EQ(plan.timing, SwapInTiming::on_demand);
+  EXPECT_EQ(plan.activation_peak_bytes, 500);
+  for (const auto& units : plan.schedule.prefetch_at) EXPECT_TRUE(units.empty());
+  EXPECT_EQ(plan.schedule.trigger, (std::vector<int>{0, 1, 2}));
+  EXPECT_NE(explain(plan, m.units).find("on demand"), std::string::npos);
+  EXPECT_STREQ(timing_name(SwapInTiming::on_demand), "on_demand");
+}
+
 }  // namespace
 }  // namespace engram::memory
