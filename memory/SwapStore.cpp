@@ -39,7 +39,7 @@ std::int64_t ns_since(Clock::time_point start) {
 }
 
 /// Where a handle's data is.
-enum class Where : std::uint8_t { resident, queued_out, writing, out, queued_in, reading };
+enum class Where : std::uint8_t { resident, queued_out, writing, out, queued_in, reading, failed };
 
 /// One buffer's place in the spill file and how to make it again.
 struct Region {
@@ -148,23 +148,40 @@ class SwapHandle final : public SavedTensor {
   }
 
   void release() override {
-    c10::intrusive_ptr<SavedTensor> inner;
     {
       std::lock_guard<std::mutex> lock(state_->mutex);
       if (users_ == 0 || --users_ > 0) return;
-      if (where_ == Where::out) {
-        --state_->regions_in_use;
-        state_->bytes_out -= out_bytes();
-        where_ = Where::resident;
-        regions_.clear();
+      free_file_locked();
+    }
+    release_inner();
+    unregister();
+  }
+
+  /// The last strong reference went without every user's release() (a graph dropped without
+  /// backward, a load() that threw): give back what the handle holds. Never called with the
+  /// state's mutex held (the store drops its references after unlocking).
+  void release_resources() override {
+    {
+      std::lock_guard<std::mutex> lock(state_->mutex);
+      if (users_ > 0) {
+        users_ = 0;
+        free_file_locked();
       }
     }
-    {
-      std::lock_guard<std::mutex> inner_lock(inner_mutex_);
-      inner = std::move(inner_);
-      if (inner) inner->release();
-    }
+    release_inner();
     unregister();
+  }
+
+  /// An I/O job of this handle failed: load() reports `what` from now on.
+  void fail(const std::string& what) {
+    std::lock_guard<std::mutex> lock(state_->mutex);
+    if (where_ == Where::writing || where_ == Where::out || where_ == Where::reading ||
+        where_ == Where::queued_in) {
+      if (where_ != Where::writing) --state_->regions_in_use;
+    }
+    error_ = what;
+    where_ = Where::failed;
+    state_->changed.notify_all();
   }
 
   std::int64_t stored_bytes() const override {
@@ -313,6 +330,23 @@ class SwapHandle final : public SavedTensor {
   }
 
  private:
+  /// The handle's place in the file is free again (with the state's mutex held).
+  void free_file_locked() {
+    if (where_ == Where::out) {
+      --state_->regions_in_use;
+      state_->bytes_out -= out_bytes();
+      where_ = Where::resident;
+      regions_.clear();
+    }
+  }
+
+  void release_inner() {
+    c10::intrusive_ptr<SavedTensor> inner;
+    std::lock_guard<std::mutex> inner_lock(inner_mutex_);
+    inner = std::move(inner_);
+    if (inner) inner->release();
+  }
+
   std::int64_t out_bytes() const {
     std::int64_t total = 0;
     for (const auto& r : regions_) total += r.bytes;
@@ -329,6 +363,7 @@ class SwapHandle final : public SavedTensor {
   /// Waits until the data is in memory, queueing the read ahead of everything (on demand).
   void bring_back_locked(std::unique_lock<std::mutex>& lock) {
     while (where_ != Where::resident) {
+      if (where_ == Where::failed) throw std::runtime_error("swap: " + error_);
       if (where_ == Where::queued_out) {  // never written: it has not left
         remove_jobs_locked();
         where_ = Where::resident;
@@ -340,7 +375,11 @@ class SwapHandle final : public SavedTensor {
           where_ = Where::reading;
           std::vector<Region> regions = regions_;
           lock.unlock();
-          read_regions(regions);
+          try {
+            read_regions(regions);
+          } catch (const std::exception& e) {
+            fail(e.what());
+          }
           lock.lock();
           continue;
         }
@@ -402,6 +441,7 @@ class SwapHandle final : public SavedTensor {
   bool want_in_ = false;
   Where where_ = Where::resident;
   std::vector<Region> regions_;
+  std::string error_;  // why where_ is failed
 };
 
 void io_loop(SwapState* state) {
@@ -413,10 +453,17 @@ void io_loop(SwapState* state) {
     state->queue.pop_front();
     state->busy = true;
     lock.unlock();
-    if (job.out) {
-      job.handle->write_out(job.handle);
-    } else {
-      job.handle->read_in();
+    try {
+      if (job.out) {
+        job.handle->write_out(job.handle);
+      } else {
+        job.handle->read_in();
+      }
+    } catch (const std::exception& e) {
+      // A failed read (or a failed allocation) must not end the process: the handle's load()
+      // reports it.
+      job.handle->fail(std::string(job.out ? "writing" : "reading back") +
+                       " a saved tensor failed: " + e.what());
     }
     job.handle.reset();  // may free the handle: without the lock
     lock.lock();
@@ -479,12 +526,15 @@ SwapStore::SwapStore(SwapStoreOptions options) : state_(std::make_shared<SwapSta
 }
 
 SwapStore::~SwapStore() {
+  // Handles are dropped after unlocking: a last reference may release the handle, which locks.
+  std::vector<c10::intrusive_ptr<SwapHandle>> pending, writes;
+  std::vector<std::vector<c10::intrusive_ptr<SwapHandle>>> out_by_unit;
   {
     std::lock_guard<std::mutex> lock(state_->mutex);
     state_->stop = true;
-    state_->pending.clear();
-    state_->out_by_unit.clear();
-    state_->unit_writes.clear();
+    pending.swap(state_->pending);
+    out_by_unit.swap(state_->out_by_unit);
+    writes.swap(state_->unit_writes);
     state_->changed.notify_all();
   }
   state_->io.join();
@@ -540,11 +590,15 @@ c10::intrusive_ptr<SavedTensor> SwapStore::save(const at::Tensor& tensor, SavedK
 
 void SwapStore::begin_unit(int unit, bool swapped, bool next_swapped) {
   if (unit < 0) throw std::invalid_argument("swap: unit indices start at 0");
+  // The previous step's handles are dropped after unlocking (see ~SwapStore).
+  std::vector<c10::intrusive_ptr<SwapHandle>> pending, writes;
+  std::vector<std::vector<c10::intrusive_ptr<SwapHandle>>> out_by_unit;
   std::lock_guard<std::mutex> lock(state_->mutex);
   if (unit == 0) {
     state_->unit_swapped.clear();
-    state_->pending.clear();
-    state_->out_by_unit.clear();
+    pending.swap(state_->pending);
+    out_by_unit.swap(state_->out_by_unit);
+    writes.swap(state_->unit_writes);
   }
   const auto u = static_cast<std::size_t>(unit);
   if (state_->unit_swapped.size() <= u) state_->unit_swapped.resize(u + 1, false);
@@ -557,9 +611,10 @@ void SwapStore::begin_unit(int unit, bool swapped, bool next_swapped) {
 void SwapStore::end_unit(const at::Tensor& output) {
   const c10::StorageImpl* output_storage =
       output.defined() && output.has_storage() ? output.storage().unsafeGetStorageImpl() : nullptr;
+  // Declared before the lock: handles dropped here go after unlocking (see ~SwapStore).
+  std::vector<c10::intrusive_ptr<SwapHandle>> still, leaving, dropped;
   std::unique_lock<std::mutex> lock(state_->mutex);
   const int unit = state_->current_unit;
-  std::vector<c10::intrusive_ptr<SwapHandle>> still, leaving;
   for (auto& h : state_->pending) {
     if (h->last_unit() == unit && h->identity().storage == output_storage) {
       still.push_back(std::move(h));  // the next unit may save it too
@@ -567,6 +622,7 @@ void SwapStore::end_unit(const at::Tensor& output) {
       leaving.push_back(std::move(h));
     }
   }
+  dropped.swap(state_->pending);
   state_->pending = std::move(still);
   state_->current_unit = -1;
   // The unit's tensors are written before the next unit begins: the forward pass holds at most
@@ -574,25 +630,28 @@ void SwapStore::end_unit(const at::Tensor& output) {
   // runs alike (the writes themselves run on the I/O thread while this thread waits).
   queue_out_locked(*state_, leaving);
   leaving.insert(leaving.end(), state_->unit_writes.begin(), state_->unit_writes.end());
+  dropped.insert(dropped.end(), state_->unit_writes.begin(), state_->unit_writes.end());
   state_->unit_writes.clear();
   state_->eager = false;
   wait_written_locked(*state_, lock, leaving);
+  lock.unlock();
 }
 
 void SwapStore::end_forward() {
   int end_of_forward = 0;
   {
+    std::vector<c10::intrusive_ptr<SwapHandle>> leaving, dropped;  // dropped after unlocking
     std::unique_lock<std::mutex> lock(state_->mutex);
-    std::vector<c10::intrusive_ptr<SwapHandle>> leaving;
     for (auto& h : state_->pending) {
       if (h->swappable_locked()) leaving.push_back(std::move(h));
     }
-    state_->pending.clear();
+    dropped.swap(state_->pending);
     queue_out_locked(*state_, leaving);
     wait_written_locked(*state_, lock, leaving);
     state_->forward_open = false;
     state_->current_unit = -1;
     end_of_forward = static_cast<int>(state_->unit_swapped.size());
+    lock.unlock();
   }
   backward_begins(end_of_forward);
 }

@@ -166,6 +166,30 @@ TEST_F(SwapStoreTest, BetweenSwappedUnitsTensorsAreWrittenAsSoonAsSaved) {
   EXPECT_EQ(store.stats().on_demand, 0);
 }
 
+// A handle whose graph is dropped without backward (no release()) gives back its place in the
+// spill file and its registry entry when the store lets go of it at the next step, and the same
+// tensor saved again in that step gets a new handle (this used to leak the handle and, on the
+// second save, deadlock on the store's lock).
+TEST_F(SwapStoreTest, HandlesDroppedWithoutReleaseGiveEverythingBack) {
+  SwapStore store(options());
+  const at::Tensor x = torch::randn({1 << 16});  // the same storage and version every step
+  c10::weak_intrusive_ptr<SavedTensor> previous(c10::intrusive_ptr<SavedTensor>{});
+  for (int step = 0; step < 3; ++step) {
+    store.begin_unit(0, true);
+    EXPECT_EQ(store.bytes_out(), 0) << "the previous step's handle gave its place back";
+    EXPECT_TRUE(previous.expired());
+    auto saved = store.save(x, SavedKind::activation);
+    store.end_unit(torch::zeros({1}));
+    store.end_forward();
+    store.wait_for_transfers();
+    EXPECT_EQ(store.bytes_out(), 1 << 18);
+    previous = c10::weak_intrusive_ptr<SavedTensor>(saved);
+  }  // each step's handle dropped without release()
+  store.begin_unit(0, true);
+  EXPECT_EQ(store.bytes_out(), 0);
+  EXPECT_EQ(store.stats().swapped_out_tensors, 3);
+}
+
 TEST_F(SwapStoreTest, SavesOutsideTheForwardOfAUnitPassThrough) {
   SwapStore store(options());
   const at::Tensor t = torch::randn({32});
