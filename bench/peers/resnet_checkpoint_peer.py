@@ -41,10 +41,8 @@ counted, so a block's ReLU counts twice).
 Prints one JSON object on stdout.
 """
 
-import argparse
 import json
 import os
-import platform
 import statistics
 import sys
 import time
@@ -60,9 +58,11 @@ from resnet_memory_peer import (  # noqa: E402
     ResNet,
     gradient_allocations,
     make_batch,
+    network_parser,
     profiled_step,
     running_peak,
     train_step,
+    versions,
 )
 
 TECHNIQUES = ("none", "checkpoint")
@@ -149,21 +149,11 @@ def relu_zero_fraction(widths, args):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--probe", action="store_true")
-    parser.add_argument("--batch", type=int, default=32)
-    parser.add_argument("--image-size", type=int, default=32)
-    parser.add_argument("--widths", default="64,128,256,512")
-    parser.add_argument("--blocks-per-stage", type=int, default=2)
-    parser.add_argument("--num-classes", type=int, default=10)
-    parser.add_argument("--in-channels", type=int, default=3)
-    parser.add_argument("--seed", type=int, default=1)
-    parser.add_argument("--threads", type=int, default=1)
+    parser = network_parser(__doc__.split("\n\n")[0])
     parser.add_argument("--steps", type=int, default=3)
     args = parser.parse_args()
-    versions = {"torch_version": torch.__version__, "python_version": platform.python_version()}
     if args.probe:
-        print(json.dumps(versions))
+        print(json.dumps(versions()))
         return
     if args.steps < 1:
         sys.exit("--steps must be at least 1")
@@ -180,7 +170,7 @@ def main():
     none, ckpt = rows
 
     print(json.dumps({
-        **versions,
+        **versions(),
         "threads": torch.get_num_threads(),
         "parameters": parameters.pop(),
         "batch": args.batch,

@@ -217,8 +217,10 @@ def gradient_allocations(events, model):
     return excluded, grad_bytes
 
 
-def main():
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def network_parser(description):
+    """The command line every ResNet peer takes (network, batch, seed, threads, --probe); a peer
+    adds its own options to it."""
+    parser = argparse.ArgumentParser(description=description)
     parser.add_argument("--probe", action="store_true")
     parser.add_argument("--batch", type=int, default=32)
     parser.add_argument("--image-size", type=int, default=32)
@@ -228,10 +230,17 @@ def main():
     parser.add_argument("--in-channels", type=int, default=3)
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--threads", type=int, default=1)
-    args = parser.parse_args()
-    versions = {"torch_version": torch.__version__, "python_version": platform.python_version()}
+    return parser
+
+
+def versions():
+    return {"torch_version": torch.__version__, "python_version": platform.python_version()}
+
+
+def main():
+    args = network_parser(__doc__.split("\n\n")[0]).parse_args()
     if args.probe:
-        print(json.dumps(versions))
+        print(json.dumps(versions()))
         return
 
     torch.set_num_threads(args.threads)
@@ -273,7 +282,7 @@ def main():
         "image_size": args.image_size,
         "widths": widths,
         "threads": torch.get_num_threads(),
-        **versions,
+        **versions(),
     }))
 
 
