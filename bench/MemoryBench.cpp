@@ -1,6 +1,7 @@
 #include "bench/MemoryBench.h"
 
 #include "bench/BenchSupport.h"
+#include "bench/KernelThroughput.h"
 #include "bench/ResNetWorkload.h"
 #include "common/AtomicFile.h"
 #include "common/Errors.h"
@@ -51,8 +52,6 @@ constexpr double kLearningRate = 1e-3;  // trainer::TrainerOptions defaults
 constexpr long kDefaultNpiBatch = 8;
 constexpr long kDefaultResNetBatch = 32;
 constexpr double kMiB = 1024.0 * 1024.0;
-/// The relu technique's store decompresses once per ReLU output (CompressingStoreOptions).
-constexpr bool kCacheDecompressed = true;
 /// The CPU kernels' throughput: a tensor of the size of the ResNet's largest ReLU output (batch
 /// 32, 64 channels, 32x32), at these fractions of zeros, each timing the median of kKernelRepeats.
 constexpr std::int64_t kKernelElements = std::int64_t{1} << 21;
@@ -248,7 +247,7 @@ double median(std::vector<double> v) {
 }
 
 /// The relu row's compression figures, from the store's statistics of each measured step.
-json relu_json(const std::vector<memory::CompressionStats>& steps) {
+json relu_json(const std::vector<memory::CompressionStats>& steps, bool cache_decompressed) {
   std::int64_t elements = 0, zeros = 0, dense = 0, compressed = 0;
   std::vector<double> sparsity, compress_ms, decompress_ms;
   std::vector<std::int64_t> predicted;
@@ -264,7 +263,7 @@ json relu_json(const std::vector<memory::CompressionStats>& steps) {
   }
   const memory::CompressionStats& last = steps.back();
   return {
-      {"cache_decompressed", kCacheDecompressed},
+      {"cache_decompressed", cache_decompressed},
       {"compressed_tensors_per_step", last.compressed_tensors},
       {"shared_saves_per_step", last.shared_saves},
       {"plain_relu_outputs_per_step", last.plain_relu_outputs},
@@ -324,24 +323,17 @@ json relu_kernel_throughput() {
         std::memcpy(to + b, from + b, static_cast<std::size_t>(e - b) * sizeof(float));
       });
     });
-    const double bytes = static_cast<double>(x.nbytes());
-    const auto gbps = [bytes](double ms) { return bytes / (ms * 1e6); };
-    rows.push_back({{"sparsity", c.sparsity()},
-                    {"elements", kKernelElements},
-                    {"dense_bytes", x.nbytes()},
-                    {"compressed_bytes", c.nbytes()},
-                    {"bitmap_plus_values_bytes", c.bitmap_plus_values_bytes()},
-                    {"format_overhead", static_cast<double>(c.nbytes()) /
-                                                static_cast<double>(c.bitmap_plus_values_bytes()) -
-                                            1.0},
-                    {"compress_ms", compress_ms},
-                    {"decompress_ms", decompress_ms},
-                    {"memcpy_ms", memcpy_ms},
-                    {"compress_gbps", gbps(compress_ms)},
-                    {"decompress_gbps", gbps(decompress_ms)},
-                    {"memcpy_gbps", gbps(memcpy_ms)},
-                    {"compress_vs_memcpy", memcpy_ms / compress_ms},
-                    {"decompress_vs_memcpy", memcpy_ms / decompress_ms}});
+    json row = kernel_throughput_json(static_cast<double>(x.nbytes()), compress_ms, decompress_ms,
+                                      memcpy_ms);
+    row.update({{"sparsity", c.sparsity()},
+                {"elements", kKernelElements},
+                {"dense_bytes", x.nbytes()},
+                {"compressed_bytes", c.nbytes()},
+                {"bitmap_plus_values_bytes", c.bitmap_plus_values_bytes()},
+                {"format_overhead", static_cast<double>(c.nbytes()) /
+                                            static_cast<double>(c.bitmap_plus_values_bytes()) -
+                                        1.0}});
+    rows.push_back(std::move(row));
   }
   return {{"device", "cpu"}, {"threads", at::get_num_threads()}, {"results", rows}};
 }
@@ -507,7 +499,8 @@ json measure(const MemoryBenchOptions& o, long batch, const std::string& techniq
           {"time_ratio", nullptr},
           {"max_abs_grad_diff", nullptr},
           {"max_abs_loss_diff", nullptr},
-          {"relu", compressing ? relu_json(compression) : json(nullptr)},
+          {"relu", compressing ? relu_json(compression, compressing->options().cache_decompressed)
+                               : json(nullptr)},
           {"swap", swap_json},
           {"plan", plan_json},
           {"budget_bytes", budget_bytes > 0 ? json(budget_bytes) : json(nullptr)}};
@@ -568,36 +561,44 @@ void compare_with_none(const std::vector<std::string>& techniques,
   }
 }
 
-/// Runs the ResNet peer on the same network and batch; returns its JSON.
-json run_resnet_peer(const MemoryBenchOptions& o, long batch, const json& config) {
-  const ScratchDir dir("memory");
+/// Runs a ResNet peer script (bench/peers/) on the same network and batch, the script's own
+/// arguments after the shared ones; checks that it built the same network and records where its
+/// figures come from (`source`) and how long it took. Returns its JSON.
+json run_resnet_peer(const MemoryBenchOptions& o, long batch, const json& config,
+                     const std::string& script, const std::string& source,
+                     const std::vector<std::string>& extra = {}) {
+  const ScratchDir dir(source);
   std::string widths;
   for (const auto& w : config.at("widths")) {
     widths += (widths.empty() ? "" : ",") + std::to_string(w.get<long>());
   }
-  return peer_json(
-      run_peer({o.python, peer_script("resnet_memory_peer.py"), "--batch", std::to_string(batch),
-                "--image-size", std::to_string(o.image_size), "--widths", widths,
-                "--blocks-per-stage", std::to_string(config.at("blocks_per_stage").get<long>()),
-                "--num-classes", std::to_string(config.at("num_classes").get<long>()), "--seed",
-                std::to_string(o.seed), "--threads", std::to_string(o.threads)},
-               dir));
-}
-
-/// Runs PyTorch's own checkpointing of the same network beside its plain run; returns its JSON.
-json run_checkpoint_peer(const MemoryBenchOptions& o, long batch, const json& config) {
-  const ScratchDir dir("checkpoint");
-  std::string widths;
-  for (const auto& w : config.at("widths")) {
-    widths += (widths.empty() ? "" : ",") + std::to_string(w.get<long>());
+  std::vector<std::string> args{o.python,
+                                peer_script(script),
+                                "--batch",
+                                std::to_string(batch),
+                                "--image-size",
+                                std::to_string(o.image_size),
+                                "--widths",
+                                widths,
+                                "--blocks-per-stage",
+                                std::to_string(config.at("blocks_per_stage").get<long>()),
+                                "--num-classes",
+                                std::to_string(config.at("num_classes").get<long>()),
+                                "--seed",
+                                std::to_string(o.seed),
+                                "--threads",
+                                std::to_string(o.threads)};
+  args.insert(args.end(), extra.begin(), extra.end());
+  const auto wall_start = Clock::now();
+  json peer = peer_json(run_peer(args, dir));
+  peer["source"] = source;
+  peer["wall_seconds"] = std::chrono::duration<double>(Clock::now() - wall_start).count();
+  if (peer.at("parameters").get<std::int64_t>() != config.at("parameters").get<std::int64_t>()) {
+    throw std::runtime_error("the Python peer " + script + " built a different network (" +
+                             std::to_string(peer.at("parameters").get<std::int64_t>()) +
+                             " parameters, " + config.at("parameters").dump() + " in C++)");
   }
-  return peer_json(run_peer(
-      {o.python, peer_script("resnet_checkpoint_peer.py"), "--batch", std::to_string(batch),
-       "--image-size", std::to_string(o.image_size), "--widths", widths, "--blocks-per-stage",
-       std::to_string(config.at("blocks_per_stage").get<long>()), "--num-classes",
-       std::to_string(config.at("num_classes").get<long>()), "--seed", std::to_string(o.seed),
-       "--threads", std::to_string(o.threads), "--steps", std::to_string(o.steps)},
-      dir));
+  return peer;
 }
 
 /// One line about the workload, for the table's title.
@@ -750,19 +751,10 @@ void run_memory_bench(const MemoryBenchOptions& options, std::ostream& out) {
   report["relu_kernels"] = relu ? relu_kernel_throughput() : json(nullptr);
 
   if (resnet && !options.skip_peer) {
-    const auto wall_start = Clock::now();
-    json peer = run_resnet_peer(options, batch, report["config"]);
-    peer["source"] = "torch.profiler";
-    peer["wall_seconds"] = std::chrono::duration<double>(Clock::now() - wall_start).count();
+    json peer = run_resnet_peer(options, batch, report["config"], "resnet_memory_peer.py",
+                                "torch.profiler");
     report["versions"]["python_torch"] = peer.at("torch_version");
     report["versions"]["python"] = peer.at("python_version");
-    if (peer.at("parameters").get<std::int64_t>() !=
-        report["config"]["parameters"].get<std::int64_t>()) {
-      throw std::runtime_error("the Python peer built a different network (" +
-                               std::to_string(peer.at("parameters").get<std::int64_t>()) +
-                               " parameters, " + report["config"]["parameters"].dump() +
-                               " in C++)");
-    }
     const double reference = peer.at("activation_peak_bytes").get<double>();
     const double grads_kept = peer.at("activation_peak_bytes_grads_kept").get<double>();
     for (auto& row : report["results"]) {
@@ -778,14 +770,9 @@ void run_memory_bench(const MemoryBenchOptions& options, std::ostream& out) {
   const bool recompute = std::any_of(options.techniques.begin(), options.techniques.end(),
                                      [](const std::string& t) { return t == "recompute"; });
   if (resnet && !options.skip_peer && recompute) {
-    const auto wall_start = Clock::now();
-    json peer = run_checkpoint_peer(options, batch, report["config"]);
-    peer["source"] = "torch.utils.checkpoint";
-    peer["wall_seconds"] = std::chrono::duration<double>(Clock::now() - wall_start).count();
-    if (peer.at("parameters").get<std::int64_t>() !=
-        report["config"]["parameters"].get<std::int64_t>()) {
-      throw std::runtime_error("the checkpointing peer built a different network");
-    }
+    json peer =
+        run_resnet_peer(options, batch, report["config"], "resnet_checkpoint_peer.py",
+                        "torch.utils.checkpoint", {"--steps", std::to_string(options.steps)});
     report["checkpoint_peer"] = std::move(peer);
   }
 

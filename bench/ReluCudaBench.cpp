@@ -9,6 +9,7 @@
 // host, compaction), decompress_ms, memcpy_ms (cudaMemcpy of 4 * elements bytes), each the
 // median over the repeats timed with CUDA events, and GB/s as dense bytes over time. Every
 // result is checked bit for bit against the input before it is reported.
+#include "bench/KernelThroughput.h"
 #include "common/AtomicFile.h"
 #include "memory/ReluFormat.h"
 #include "memory/cuda/ReluCompressionCuda.h"
@@ -111,21 +112,15 @@ json measure(std::int64_t n, double sparsity, int repeats) {
   if (std::memcmp(back.data(), host.data(), dense) != 0) {
     throw std::runtime_error("the round trip is not bit-exact");
   }
-  const auto gbps = [&](double ms) { return static_cast<double>(dense) / (ms * 1e6); };
   const std::int64_t compressed = rf::compressed_bytes(n, nonzeros);
-  return {{"elements", n},
-          {"sparsity", static_cast<double>(n - nonzeros) / static_cast<double>(n)},
-          {"dense_bytes", dense},
-          {"compressed_bytes", compressed},
-          {"compression_ratio", static_cast<double>(dense) / static_cast<double>(compressed)},
-          {"compress_ms", compress_ms},
-          {"decompress_ms", decompress_ms},
-          {"memcpy_ms", memcpy_ms},
-          {"compress_gbps", gbps(compress_ms)},
-          {"decompress_gbps", gbps(decompress_ms)},
-          {"memcpy_gbps", gbps(memcpy_ms)},
-          {"compress_vs_memcpy", memcpy_ms / compress_ms},
-          {"decompress_vs_memcpy", memcpy_ms / decompress_ms}};
+  json row = engram::bench::kernel_throughput_json(static_cast<double>(dense), compress_ms,
+                                                   decompress_ms, memcpy_ms);
+  row.update({{"elements", n},
+              {"sparsity", static_cast<double>(n - nonzeros) / static_cast<double>(n)},
+              {"dense_bytes", dense},
+              {"compressed_bytes", compressed},
+              {"compression_ratio", static_cast<double>(dense) / static_cast<double>(compressed)}});
+  return row;
 }
 
 int run(int argc, char** argv) {

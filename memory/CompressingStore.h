@@ -86,6 +86,7 @@ class CompressingStore : public ActivationStore {
   c10::intrusive_ptr<SavedTensor> save(const at::Tensor& tensor, SavedKind kind) override;
   const char* name() const override { return "relu"; }
 
+  const CompressingStoreOptions& options() const { return options_; }
   CompressionStats stats() const;
   void reset_stats();
   /// Compressed tensors whose handles are alive and not fully released.

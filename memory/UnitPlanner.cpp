@@ -191,6 +191,19 @@ MemoryPlan plan_units(const std::vector<UnitCosts>& costs, const PlannerOptions&
   return plan;
 }
 
+MemoryPlan plan_every_unit(const std::vector<UnitCosts>& costs, const UnitChoice& choice,
+                           double swap_bytes_per_ms, double head_ms) {
+  PlannerOptions o;
+  o.swap_bytes_per_ms = swap_bytes_per_ms;
+  o.head_ms = head_ms;
+  MemoryPlan plan;
+  plan.choices.assign(costs.size(), choice);
+  plan.schedule = schedule_for(costs, plan.choices, swap_bytes_per_ms, head_ms);
+  plan.estimated_overhead_ms = overhead_ms(costs, plan.choices, o);
+  plan.log.push_back("no budget: every unit " + choice_name(choice));
+  return plan;
+}
+
 std::string explain(const MemoryPlan& plan, const std::vector<UnitCosts>& costs) {
   std::ostringstream s;
   if (plan.measurements > 0) {

@@ -101,6 +101,11 @@ using PeakMeasure =
 MemoryPlan plan_units(const std::vector<UnitCosts>& costs, const PlannerOptions& options,
                       const PeakMeasure& measure);
 
+/// The plan without a budget: every unit gets `choice`, swap-ins by the slack schedule; nothing is
+/// measured (measurements 0), the overhead is estimated as plan_units() estimates it.
+MemoryPlan plan_every_unit(const std::vector<UnitCosts>& costs, const UnitChoice& choice,
+                           double swap_bytes_per_ms, double head_ms);
+
 /// The slack schedule of `choices` under `costs` (swapped units transfer what they save, or
 /// their input when also recomputed, at `swap_bytes_per_ms`).
 SwapInSchedule schedule_for(const std::vector<UnitCosts>& costs,

@@ -19,10 +19,12 @@ void reset_gradients(Workload& workload) {
   for (auto& p : workload.parameters()) p.mutable_grad().reset();
 }
 
-/// One forward and backward with `runner`, in a tracker window; returns the window.
+/// One forward and backward with `runner` (gradients reset before and after), in a tracker
+/// window; returns the window, and in `backward_end_ns` (if given) when backward ended.
 memory::MemoryWindow measured_step(Workload& workload, const std::vector<std::size_t>& batch,
                                    nn::UnitRunner* runner, memory::ActivationStore* store,
-                                   memory::SwapStore* swap) {
+                                   memory::SwapStore* swap,
+                                   std::int64_t* backward_end_ns = nullptr) {
   auto& tracker = memory::MemoryTracker::install();
   workload.set_unit_runner(runner);
   reset_gradients(workload);
@@ -31,6 +33,7 @@ memory::MemoryWindow measured_step(Workload& workload, const std::vector<std::si
     nn::RuntimeGuard use(store, nullptr);
     run_step_forward_backward(workload, batch);
   }
+  if (backward_end_ns != nullptr) *backward_end_ns = nn::steady_now_ns();
   if (swap != nullptr) swap->wait_for_transfers();
   memory::MemoryWindow w = tracker.end_window();
   reset_gradients(workload);
@@ -121,21 +124,13 @@ std::vector<memory::UnitCosts> profile_units(Workload& workload,
   const std::vector<std::string> names = workload.unit_names();
   if (names.empty()) throw UsageError("recompute and swap need a model cut into units");
   nn::UnitRunner runner(nn::UnitPlan(names.size()), nullptr);
-  auto& tracker = memory::MemoryTracker::install();
-  nn::UnitTimings t;
   std::int64_t backward_end = 0;
-  // The second step is measured: the first warms up allocations and caches.
+  // The second step is measured: the first warms up allocations and caches. The caller's store
+  // stays current (nullptr keeps it).
   for (int step = 0; step < 2; ++step) {
-    workload.set_unit_runner(&runner);
-    reset_gradients(workload);
-    tracker.begin_window();
-    run_step_forward_backward(workload, batch);
-    backward_end = nn::steady_now_ns();
-    tracker.end_window();
-    t = runner.timings();
+    measured_step(workload, batch, &runner, nullptr, nullptr, &backward_end);
   }
-  reset_gradients(workload);
-  workload.set_unit_runner(nullptr);
+  const nn::UnitTimings t = runner.timings();
 
   const std::size_t n = names.size();
   std::vector<memory::UnitCosts> costs(n);
@@ -173,14 +168,7 @@ void MemoryTechniques::plan(Workload& workload, const std::vector<std::size_t>& 
   const double rate = swap_bytes_per_ms_ > 0 ? swap_bytes_per_ms_ : 1e6;
   if (options_.budget_bytes == 0) {
     // Everything allowed, on every unit.
-    plan_ = memory::MemoryPlan();
-    plan_.choices.assign(costs_.size(), memory::UnitChoice{recompute_, swap_});
-    plan_.schedule = memory::schedule_for(costs_, plan_.choices, rate, head_ms);
-    plan_.log.push_back("no budget: every unit " + memory::choice_name(plan_.choices[0]));
-    for (std::size_t i = 0; i < costs_.size(); ++i) {
-      if (recompute_) plan_.estimated_overhead_ms += costs_[i].forward_ms;
-      plan_.estimated_overhead_ms += plan_.schedule.predicted_stall_ms[i];
-    }
+    plan_ = memory::plan_every_unit(costs_, memory::UnitChoice{recompute_, swap_}, rate, head_ms);
   } else {
     memory::PlannerOptions po;
     po.budget_bytes = options_.budget_bytes;
