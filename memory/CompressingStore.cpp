@@ -161,10 +161,7 @@ class CompressedSavedTensor final : public SavedTensor {
   void unregister() {
     if (!registered_.exchange(false)) return;
     std::lock_guard<std::mutex> lock(registry_->mutex);
-    const auto it = registry_->handles.find(identity_);
-    if (it != registry_->handles.end() && it->second._unsafe_get_target() == this) {
-      registry_->handles.erase(it);
-    }
+    detail::erase_entry_of(registry_->handles, identity_, this);
   }
 
   std::shared_ptr<CompressionRegistry> registry_;

@@ -422,10 +422,7 @@ class SwapHandle final : public SavedTensor {
   void unregister() {
     if (!registered_.exchange(false)) return;
     std::lock_guard<std::mutex> lock(state_->mutex);
-    const auto it = state_->registry.find(identity_);
-    if (it != state_->registry.end() && it->second._unsafe_get_target() == this) {
-      state_->registry.erase(it);
-    }
+    detail::erase_entry_of(state_->registry, identity_, this);
   }
 
   std::shared_ptr<SwapState> state_;

@@ -54,4 +54,13 @@ inline TensorIdentity identity_of(const at::Tensor& t) {
   return id;
 }
 
+/// Erases the entry for `id` from a registry of weak handles (identity -> weak_intrusive_ptr) if
+/// it still names `owner`: a newer handle may have taken the identity since. The registry's lock
+/// is the caller's.
+template <class Registry, class Handle>
+void erase_entry_of(Registry& registry, const TensorIdentity& id, const Handle* owner) {
+  const auto it = registry.find(id);
+  if (it != registry.end() && it->second._unsafe_get_target() == owner) registry.erase(it);
+}
+
 }  // namespace engram::memory::detail

@@ -12,6 +12,8 @@
 #include "nn/Runtime.h"
 
 #include <c10/core/StorageImpl.h>
+#include "tests/support/CountingStore.h"
+
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
@@ -354,20 +356,7 @@ TEST_F(LayersTest, WeightGradientsWaitForTheDeferredScheduler) {
   EXPECT_TRUE(torch::allclose(fc->bias.grad(), torch::full({2}, 4.0f)));
 }
 
-// Counts what goes through it, keeping it as the plain store does.
-class CountingStore : public memory::ActivationStore {
- public:
-  c10::intrusive_ptr<memory::SavedTensor> save(const at::Tensor& tensor,
-                                               memory::SavedKind kind) override {
-    ++saved[kind];
-    return plain_.save(tensor, kind);
-  }
-  const char* name() const override { return "counting"; }
-  std::map<memory::SavedKind, int> saved;
-
- private:
-  memory::PlainStore plain_;
-};
+using engram::testing::CountingStore;
 
 TEST_F(LayersTest, LayersSaveThroughTheStoreOfTheirForwardPass) {
   CountingStore store;

@@ -5,6 +5,8 @@
 #include "nn/ResNet.h"
 #include "nn/Runtime.h"
 
+#include "tests/support/CountingStore.h"
+
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
@@ -83,20 +85,7 @@ TEST_F(RecomputeTest, TheRerunDrawsTheSameRandomNumbers) {
   EXPECT_TRUE(torch::equal(fc->weight.grad(), expected));
 }
 
-// Counts what goes through it, keeping it as the plain store does.
-class CountingStore : public memory::ActivationStore {
- public:
-  c10::intrusive_ptr<memory::SavedTensor> save(const at::Tensor& tensor,
-                                               memory::SavedKind kind) override {
-    ++saved[kind];
-    return plain_.save(tensor, kind);
-  }
-  const char* name() const override { return "counting"; }
-  std::map<memory::SavedKind, int> saved;
-
- private:
-  memory::PlainStore plain_;
-};
+using engram::testing::CountingStore;
 
 TEST_F(RecomputeTest, ForwardKeepsOnlyTheUnitsInput) {
   Linear a(LinearOptions(4, 4)), b(LinearOptions(4, 4));
