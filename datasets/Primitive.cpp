@@ -1,0 +1,156 @@
+#include "datasets/Primitive.h"
+
+#include "datasets/Task.h"
+
+#include <cctype>
+#include <utility>
+
+namespace engram::datasets {
+namespace {
+
+bool is_prime(int x) {
+  if (x < 2) return false;
+  for (int d = 2; d * d <= x; ++d) {
+    if (x % d == 0) return false;
+  }
+  return true;
+}
+
+class SymbolicPrimitive final : public Primitive {
+ public:
+  SymbolicPrimitive(PrimitiveRef ref, PrimitiveKind kind, int k)
+      : Primitive(std::move(ref), kind, k) {}
+  int apply(int x, int y) const override { return symbolic_apply(ref(), domain(), x, y); }
+  std::string implementation() const override { return "symbolic"; }
+};
+
+[[noreturn]] void fail_at(const std::string& text, std::size_t index, const std::string& what) {
+  throw InputError("primitive '" + text + "', column " + std::to_string(index + 1) + ": " + what);
+}
+
+}  // namespace
+
+std::string kind_name(PrimitiveKind kind) {
+  switch (kind) {
+    case PrimitiveKind::kUnary:
+      return "unary";
+    case PrimitiveKind::kPredicate:
+      return "predicate";
+    case PrimitiveKind::kBinary:
+      return "binary";
+  }
+  return "?";
+}
+
+int kind_arity(PrimitiveKind kind) { return kind == PrimitiveKind::kBinary ? 2 : 1; }
+
+const std::vector<PrimitiveFamily>& primitive_families() {
+  static const std::vector<PrimitiveFamily> families{
+      {"succ", PrimitiveKind::kUnary, false, 0, true, "x + 1 mod K"},
+      {"double", PrimitiveKind::kUnary, false, 0, true, "2x mod K"},
+      {"square", PrimitiveKind::kUnary, false, 0, true, "x^2 mod K"},
+      {"negate", PrimitiveKind::kUnary, false, 0, true, "-x mod K"},
+      {"even", PrimitiveKind::kPredicate, false, 0, true, "x is even"},
+      {"prime", PrimitiveKind::kPredicate, false, 0, true, "x is prime"},
+      {"gt", PrimitiveKind::kPredicate, true, 0, true, "x > c"},
+      {"add", PrimitiveKind::kBinary, false, 0, true, "x + y mod K"},
+      {"mul", PrimitiveKind::kBinary, false, 0, true, "x * y mod K"},
+      {"max", PrimitiveKind::kBinary, false, 0, true, "the larger of x and y"},
+      {"min", PrimitiveKind::kBinary, false, 0, true, "the smaller of x and y"},
+      {"div", PrimitiveKind::kPredicate, true, 1, false, "c divides x (held out of the library)"},
+  };
+  return families;
+}
+
+const PrimitiveFamily* find_family(const std::string& name) {
+  for (const auto& family : primitive_families()) {
+    if (family.name == name) return &family;
+  }
+  return nullptr;
+}
+
+std::string PrimitiveRef::text() const {
+  return parameter < 0 ? family : family + "(" + std::to_string(parameter) + ")";
+}
+
+PrimitiveRef parse_primitive(const std::string& text) {
+  std::size_t i = 0;
+  auto skip_space = [&]() {
+    while (i < text.size() && std::isspace(static_cast<unsigned char>(text[i]))) ++i;
+  };
+  skip_space();
+  const std::size_t name_start = i;
+  while (i < text.size() && (std::isalnum(static_cast<unsigned char>(text[i])) || text[i] == '_'))
+    ++i;
+  if (i == name_start) fail_at(text, i, "expected a primitive name");
+  PrimitiveRef ref;
+  ref.family = text.substr(name_start, i - name_start);
+  const PrimitiveFamily* family = find_family(ref.family);
+  if (family == nullptr) {
+    std::string known;
+    for (const auto& f : primitive_families())
+      known += (known.empty() ? "" : ", ") + f.name + (f.has_parameter ? "(c)" : "");
+    fail_at(text, name_start, "unknown primitive '" + ref.family + "' (known: " + known + ")");
+  }
+  skip_space();
+  if (i < text.size() && text[i] == '(') {
+    ++i;
+    skip_space();
+    const std::size_t number_start = i;
+    while (i < text.size() && std::isdigit(static_cast<unsigned char>(text[i]))) ++i;
+    if (i == number_start || i - number_start > 6)
+      fail_at(text, number_start, "expected a non-negative integer parameter");
+    ref.parameter = std::stoi(text.substr(number_start, i - number_start));
+    skip_space();
+    if (i >= text.size() || text[i] != ')') fail_at(text, i, "expected ')'");
+    ++i;
+    skip_space();
+  }
+  if (i < text.size()) fail_at(text, i, "unexpected '" + text.substr(i) + "'");
+  if (family->has_parameter && ref.parameter < 0)
+    fail_at(text, name_start, ref.family + " takes a parameter, e.g. " + ref.family + "(3)");
+  if (!family->has_parameter && ref.parameter >= 0)
+    fail_at(text, name_start, ref.family + " takes no parameter");
+  return ref;
+}
+
+int symbolic_apply(const PrimitiveRef& ref, int k, int x, int y) {
+  const std::string& f = ref.family;
+  if (f == "succ") return (x + 1) % k;
+  if (f == "double") return (2 * x) % k;
+  if (f == "square") return static_cast<int>((static_cast<long>(x) * x) % k);
+  if (f == "negate") return (k - x) % k;
+  if (f == "even") return x % 2 == 0 ? 1 : 0;
+  if (f == "prime") return is_prime(x) ? 1 : 0;
+  if (f == "gt") return x > ref.parameter ? 1 : 0;
+  if (f == "div") return x % ref.parameter == 0 ? 1 : 0;
+  if (f == "add") return (x + y) % k;
+  if (f == "mul") return static_cast<int>((static_cast<long>(x) * y) % k);
+  if (f == "max") return x > y ? x : y;
+  if (f == "min") return x < y ? x : y;
+  throw std::logic_error("no symbolic implementation of primitive '" + f + "'");
+}
+
+Primitive::Primitive(PrimitiveRef ref, PrimitiveKind kind, int k)
+    : ref_(std::move(ref)), kind_(kind), k_(k) {}
+
+void check_parameter(const PrimitiveRef& ref, int k) {
+  const PrimitiveFamily* family = find_family(ref.family);
+  if (family == nullptr) throw InputError("unknown primitive '" + ref.family + "'");
+  if (family->has_parameter && (ref.parameter < family->min_parameter || ref.parameter >= k)) {
+    throw InputError("primitive '" + ref.text() + "': the parameter must lie in " +
+                     std::to_string(family->min_parameter) + ".." + std::to_string(k - 1) +
+                     " for K = " + std::to_string(k));
+  }
+}
+
+std::shared_ptr<const Primitive> make_symbolic_primitive(const PrimitiveRef& ref, int k) {
+  if (k < kMinDomain || k > kMaxDomain) {
+    throw InputError("K must lie in " + std::to_string(kMinDomain) + ".." +
+                     std::to_string(kMaxDomain) + ", got " + std::to_string(k));
+  }
+  check_parameter(ref, k);
+  return std::make_shared<SymbolicPrimitive>(ref, find_family(ref.family)->kind, k);
+}
+
+}  // namespace engram::datasets

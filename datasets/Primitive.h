@@ -1,0 +1,106 @@
+#pragma once
+/// \file
+/// Primitive functions that high-order programs (MAP, FILTER, FOLD, ZIPWITH, SCAN) are applied
+/// with, and the symbolic (exact) implementations of the library. Learned implementations, one
+/// small network per primitive, live in `primitives/` and implement the same interface, so an
+/// environment never knows which kind it calls.
+///
+/// \code
+///   using namespace engram::datasets;
+///   PrimitiveRef ref = parse_primitive("gt(5)");          // family "gt", parameter 5
+///   auto p = make_symbolic_primitive(ref, /*k=*/10);      // checks the parameter against K
+///   int yes = p->apply(7);                                 // 1: 7 > 5
+///   auto add = make_symbolic_primitive(parse_primitive("add"), 10);
+///   int s = add->apply(7, 8);                              // 5: (7 + 8) mod 10
+/// \endcode
+///
+/// Values lie in the domain 0..K-1. Unary maps and binary combiners return values of the domain
+/// (arithmetic is modulo K); predicates return 0 (false) or 1 (true). A family with a parameter
+/// (`gt(c)`, `div(c)`) is one primitive per parameter value; its network takes the parameter as an
+/// input, so one network serves the family.
+
+#include "common/Errors.h"
+
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace engram::datasets {
+
+/// How many values a primitive takes and what it returns; this is all a program may rely on.
+enum class PrimitiveKind {
+  kUnary,      ///< value -> value (MAP)
+  kPredicate,  ///< value -> 0 or 1 (FILTER)
+  kBinary      ///< value, value -> value (FOLD, ZIPWITH, SCAN)
+};
+
+/// "unary", "predicate", "binary".
+std::string kind_name(PrimitiveKind kind);
+/// Number of values a primitive of this kind takes (1 or 2).
+int kind_arity(PrimitiveKind kind);
+
+/// One family of the catalog: a name, its kind, whether it takes a parameter, and whether it is
+/// part of the library that `engram train primitives` trains by default.
+struct PrimitiveFamily {
+  std::string name;
+  PrimitiveKind kind;
+  bool has_parameter = false;
+  int min_parameter = 0;   ///< smallest parameter value (div: 1)
+  bool in_library = true;  ///< false: held out, trained only when asked for (`--add`)
+  std::string help;        ///< one line, e.g. "x > c"
+};
+
+/// Every family Engram knows, library first, in a stable order: succ, double, square, negate;
+/// even, prime, gt(c); add, mul, max, min; then the held-out families (div(c)).
+const std::vector<PrimitiveFamily>& primitive_families();
+/// The family called `name`, or nullptr.
+const PrimitiveFamily* find_family(const std::string& name);
+
+/// A primitive as a user writes it: `double`, `gt(5)`.
+struct PrimitiveRef {
+  std::string family;
+  int parameter = -1;  ///< -1: none
+  /// The canonical spelling, e.g. "gt(5)".
+  std::string text() const;
+};
+
+/// Parses and checks against the catalog. Throws InputError naming the column (1-based) of the
+/// problem for malformed text, an unknown family, or a missing or superfluous parameter.
+PrimitiveRef parse_primitive(const std::string& text);
+
+/// The exact value of the primitive; x, y and the parameter must already be in the domain.
+int symbolic_apply(const PrimitiveRef& ref, int k, int x, int y = 0);
+
+/// A primitive bound to a domain, callable by environments.
+class Primitive {
+ public:
+  virtual ~Primitive() = default;
+  const PrimitiveRef& ref() const { return ref_; }
+  PrimitiveKind kind() const { return kind_; }
+  /// K: arguments and results (of maps and combiners) lie in 0..K-1.
+  int domain() const { return k_; }
+  /// The result for x (and y, binary only). Arguments must lie in the domain.
+  virtual int apply(int x, int y = 0) const = 0;
+  /// "symbolic" or "neural".
+  virtual std::string implementation() const = 0;
+
+ protected:
+  Primitive(PrimitiveRef ref, PrimitiveKind kind, int k);
+
+ private:
+  PrimitiveRef ref_;
+  PrimitiveKind kind_;
+  int k_;
+};
+
+/// Throws InputError if `ref`'s parameter is outside the domain of its family for this K.
+void check_parameter(const PrimitiveRef& ref, int k);
+
+/// The exact implementation; throws InputError for a parameter outside the domain or K < 2.
+std::shared_ptr<const Primitive> make_symbolic_primitive(const PrimitiveRef& ref, int k);
+
+/// Smallest and largest domain size K a primitive may have.
+constexpr int kMinDomain = 2;
+constexpr int kMaxDomain = 1000;
+
+}  // namespace engram::datasets
