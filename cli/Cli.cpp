@@ -6,6 +6,7 @@
 #include "common/Errors.h"
 #include "datasets/TraceFile.h"
 #include "npi/Npi.h"
+#include "primitives/Primitives.h"
 
 #include <CLI/CLI.hpp>
 
@@ -22,6 +23,104 @@ std::string known_tasks() {
   std::string s;
   for (const auto& n : datasets::task_names()) s += (s.empty() ? "" : ", ") + n;
   return s;
+}
+
+/// The options that bind a high-order task to a primitive (datasets/ListTask.h).
+struct PrimitiveOptions {
+  std::string primitive;  ///< --primitive, e.g. "gt(5)"
+  std::string library;    ///< --primitives P: learned networks
+  bool symbolic = false;  ///< --symbolic-primitives
+  int k = 10;             ///< --k, symbolic primitives only (a library has its own)
+  int init = 0;           ///< --init
+  CLI::Option *primitive_option = nullptr, *library_option = nullptr, *symbolic_option = nullptr,
+              *k_option = nullptr, *init_option = nullptr;
+
+  bool any_given() const {
+    for (const CLI::Option* o :
+         {primitive_option, library_option, symbolic_option, k_option, init_option}) {
+      if (o != nullptr && o->count() > 0) return true;
+    }
+    return false;
+  }
+};
+
+/// Adds --primitive, --k, --init and, for commands that run programs (`learned`), --primitives
+/// and --symbolic-primitives.
+void add_primitive_options(CLI::App* command, PrimitiveOptions& po, bool learned) {
+  po.primitive_option = command->add_option(
+      "--primitive", po.primitive,
+      "High-order tasks: the primitive the program applies, e.g. double or gt(5) (see `engram "
+      "help run`)");
+  if (learned) {
+    po.library_option = command->add_option(
+        "--primitives", po.library, "Primitive library from `engram train primitives` (neural)");
+    po.symbolic_option = command->add_flag(
+        "--symbolic-primitives", po.symbolic,
+        "Apply the exact functions instead of networks, to tell control-flow errors from "
+        "primitive errors");
+  }
+  po.k_option =
+      command->add_option("--k", po.k,
+                          std::string("High-order tasks: values lie in 0..K-1 (default 10") +
+                              (learned ? "; with --primitives the library's K)" : ")"));
+  po.init_option =
+      command->add_option("--init", po.init, "fold, scan: the accumulator's initial value (0)");
+}
+
+/// The binding the options describe for `task`; an empty binding for tasks without primitives.
+/// `learned`: the command runs programs, so one of --primitives and --symbolic-primitives is
+/// required; otherwise (data generation) the reference program needs only the exact function.
+datasets::Binding make_binding(const std::string& task, const PrimitiveOptions& po, bool learned) {
+  datasets::task_by_name(task);  // unknown task first
+  if (!datasets::is_higher_order(task)) {
+    if (po.any_given()) {
+      throw UsageError(
+          "--primitive, --primitives, --symbolic-primitives, --k and --init apply to "
+          "the high-order tasks (map, filter, fold, zipwith, scan), not " +
+          task);
+    }
+    return {};
+  }
+  const auto kind = datasets::primitive_kind_of(task);
+  std::string text = po.primitive;
+  if (text.empty()) {
+    if (learned) {
+      throw UsageError("--primitive is required for " + task + ": a " + datasets::kind_name(kind) +
+                       " primitive, e.g. " +
+                       (kind == datasets::PrimitiveKind::kUnary       ? "double"
+                        : kind == datasets::PrimitiveKind::kPredicate ? "gt(5)"
+                                                                      : "add"));
+    }
+    text = kind == datasets::PrimitiveKind::kUnary       ? "succ"
+           : kind == datasets::PrimitiveKind::kPredicate ? "even"
+                                                         : "add";
+  }
+  const datasets::PrimitiveRef ref = datasets::parse_primitive(text);
+  const auto* family = datasets::find_family(ref.family);
+  if (family->kind != kind) {
+    throw UsageError("arity mismatch: " + task + " applies a " + datasets::kind_name(kind) +
+                     " primitive, but '" + ref.text() + "' is " +
+                     datasets::kind_name(family->kind));
+  }
+  datasets::Binding binding;
+  binding.init = po.init;
+  if (learned && po.symbolic == !po.library.empty()) {
+    throw UsageError(po.symbolic ? "give --primitives or --symbolic-primitives, not both"
+                                 : "--primitives P (learned networks) or --symbolic-primitives "
+                                   "is required for " +
+                                       task);
+  }
+  if (learned && !po.symbolic) {
+    const auto library = primitives::PrimitiveLibrary::load(po.library);
+    if (po.k_option->count() > 0 && po.k != library.domain()) {
+      throw UsageError("--k " + std::to_string(po.k) + " does not match the primitive library '" +
+                       po.library + "' (K = " + std::to_string(library.domain()) + ")");
+    }
+    binding.primitive = library.get(ref);
+  } else {
+    binding.primitive = datasets::make_symbolic_primitive(ref, po.k);
+  }
+  return binding;
 }
 
 struct DataGenCommand {
@@ -65,10 +164,14 @@ int engram_main(const std::vector<std::string>& args, std::ostream& out, std::os
   gen->add_option("--out", dg.out, "Output trace file (JSON lines)")->required();
   auto* min_len = gen->add_option("--min-len", dg.gen.min_length,
                                   "Shortest problem (default: 1 for addition, 2 for sort)");
-  gen->add_option("--max-len", dg.gen.max_length, "Longest problem")->capture_default_str();
-  auto* per_length = gen->add_option("--per-length", dg.gen.per_length,
-                                     "Traces per length (default: 32 for addition, 64 for sort)");
+  auto* max_len = gen->add_option("--max-len", dg.gen.max_length,
+                                  "Longest problem (default: 20; 10 for the list tasks)");
+  auto* per_length = gen->add_option(
+      "--per-length", dg.gen.per_length,
+      "Traces per length (default: 32 for addition and the list tasks, 64 for sort)");
   gen->add_option("--seed", dg.gen.seed, "Random seed")->capture_default_str();
+  PrimitiveOptions gen_primitive;
+  add_primitive_options(gen, gen_primitive, /*learned=*/false);
 
   // engram train npi
   auto* train = app.add_subcommand("train", "Train a model");
@@ -104,6 +207,34 @@ int engram_main(const std::vector<std::string>& args, std::ostream& out, std::os
   train_npi->add_option("--swap-bandwidth", to.swap_bandwidth,
                         "Throttle the swap spill file to this many bytes per second (0: no)");
 
+  // engram train primitives
+  auto* train_primitives = train->add_subcommand(
+      "primitives", "Train one small network per primitive on its whole domain");
+  primitives::TrainPrimitivesOptions tp;
+  train_primitives->add_option("--out", tp.out_path, "Primitive library file to write")->required();
+  train_primitives->add_option("--k", tp.k, "Values lie in 0..K-1")->capture_default_str();
+  train_primitives
+      ->add_option("--primitive", tp.families,
+                   "Families to train (repeat or separate by commas; default: the library: "
+                   "succ, double, square, negate, even, prime, gt, add, mul, max, min)")
+      ->delimiter(',');
+  train_primitives->add_flag("--add", tp.add,
+                             "Add the families to the existing library --out, leaving its other "
+                             "networks as they are");
+  train_primitives
+      ->add_option("--steps", tp.max_steps, "Most optimizer steps per family (stops once exact)")
+      ->capture_default_str();
+  train_primitives->add_option("--batch", tp.batch, "Examples per step")->capture_default_str();
+  train_primitives->add_option("--lr", tp.learning_rate, "Adam learning rate")
+      ->capture_default_str();
+  train_primitives->add_option("--hidden", tp.hidden, "Width of the hidden layers")
+      ->capture_default_str();
+  train_primitives->add_option("--embedding", tp.embedding, "Width of each input's embedding")
+      ->capture_default_str();
+  train_primitives->add_option("--threads", tp.threads, "Intra-op threads, 0 for all cores")
+      ->capture_default_str();
+  train_primitives->add_option("--seed", tp.seed, "Random seed")->capture_default_str();
+
   // engram eval npi
   auto* eval = app.add_subcommand("eval", "Evaluate a model");
   eval->require_subcommand(1);
@@ -122,6 +253,21 @@ int engram_main(const std::vector<std::string>& args, std::ostream& out, std::os
   eval_npi->add_option("--max-depth", eo.max_depth,
                        "Call-depth limit (default: scales with length)");
   eval_npi->add_flag("--json", eval_json, "Print JSON: one object per length, a list for several");
+  PrimitiveOptions eval_primitive;
+  add_primitive_options(eval_npi, eval_primitive, /*learned=*/true);
+
+  // engram eval primitives
+  auto* eval_primitives = eval->add_subcommand(
+      "primitives", "Exhaustive accuracy of every network in a primitive library");
+  std::string eval_primitives_model;
+  int eval_primitives_threads = 1;
+  bool eval_primitives_json = false;
+  eval_primitives->add_option("--model", eval_primitives_model, "Primitive library file")
+      ->required();
+  eval_primitives
+      ->add_option("--threads", eval_primitives_threads, "Intra-op threads, 0 for all cores")
+      ->capture_default_str();
+  eval_primitives->add_flag("--json", eval_primitives_json, "Print JSON");
 
   // engram run
   auto* run =
@@ -138,6 +284,8 @@ int engram_main(const std::vector<std::string>& args, std::ostream& out, std::os
   run->add_option("--max-steps", ro.max_steps, "Step limit (default: scales with length)");
   run->add_option("--max-depth", ro.max_depth, "Call-depth limit (default: scales with length)");
   run->add_flag("--json", run_json, "Print the call tree and result as JSON");
+  PrimitiveOptions run_primitive;
+  add_primitive_options(run, run_primitive, /*learned=*/true);
 
   // engram demo
   auto* demo = app.add_subcommand("demo",
@@ -265,9 +413,13 @@ int engram_main(const std::vector<std::string>& args, std::ostream& out, std::os
       return 0;
     }
     if (gen->parsed()) {
-      const auto& task = datasets::task_by_name(dg.task);
+      const auto bound = datasets::bind_task(dg.task, make_binding(dg.task, gen_primitive, false));
+      const auto& task = *bound;
+      const bool lists = datasets::is_higher_order(task.name());
       if (min_len->count() == 0) dg.gen.min_length = task.min_length();
-      if (per_length->count() == 0) dg.gen.per_length = task.name() == "addition" ? 32 : 64;
+      if (max_len->count() == 0 && lists) dg.gen.max_length = 10;
+      if (per_length->count() == 0)
+        dg.gen.per_length = task.name() == "addition" || lists ? 32 : 64;
       const auto set = datasets::generate_traces(task, dg.gen);
       datasets::write_trace_file(dg.out, set);
       out << "wrote " << set.traces.size() << " " << task.name() << " traces (lengths "
@@ -283,7 +435,39 @@ int engram_main(const std::vector<std::string>& args, std::ostream& out, std::os
           << to.out_path << "\n";
       return 0;
     }
+    if (train_primitives->parsed()) {
+      tp.progress = ::isatty(STDERR_FILENO) != 0;
+      tp.on_family = [&](const primitives::FamilyReport& r) {
+        out << std::left << std::setw(8) << r.family << std::right << " K=" << r.k << "  "
+            << r.correct << "/" << r.examples << (r.exact ? " exact" : " NOT EXACT") << " after "
+            << r.steps << " steps, " << std::fixed << std::setprecision(1) << r.seconds << " s\n";
+        out.flush();
+      };
+      const auto reports = primitives::train_primitives(tp);
+      const bool exact =
+          std::all_of(reports.begin(), reports.end(), [](const auto& r) { return r.exact; });
+      out << "wrote " << reports.size() << " primitive network(s) to " << tp.out_path
+          << (exact ? "" : " (some are not exact: raise --steps or --hidden)") << "\n";
+      return 0;
+    }
+    if (eval_primitives->parsed()) {
+      const auto reports =
+          primitives::evaluate_primitives(eval_primitives_model, eval_primitives_threads);
+      if (eval_primitives_json) {
+        out << primitives::family_reports_json(reports) << "\n";
+      } else {
+        out << "primitive  kind        K  correct/examples  accuracy\n";
+        for (const auto& r : reports) {
+          out << std::left << std::setw(10) << r.family << " " << std::setw(9) << r.kind
+              << std::right << std::setw(5) << r.k << std::setw(10) << r.correct << "/" << std::left
+              << std::setw(8) << r.examples << std::right << std::fixed << std::setprecision(4)
+              << r.accuracy << "\n";
+        }
+      }
+      return 0;
+    }
     if (eval_npi->parsed()) {
+      eo.binding = make_binding(eo.task, eval_primitive, /*learned=*/true);
       eo.lengths = npi::parse_lengths(lengths);
       const auto reports = npi::evaluate_npi(eo);
       if (eval_json) {
@@ -294,6 +478,7 @@ int engram_main(const std::vector<std::string>& args, std::ostream& out, std::os
       return 0;
     }
     if (run->parsed()) {
+      ro.binding = make_binding(ro.task, run_primitive, /*learned=*/true);
       const auto report = npi::run_npi(ro);
       if (run_json) {
         out << npi::run_report_json(report) << "\n";

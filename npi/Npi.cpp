@@ -166,7 +166,8 @@ TrainReport train_npi(const TrainOptions& options) {
 }
 
 std::vector<LengthReport> evaluate_npi(const EvalOptions& options) {
-  const auto& task = datasets::task_by_name(options.task);
+  const auto bound = datasets::bind_task(options.task, options.binding);
+  const auto& task = *bound;
   if (options.lengths.empty()) throw UsageError("--length is required");
   if (options.count < 1) throw UsageError("--count must be at least 1");
   for (int length : options.lengths) {
@@ -188,6 +189,10 @@ std::vector<LengthReport> evaluate_npi(const EvalOptions& options) {
     const auto runs = interpret(model, task, inputs, limits);
     LengthReport report;
     report.task = task.name();
+    if (const auto* list_task = dynamic_cast<const datasets::HigherOrderTask*>(&task)) {
+      report.primitive = list_task->binding().primitive->ref().text();
+      report.primitive_implementation = list_task->binding().primitive->implementation();
+    }
     report.length = length;
     report.count = options.count;
     int exact = 0;
@@ -225,13 +230,16 @@ std::vector<LengthReport> evaluate_npi(const EvalOptions& options) {
 }
 
 RunReport run_npi(const RunOptions& options) {
-  const auto& task = datasets::task_by_name(options.task);
+  const auto bound = datasets::bind_task(options.task, options.binding);
+  const auto& task = *bound;
   task.make_environment(options.input);  // validates the input before any file is read
   set_threads(options.threads);
   NpiModel model = load_model(options.model_path, task);
   const auto runs = interpret(model, task, {options.input}, {options.max_steps, options.max_depth});
   RunReport report;
   report.task = task.name();
+  if (const auto* list_task = dynamic_cast<const datasets::HigherOrderTask*>(&task))
+    report.primitive = list_task->binding().primitive->ref().text();
   report.input = options.input;
   report.output = runs[0].output;
   report.expected = task.solve(options.input);
@@ -279,6 +287,7 @@ std::string run_report_json(const RunReport& report) {
            {"correct", report.correct},
            {"steps", report.steps},
            {"program", root}};
+  if (!report.primitive.empty()) out["primitive"] = report.primitive;
   if (!report.error.empty()) out["error"] = report.error;
   return out.dump(2);
 }
@@ -299,14 +308,14 @@ std::string eval_reports_json(const std::vector<LengthReport>& reports) {
       }
       failures.push_back(std::move(j));
     }
-    list.push_back(json{{"task", r.task},
-                        {"length", r.length},
-                        {"count", r.count},
-                        {"correct", r.correct},
-                        {"accuracy", r.accuracy},
-                        {"trace_exact", r.trace_exact},
-                        {"seconds", r.seconds},
-                        {"failures", failures}});
+    json j{{"task", r.task},       {"length", r.length},     {"count", r.count},
+           {"correct", r.correct}, {"accuracy", r.accuracy}, {"trace_exact", r.trace_exact},
+           {"seconds", r.seconds}, {"failures", failures}};
+    if (!r.primitive.empty()) {
+      j["primitive"] = r.primitive;
+      j["primitives"] = r.primitive_implementation;
+    }
+    list.push_back(std::move(j));
   }
   return (list.size() == 1 ? list[0] : list).dump(2);
 }

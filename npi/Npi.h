@@ -16,6 +16,7 @@
 /// Errors: UsageError for invalid options or input, FormatError for unusable files (corrupt,
 /// mismatched), std::runtime_error for other failures.
 
+#include "datasets/ListTask.h"
 #include "datasets/Task.h"
 
 #include <cstdint>
@@ -63,6 +64,9 @@ TrainReport train_npi(const TrainOptions& options);
 struct EvalOptions {
   std::string model_path;
   std::string task;
+  /// High-order tasks: the primitive the program is applied with (symbolic or learned, chosen by
+  /// the caller) and FOLD/SCAN's initial value; empty for other tasks.
+  datasets::Binding binding;
   std::vector<int> lengths;
   int count = 100;  ///< problems per length
   std::uint64_t seed = 1;
@@ -81,6 +85,8 @@ struct Failure {
 
 struct LengthReport {
   std::string task;
+  std::string primitive;                 ///< high-order tasks: the bound primitive, e.g. "gt(5)"
+  std::string primitive_implementation;  ///< "symbolic" or "neural"; empty for other tasks
   int length = 0;
   int count = 0;
   int correct = 0;
@@ -95,6 +101,7 @@ std::vector<LengthReport> evaluate_npi(const EvalOptions& options);
 struct RunOptions {
   std::string model_path;
   std::string task;
+  datasets::Binding binding;  ///< as EvalOptions::binding
   std::string input;
   int threads = 1;  ///< 0: all cores
   long max_steps = 0;
@@ -103,6 +110,7 @@ struct RunOptions {
 
 struct RunReport {
   std::string task, input, output, expected, error;
+  std::string primitive;  ///< high-order tasks: the bound primitive, e.g. "gt(5)"
   bool correct = false;
   long steps = 0;
   std::vector<datasets::Call> calls;  ///< pre-order with depths: the generated call tree

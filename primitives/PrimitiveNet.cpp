@@ -1,0 +1,103 @@
+#include "primitives/PrimitiveNet.h"
+
+#include "nn/ReLU.h"
+
+namespace engram::primitives {
+
+int PrimitiveNetConfig::num_inputs() const {
+  return datasets::kind_arity(kind) + (has_parameter ? 1 : 0);
+}
+
+int PrimitiveNetConfig::num_outputs() const {
+  return kind == datasets::PrimitiveKind::kPredicate ? 2 : k;
+}
+
+PrimitiveNetConfig PrimitiveNetConfig::for_family(const std::string& family, int k) {
+  const auto* f = datasets::find_family(family);
+  if (f == nullptr) throw UsageError("unknown primitive '" + family + "'");
+  PrimitiveNetConfig config;
+  config.family = family;
+  config.kind = f->kind;
+  config.has_parameter = f->has_parameter;
+  config.min_parameter = f->min_parameter;
+  config.k = k;
+  return config;
+}
+
+Examples all_examples(const PrimitiveNetConfig& config) {
+  const int k = config.k;
+  const bool binary = config.kind == datasets::PrimitiveKind::kBinary;
+  const int first_parameter = config.has_parameter ? config.min_parameter : 0;
+  const int parameters = config.has_parameter ? k - first_parameter : 1;
+  const long count = static_cast<long>(k) * (binary ? k : 1) * parameters;
+  auto inputs = torch::empty({count, config.num_inputs()}, torch::kLong);
+  auto targets = torch::empty({count}, torch::kLong);
+  auto* in = inputs.data_ptr<int64_t>();
+  auto* out = targets.data_ptr<int64_t>();
+  long row = 0;
+  for (int p = first_parameter; p < first_parameter + parameters; ++p) {
+    datasets::PrimitiveRef ref{config.family, config.has_parameter ? p : -1};
+    for (int x = 0; x < k; ++x) {
+      for (int y = 0; y < (binary ? k : 1); ++y) {
+        int64_t* r = in + row * config.num_inputs();
+        int col = 0;
+        r[col++] = x;
+        if (binary) r[col++] = y;
+        if (config.has_parameter) r[col++] = p;
+        out[row++] = datasets::symbolic_apply(ref, k, x, y);
+      }
+    }
+  }
+  return {inputs, targets};
+}
+
+PrimitiveNetImpl::PrimitiveNetImpl(PrimitiveNetConfig config) : config_(std::move(config)) {
+  const int n = config_.num_inputs();
+  for (int i = 0; i < n; ++i) {
+    tables_.push_back(
+        register_module("input" + std::to_string(i), nn::Embedding(config_.k, config_.embedding)));
+  }
+  hidden1_ = register_module("hidden1", nn::Linear(n * config_.embedding, config_.hidden));
+  hidden2_ = register_module("hidden2", nn::Linear(config_.hidden, config_.hidden));
+  out_ = register_module("out", nn::Linear(config_.hidden, config_.num_outputs()));
+}
+
+torch::Tensor PrimitiveNetImpl::forward(const torch::Tensor& inputs) {
+  std::vector<torch::Tensor> parts;
+  for (std::size_t i = 0; i < tables_.size(); ++i)
+    parts.push_back(tables_[i](inputs.select(1, static_cast<long>(i))));
+  auto h = nn::relu(hidden1_(torch::cat(parts, 1)));
+  h = nn::relu(hidden2_(h));
+  return out_(h);
+}
+
+trainer::StepOutput PrimitiveWorkload::forward(const std::vector<std::size_t>& batch) {
+  net_->train();
+  std::vector<int64_t> rows(batch.begin(), batch.end());
+  const auto index = torch::tensor(rows, torch::kLong);
+  const auto logits = net_->forward(examples_.inputs.index_select(0, index));
+  const auto targets = examples_.targets.index_select(0, index);
+  trainer::StepOutput out;
+  out.loss = torch::nn::functional::cross_entropy(logits, targets);
+  {
+    torch::NoGradGuard no_grad;
+    out.metrics["error"] = (logits.argmax(1) != targets).to(torch::kFloat).mean().item<double>();
+  }
+  return out;
+}
+
+long PrimitiveWorkload::count_correct() {
+  torch::NoGradGuard no_grad;
+  net_->eval();
+  long correct = 0;
+  const long total = examples_.targets.size(0);
+  constexpr long kChunk = 65536;
+  for (long start = 0; start < total; start += kChunk) {
+    const long len = std::min(kChunk, total - start);
+    const auto logits = net_->forward(examples_.inputs.narrow(0, start, len));
+    correct += (logits.argmax(1) == examples_.targets.narrow(0, start, len)).sum().item<long>();
+  }
+  return correct;
+}
+
+}  // namespace engram::primitives
