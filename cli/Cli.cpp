@@ -274,11 +274,38 @@ int engram_main(const std::vector<std::string>& args, std::ostream& out, std::os
       app.add_subcommand("run", "Query a model: print the generated program and its result");
   npi::RunOptions ro;
   bool run_json = false;
-  run->add_option("--model", ro.model_path, "Model file")->required();
-  run->add_option("--task", ro.task, "Task: " + known_tasks())->required();
+  npi::PipelineOptions po;
+  auto* run_model = run->add_option("--model", ro.model_path, "Model file (with --task)");
+  auto* run_task = run->add_option("--task", ro.task, "Task: " + known_tasks());
+  auto* run_program = run->add_option(
+      "--program", po.program,
+      "A pipeline of high-order programs instead of --task, e.g. \"fold(add, 0, map(square, "
+      "filter(even, xs)))\" (grammar below)");
+  auto* run_models = run->add_option(
+      "--models", po.models_dir,
+      "With --program: the folder of trained models, one per function (DIR/map.pt, DIR/fold.pt, "
+      "...)");
   run->add_option("--input", ro.input,
-                  "Problem: \"A+B\" for addition, comma-separated digits for sort")
+                  "Problem: \"A+B\" for addition, comma-separated digits for sort, "
+                  "comma-separated values for the list tasks (two lists joined by ';' for zipwith)")
       ->required();
+  run->footer(R"HELP(Program expressions (--program):
+  expr      := xs | ys | stage                 xs, ys: the first and second list of --input
+  stage     := map(primitive, expr)            apply a unary primitive to every element
+             | filter(primitive, expr)         keep the elements the predicate holds for
+             | fold(primitive, INIT, expr)     combine into one number, starting at INIT
+             | scan(primitive, INIT, expr)     the accumulator after each element
+             | zipwith(primitive, expr, expr)  combine two lists element by element
+  primitive := name | name(INT)                e.g. double, gt(5)
+Primitives: unary succ, double, square, negate; predicates even, prime, gt(c), div(c);
+binary add, mul, max, min (arithmetic modulo K). fold returns a number, so it can only be the
+outermost stage. Lists are comma-separated values 0..K-1; zipwith's two lists are separated by
+';', e.g. --input "1,2,3;4,5,6". Each stage runs the trained model of its function with its
+primitive's network (--primitives P) or the exact function (--symbolic-primitives), and prints
+its call tree and result.
+Example:
+  engram run --program "fold(add, 0, map(square, filter(even, xs)))" --input "1,2,3,4" \
+    --models models/ --primitives prims.pt)HELP");
   run->add_option("--threads", ro.threads, "Intra-op threads, 0 for all cores")
       ->capture_default_str();
   run->add_option("--max-steps", ro.max_steps, "Step limit (default: scales with length)");
@@ -477,7 +504,46 @@ int engram_main(const std::vector<std::string>& args, std::ostream& out, std::os
       }
       return 0;
     }
+    if (run->parsed() && run_program->count() > 0) {
+      if (run_task->count() > 0 || run_model->count() > 0)
+        throw UsageError("--program runs the models in --models; it takes no --task or --model");
+      if (run_models->count() == 0) throw UsageError("--program needs --models DIR");
+      if (run_primitive.primitive_option->count() > 0 || run_primitive.init_option->count() > 0)
+        throw UsageError(
+            "with --program, primitives and initial values are written in the program");
+      if (run_primitive.symbolic == !run_primitive.library.empty()) {
+        throw UsageError(run_primitive.symbolic
+                             ? "give --primitives or --symbolic-primitives, not both"
+                             : "--primitives P (learned networks) or --symbolic-primitives is "
+                               "required with --program");
+      }
+      po.input = ro.input;
+      po.threads = ro.threads;
+      po.max_steps = ro.max_steps;
+      po.max_depth = ro.max_depth;
+      po.k = run_primitive.k;
+      std::shared_ptr<primitives::PrimitiveLibrary> library;
+      if (!run_primitive.symbolic) {
+        library = std::make_shared<primitives::PrimitiveLibrary>(
+            primitives::PrimitiveLibrary::load(run_primitive.library));
+        if (run_primitive.k_option->count() > 0 && run_primitive.k != library->domain()) {
+          throw UsageError("--k " + std::to_string(run_primitive.k) +
+                           " does not match the primitive library (K = " +
+                           std::to_string(library->domain()) + ")");
+        }
+        po.k = library->domain();
+      }
+      const int k = po.k;
+      po.primitive = [library, k](const datasets::PrimitiveRef& ref) {
+        return library ? library->get(ref) : datasets::make_symbolic_primitive(ref, k);
+      };
+      const auto report = npi::run_pipeline(po);
+      out << (run_json ? npi::pipeline_json(report) + "\n" : npi::pipeline_text(report));
+      return 0;
+    }
     if (run->parsed()) {
+      if (run_task->count() == 0 || run_model->count() == 0)
+        throw UsageError("run needs --task and --model (or --program and --models)");
       ro.binding = make_binding(ro.task, run_primitive, /*learned=*/true);
       const auto report = npi::run_npi(ro);
       if (run_json) {

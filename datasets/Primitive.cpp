@@ -25,10 +25,16 @@ class SymbolicPrimitive final : public Primitive {
 };
 
 [[noreturn]] void fail_at(const std::string& text, std::size_t index, const std::string& what) {
-  throw InputError("primitive '" + text + "', column " + std::to_string(index + 1) + ": " + what);
+  throw PrimitiveParseError(text, index, what);
 }
 
 }  // namespace
+
+PrimitiveParseError::PrimitiveParseError(const std::string& text, std::size_t index,
+                                         std::string problem)
+    : InputError("primitive '" + text + "', column " + std::to_string(index + 1) + ": " + problem),
+      index_(index),
+      problem_(std::move(problem)) {}
 
 std::string kind_name(PrimitiveKind kind) {
   switch (kind) {

@@ -19,7 +19,7 @@
 /// (`gt(c)`, `div(c)`) is one primitive per parameter value; its network takes the parameter as an
 /// input, so one network serves the family.
 
-#include "common/Errors.h"
+#include "datasets/Task.h"
 
 #include <memory>
 #include <string>
@@ -64,8 +64,21 @@ struct PrimitiveRef {
   std::string text() const;
 };
 
-/// Parses and checks against the catalog. Throws InputError naming the column (1-based) of the
-/// problem for malformed text, an unknown family, or a missing or superfluous parameter.
+/// A primitive that cannot be parsed; `index` (0-based) is where in the text the problem is, so
+/// callers that parse primitives inside longer text can report their own column.
+class PrimitiveParseError : public InputError {
+ public:
+  PrimitiveParseError(const std::string& text, std::size_t index, std::string problem);
+  std::size_t index() const { return index_; }
+  const std::string& problem() const { return problem_; }
+
+ private:
+  std::size_t index_;
+  std::string problem_;
+};
+
+/// Parses and checks against the catalog. Throws PrimitiveParseError naming the column (1-based)
+/// of the problem for malformed text, an unknown family, or a missing or superfluous parameter.
 PrimitiveRef parse_primitive(const std::string& text);
 
 /// The exact value of the primitive; x, y and the parameter must already be in the domain.

@@ -2,6 +2,7 @@
 
 #include "common/AtomicFile.h"
 #include "common/Errors.h"
+#include "datasets/ProgramExpression.h"
 #include "datasets/TraceFile.h"
 #include "nn/Runtime.h"
 #include "npi/Interpreter.h"
@@ -248,6 +249,117 @@ RunReport run_npi(const RunOptions& options) {
   report.steps = runs[0].steps;
   report.calls = runs[0].calls;
   return report;
+}
+
+namespace {
+
+/// The pipeline's stages in the order they run (inputs first), with the value each produced.
+struct StageRunner {
+  const PipelineOptions& options;
+  std::vector<int> xs, ys;
+  PipelineReport& report;
+
+  /// The list a sub-expression evaluates to; empty optional after an error.
+  std::optional<std::vector<int>> run(const datasets::Expression& e) {
+    if (e.function == "xs") return xs;
+    if (e.function == "ys") return ys;
+    std::vector<std::vector<int>> lists;
+    for (const auto& input : e.inputs) {
+      auto value = run(input);
+      if (!value) return std::nullopt;
+      lists.push_back(std::move(*value));
+    }
+    RunOptions ro;
+    ro.model_path = options.models_dir + "/" + e.function + ".pt";
+    ro.task = e.function;
+    ro.binding.primitive = options.primitive(e.primitive);
+    ro.binding.init = e.init;
+    ro.input = datasets::format_value_list(lists[0]);
+    if (lists.size() == 2) ro.input += ";" + datasets::format_value_list(lists[1]);
+    ro.threads = options.threads;
+    ro.max_steps = options.max_steps;
+    ro.max_depth = options.max_depth;
+    StageReport stage{e.text(), run_npi(ro)};
+    const bool failed = !stage.run.error.empty();
+    if (failed) report.error = "stage " + stage.expression + ": " + stage.run.error;
+    const std::string output = stage.run.output;
+    report.stages.push_back(std::move(stage));
+    if (failed) return std::nullopt;
+    return datasets::parse_value_list(output, options.k);
+  }
+};
+
+}  // namespace
+
+PipelineReport run_pipeline(const PipelineOptions& options) {
+  const datasets::Expression program = datasets::parse_expression(options.program);
+  if (program.is_list()) {
+    throw datasets::InputError(
+        "program column 1: the program applies no function; write e.g. "
+        "map(double, " +
+        program.function + ")");
+  }
+  datasets::check_expression_domain(program, options.k);
+  const auto semicolon = options.input.find(';');
+  const bool two = datasets::uses_second_list(program);
+  if (two != (semicolon != std::string::npos)) {
+    throw datasets::InputError(two ? "the program reads ys: give two lists separated by ';', "
+                                     "e.g. --input \"1,2;3,4\""
+                                   : "the program reads only xs, but --input has a ';' at "
+                                     "column " +
+                                         std::to_string(semicolon + 1));
+  }
+  PipelineReport report;
+  report.program = program.text();
+  report.input = options.input;
+  StageRunner runner{options, {}, {}, report};
+  runner.xs = datasets::parse_value_list(options.input.substr(0, semicolon), options.k);
+  if (two)
+    runner.ys =
+        datasets::parse_value_list(options.input.substr(semicolon + 1), options.k, semicolon + 1);
+  if (options.models_dir.empty()) throw UsageError("--models DIR is required with --program");
+  set_threads(options.threads);
+  const auto expected = datasets::evaluate_symbolic(program, runner.xs, runner.ys, options.k);
+  report.expected = datasets::format_value_list(expected);
+  const auto output = runner.run(program);
+  report.output = report.stages.empty() ? "" : report.stages.back().run.output;
+  report.correct = output.has_value() && report.output == report.expected;
+  return report;
+}
+
+std::string pipeline_text(const PipelineReport& report) {
+  std::string out;
+  for (std::size_t i = 0; i < report.stages.size(); ++i) {
+    const auto& stage = report.stages[i];
+    out += "stage " + std::to_string(i + 1) + ": " + stage.expression + "   input [" +
+           stage.run.input + "]\n";
+    std::string tree = call_tree_text(stage.run);
+    std::size_t start = 0;
+    while (start < tree.size()) {
+      const auto end = tree.find('\n', start);
+      out += "  " + tree.substr(start, end - start + 1);
+      start = end + 1;
+    }
+    out += "  result: " + stage.run.output +
+           (stage.run.correct ? "" : "  (WRONG, expected " + stage.run.expected + ")") + "\n";
+    if (!stage.run.error.empty()) out += "  stopped: " + stage.run.error + "\n";
+  }
+  out += "result: " + report.output +
+         (report.correct ? "  (correct)" : "  (WRONG, expected " + report.expected + ")") + "\n";
+  return out;
+}
+
+std::string pipeline_json(const PipelineReport& report) {
+  json stages = json::array();
+  for (const auto& stage : report.stages) {
+    json run = json::parse(run_report_json(stage.run));
+    run["expression"] = stage.expression;
+    stages.push_back(std::move(run));
+  }
+  json out{{"program", report.program},   {"input", report.input},     {"output", report.output},
+           {"expected", report.expected}, {"correct", report.correct}, {"stages", stages}};
+  if (!report.error.empty()) out["error"] = report.error;
+  return out.dump(2);
 }
 
 std::string call_tree_text(const RunReport& report) {

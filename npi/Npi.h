@@ -20,6 +20,8 @@
 #include "datasets/Task.h"
 
 #include <cstdint>
+#include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -117,6 +119,41 @@ struct RunReport {
 };
 
 RunReport run_npi(const RunOptions& options);
+
+/// A pipeline of high-order programs (datasets/ProgramExpression.h), each stage run by the trained
+/// NPI of its function with its primitive bound.
+struct PipelineOptions {
+  std::string program;     ///< the expression, e.g. "fold(add, 0, map(square, xs))"
+  std::string input;       ///< "3,1,2", or "1,2;3,4" when the program reads ys
+  std::string models_dir;  ///< holds one model per function used: DIR/map.pt, DIR/fold.pt, ...
+  /// The primitive a stage applies (learned or symbolic: the caller decides).
+  std::function<std::shared_ptr<const datasets::Primitive>(const datasets::PrimitiveRef&)>
+      primitive;
+  int k = 10;  ///< the domain of the input and of the primitives
+  int threads = 1;
+  long max_steps = 0;  ///< per stage; 0: the task default
+  int max_depth = 0;
+};
+
+struct StageReport {
+  std::string expression;  ///< the stage's own text, e.g. "map(square, xs)"
+  RunReport run;           ///< its generated program, input, output and expected output
+};
+
+struct PipelineReport {
+  std::string program, input, output, expected;
+  bool correct = false;
+  std::string error;                ///< the first stage that stopped with an error, if any
+  std::vector<StageReport> stages;  ///< innermost first, in the order they ran
+};
+
+/// Throws InputError for a malformed program or input (with the column), UsageError for a
+/// missing model directory entry, FormatError for an unusable model.
+PipelineReport run_pipeline(const PipelineOptions& options);
+/// Each stage's call tree and result, then the pipeline's result.
+std::string pipeline_text(const PipelineReport& report);
+/// {"program":..,"input":..,"output":..,"expected":..,"correct":..,"stages":[run report, ...]}
+std::string pipeline_json(const PipelineReport& report);
 
 /// The call tree indented two spaces per level, e.g. "ADD\n  ADD1\n    WRITE(OUT, 2)\n".
 std::string call_tree_text(const RunReport& report);

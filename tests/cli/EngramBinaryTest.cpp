@@ -80,5 +80,88 @@ TEST_F(EngramBinaryTest, TrainAndRunEndToEnd) {
   expect_one_error_line(run({"run", "--model", model, "--task", "addition", "--input", "1+2"}), 1);
 }
 
+TEST_F(EngramBinaryTest, HighOrderProgramLearnedOnceWorksWithNeuralPrimitivesAndPipelines) {
+  const std::string data = dir_.file("f.jsonl"), models = dir_.path(),
+                    filter = dir_.file("filter.pt"), prims = dir_.file("p.pt");
+  Process p = run(
+      {"data", "gen", "--task", "filter", "--out", data, "--max-len", "6", "--per-length", "8"});
+  ASSERT_EQ(p.code, 0) << p.err;
+  p = run({"train", "npi", "--task", "filter", "--data", data, "--out", filter, "--steps", "400",
+           "--hidden", "64", "--threads", "1"});
+  ASSERT_EQ(p.code, 0) << p.err;
+  p = run({"train", "primitives", "--out", prims, "--primitive", "even,gt", "--hidden", "64"});
+  ASSERT_EQ(p.code, 0) << p.err;
+  p = run({"eval", "primitives", "--model", prims, "--json"});
+  ASSERT_EQ(p.code, 0) << p.err;
+  EXPECT_EQ(nlohmann::json::parse(p.out).at("all_exact"), true) << p.out;
+
+  // Trained on lists of length <= 6 with `even`; applied to length 30 with the gt network.
+  p = run({"eval", "npi", "--model", filter, "--task", "filter", "--primitive", "gt(4)",
+           "--primitives", prims, "--length", "30", "--count", "20", "--json"});
+  ASSERT_EQ(p.code, 0) << p.err;
+  auto j = nlohmann::json::parse(p.out);
+  for (const char* key : {"task", "length", "count", "correct", "accuracy", "trace_exact"})
+    EXPECT_TRUE(j.contains(key)) << key;
+  EXPECT_EQ(j.at("accuracy"), 1.0) << p.out;
+  EXPECT_EQ(j.at("primitive"), "gt(4)");
+  EXPECT_EQ(j.at("primitives"), "neural");
+
+  // A held-out predicate: only its network is trained, the program is not.
+  expect_one_error_line(run({"eval", "npi", "--model", filter, "--task", "filter", "--primitive",
+                             "div(3)", "--primitives", prims, "--length", "5"}),
+                        2);
+  p = run({"train", "primitives", "--out", prims, "--add", "--primitive", "div", "--hidden", "64"});
+  ASSERT_EQ(p.code, 0) << p.err;
+  p = run({"eval", "npi", "--model", filter, "--task", "filter", "--primitive", "div(3)",
+           "--primitives", prims, "--length", "30", "--count", "20", "--json"});
+  ASSERT_EQ(p.code, 0) << p.err;
+  EXPECT_EQ(nlohmann::json::parse(p.out).at("accuracy"), 1.0) << p.out;
+
+  // A pipeline of two FILTER stages, each with its own primitive.
+  p = run({"run", "--program", "filter(gt(2), filter(even, xs))", "--models", models,
+           "--primitives", prims, "--input", "1,2,3,4,6", "--json"});
+  ASSERT_EQ(p.code, 0) << p.err;
+  j = nlohmann::json::parse(p.out);
+  EXPECT_EQ(j.at("output"), "4,6");
+  EXPECT_EQ(j.at("correct"), true);
+  ASSERT_EQ(j.at("stages").size(), 2u);
+  EXPECT_EQ(j.at("stages")[0].at("expression"), "filter(even, xs)");
+  EXPECT_EQ(j.at("stages")[0].at("output"), "2,4,6");
+  EXPECT_EQ(j.at("stages")[1].at("program").at("program"), "FILTER");
+  p = run({"run", "--program", "filter(even, xs)", "--models", models, "--symbolic-primitives",
+           "--input", "1,2"});
+  ASSERT_EQ(p.code, 0) << p.err;
+  EXPECT_NE(p.out.find("stage 1: filter(even, xs)"), std::string::npos) << p.out;
+  EXPECT_NE(p.out.find("result: 2  (correct)"), std::string::npos) << p.out;
+
+  // Bad input: one line, the position of the problem, exit 2; a missing model: exit 1.
+  p = run({"run", "--program", "filter(even xs)", "--models", models, "--primitives", prims,
+           "--input", "1,2"});
+  expect_one_error_line(p, 2);
+  EXPECT_NE(p.err.find("program column 13"), std::string::npos) << p.err;
+  p = run({"run", "--program", "map(add, xs)", "--models", models, "--primitives", prims, "--input",
+           "1,2"});
+  expect_one_error_line(p, 2);
+  EXPECT_NE(p.err.find("arity mismatch"), std::string::npos) << p.err;
+  p = run({"run", "--model", filter, "--task", "filter", "--primitive", "even", "--primitives",
+           prims, "--input", "1,10"});
+  expect_one_error_line(p, 2);
+  EXPECT_NE(p.err.find("column 3: value 10 (element 2) is outside the domain 0..9"),
+            std::string::npos)
+      << p.err;
+  expect_one_error_line(run({"eval", "npi", "--model", filter, "--task", "filter", "--primitive",
+                             "double", "--primitives", prims, "--length", "5"}),
+                        2);
+  expect_one_error_line(run({"eval", "npi", "--model", filter, "--task", "filter", "--primitive",
+                             "even", "--length", "5"}),
+                        2);
+  expect_one_error_line(
+      run({"train", "primitives", "--out", dir_.file("q.pt"), "--primitive", "triple"}), 2);
+  expect_one_error_line(run({"run", "--program", "map(double, xs)", "--models", models,
+                             "--symbolic-primitives", "--input", "1,2"}),
+                        1);
+  expect_one_error_line(run({"eval", "primitives", "--model", dir_.file("none.pt")}), 1);
+}
+
 }  // namespace
 }  // namespace engram

@@ -1,0 +1,154 @@
+#include "primitives/PrimitiveNet.h"
+#include "primitives/Primitives.h"
+
+#include "datasets/ListTask.h"
+#include "tests/support/TempDir.h"
+#include "trainer/Checkpoint.h"
+
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <string>
+#include <vector>
+
+namespace engram::primitives {
+namespace {
+
+using testing::TempDir;
+
+TEST(PrimitiveExamples, EnumerateTheWholeDomainWithExactTargets) {
+  const auto unary = all_examples(PrimitiveNetConfig::for_family("square", 10));
+  EXPECT_EQ(unary.inputs.sizes(), (std::vector<int64_t>{10, 1}));
+  EXPECT_EQ(unary.targets[7].item<int64_t>(), 9);
+  const auto binary = all_examples(PrimitiveNetConfig::for_family("mul", 100));
+  EXPECT_EQ(binary.inputs.sizes(), (std::vector<int64_t>{10000, 2}));
+  const long row = 12 * 100 + 34;
+  EXPECT_EQ(binary.inputs[row][0].item<int64_t>(), 12);
+  EXPECT_EQ(binary.inputs[row][1].item<int64_t>(), 34);
+  EXPECT_EQ(binary.targets[row].item<int64_t>(), 8);
+  // div(c) for c in 1..9: the parameter is an input; c = 0 is not part of the domain.
+  const auto div = all_examples(PrimitiveNetConfig::for_family("div", 10));
+  EXPECT_EQ(div.inputs.sizes(), (std::vector<int64_t>{90, 2}));
+  EXPECT_EQ(div.inputs.select(1, 1).min().item<int64_t>(), 1);
+  EXPECT_EQ(PrimitiveNetConfig::for_family("gt", 10).num_outputs(), 2);
+}
+
+TEST(PrimitiveNet, MapsEveryInputToLogitsOverItsResults) {
+  torch::manual_seed(0);
+  PrimitiveNet net(PrimitiveNetConfig::for_family("gt", 10));
+  const auto examples = all_examples(net->config());
+  EXPECT_EQ(net->forward(examples.inputs).sizes(), (std::vector<int64_t>{100, 2}));
+  auto params = net->named_parameters();
+  EXPECT_NE(params.find("input1.weight"), nullptr) << "the parameter has its own embedding";
+}
+
+class PrimitiveLibraryTest : public ::testing::Test {
+ protected:
+  TrainPrimitivesOptions options(const std::vector<std::string>& families) {
+    TrainPrimitivesOptions o;
+    o.out_path = dir_.file("p.pt");
+    o.families = families;
+    o.hidden = 64;
+    o.embedding = 16;
+    o.max_steps = 3000;
+    return o;
+  }
+  TempDir dir_;
+};
+
+TEST_F(PrimitiveLibraryTest, TrainsUntilExactAndTheLearnedPrimitiveAgreesWithTheSymbolicOne) {
+  const auto reports = train_primitives(options({"add", "prime", "gt"}));
+  ASSERT_EQ(reports.size(), 3u);
+  for (const auto& r : reports) {
+    EXPECT_TRUE(r.exact) << r.family << ": " << r.correct << "/" << r.examples;
+    EXPECT_LT(r.steps, 3000) << r.family << " stops as soon as it is exact";
+  }
+  const auto library = PrimitiveLibrary::load(dir_.file("p.pt"));
+  EXPECT_EQ(library.domain(), 10);
+  EXPECT_EQ(library.families(), (std::vector<std::string>{"add", "gt", "prime"}));
+  const auto gt3 = library.get(datasets::parse_primitive("gt(3)"));
+  EXPECT_EQ(gt3->implementation(), "neural");
+  EXPECT_EQ(gt3->kind(), datasets::PrimitiveKind::kPredicate);
+  const auto add = library.get(datasets::parse_primitive("add"));
+  for (int x = 0; x < 10; ++x) {
+    EXPECT_EQ(gt3->apply(x), x > 3 ? 1 : 0) << x;
+    for (int y = 0; y < 10; ++y) EXPECT_EQ(add->apply(x, y), (x + y) % 10);
+  }
+  const auto scores = evaluate_primitives(dir_.file("p.pt"));
+  ASSERT_EQ(scores.size(), 3u);
+  for (const auto& s : scores) EXPECT_EQ(s.accuracy, 1.0) << s.family;
+}
+
+TEST_F(PrimitiveLibraryTest, AddTrainsOneNetworkAndLeavesTheOthersAsTheyWere) {
+  train_primitives(options({"double", "max"}));
+  const auto before = trainer::load_checkpoint(dir_.file("p.pt"), "primitives");
+  auto add = options({"div"});
+  add.add = true;
+  train_primitives(add);
+  const auto after = trainer::load_checkpoint(dir_.file("p.pt"), "primitives");
+  std::size_t compared = 0;
+  for (const auto& [name, tensor] : before.tensors) {
+    for (const auto& [name2, tensor2] : after.tensors) {
+      if (name == name2) {
+        EXPECT_TRUE(torch::equal(tensor, tensor2)) << name;
+        ++compared;
+      }
+    }
+  }
+  EXPECT_EQ(compared, before.tensors.size());
+  EXPECT_GT(after.tensors.size(), before.tensors.size());
+  const auto library = PrimitiveLibrary::load(dir_.file("p.pt"));
+  const auto div3 = library.get(datasets::parse_primitive("div(3)"));
+  for (int x = 0; x < 10; ++x) EXPECT_EQ(div3->apply(x), x % 3 == 0 ? 1 : 0) << x;
+}
+
+TEST_F(PrimitiveLibraryTest, ClearErrorsForBadOptionsAndFiles) {
+  EXPECT_THROW(train_primitives(options({"triple"})), UsageError);
+  auto bad_k = options({"add"});
+  bad_k.k = 1;
+  EXPECT_THROW(train_primitives(bad_k), UsageError);
+  auto add_missing = options({"div"});
+  add_missing.add = true;
+  EXPECT_THROW(train_primitives(add_missing), UsageError) << "--add needs an existing library";
+
+  train_primitives(options({"succ"}));
+  auto other_k = options({"div"});
+  other_k.add = true;
+  other_k.k = 100;
+  EXPECT_THROW(train_primitives(other_k), UsageError) << "--add to a library of another K";
+  const auto library = PrimitiveLibrary::load(dir_.file("p.pt"));
+  try {
+    library.get(datasets::parse_primitive("even"));
+    ADD_FAILURE();
+  } catch (const UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find("--add --primitive even"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(library.get(datasets::parse_primitive("gt(12)")), UsageError);
+
+  std::ofstream(dir_.file("junk.pt")) << "not a checkpoint";
+  EXPECT_THROW(PrimitiveLibrary::load(dir_.file("junk.pt")), FormatError);
+  EXPECT_THROW(PrimitiveLibrary::load(dir_.file("missing.pt")), std::runtime_error);
+  trainer::save_checkpoint(dir_.file("npi.pt"), trainer::Checkpoint{"npi", "{}", {}});
+  EXPECT_THROW(PrimitiveLibrary::load(dir_.file("npi.pt")), FormatError) << "another kind";
+}
+
+TEST_F(PrimitiveLibraryTest, ANeuralPrimitiveDrivesTheListEnvironment) {
+  train_primitives(options({"square"}));
+  const auto library = PrimitiveLibrary::load(dir_.file("p.pt"));
+  datasets::Binding binding;
+  binding.primitive = library.get(datasets::parse_primitive("square"));
+  const auto task = datasets::bind_task("map", binding);
+  const auto trace = task->teach("2,3");
+  auto env = task->make_environment("2,3");
+  using T = datasets::HigherOrderTask;
+  for (int i = 0; i < 2; ++i) {
+    env->act(T::kApply, {T::kX, T::kNone, 0});
+    env->act(T::kWrite, {T::kOut, T::kReg, 0});
+    env->act(T::kMove, {T::kX, 0, 0});
+  }
+  EXPECT_EQ(env->result(), "4,9");
+  EXPECT_EQ(trace.output, "4,9");
+}
+
+}  // namespace
+}  // namespace engram::primitives
