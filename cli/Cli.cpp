@@ -72,17 +72,18 @@ void add_primitive_options(CLI::App* command, PrimitiveOptions& po, bool learned
 /// required; otherwise (data generation) the reference program needs only the exact function.
 datasets::Binding make_binding(const std::string& task, const PrimitiveOptions& po, bool learned) {
   datasets::task_by_name(task);  // unknown task first
-  if (!datasets::is_higher_order(task)) {
+  if (!datasets::takes_primitive(task)) {
     if (po.any_given()) {
       throw UsageError(
           "--primitive, --primitives, --symbolic-primitives, --k and --init apply to "
-          "the high-order tasks (map, filter, fold, zipwith, scan), not " +
+          "the tasks with primitives (map, filter, fold, zipwith, scan, addition-primitive), not " +
           task);
     }
     return {};
   }
   const auto kind = datasets::primitive_kind_of(task);
   std::string text = po.primitive;
+  if (kind == datasets::PrimitiveKind::kFullAdder && text.empty()) text = "fulladd";
   if (text.empty()) {
     if (learned) {
       throw UsageError("--primitive is required for " + task + ": a " + datasets::kind_name(kind) +
@@ -130,9 +131,9 @@ struct DataGenCommand {
 };
 
 void print_eval_table(std::ostream& out, const std::vector<npi::LengthReport>& reports) {
-  out << "task            length  count  accuracy  trace_exact  seconds\n";
+  out << "task                length  count  accuracy  trace_exact  seconds\n";
   for (const auto& r : reports) {
-    out << std::left << std::setw(16) << r.task << std::right << std::setw(6) << r.length
+    out << std::left << std::setw(20) << r.task << std::right << std::setw(6) << r.length
         << std::setw(7) << r.count << std::setw(10) << std::fixed << std::setprecision(3)
         << r.accuracy << std::setw(13) << r.trace_exact << std::setw(9) << std::setprecision(1)
         << r.seconds << "\n";

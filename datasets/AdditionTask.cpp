@@ -44,7 +44,9 @@ std::string strip_leading_zeros(const std::string& s) {
 
 class Scratchpad final : public Environment {
  public:
-  explicit Scratchpad(const Operands& ops) {
+  /// `digit`: the full adder of addition-primitive; null for addition.
+  Scratchpad(const Operands& ops, std::shared_ptr<const Primitive> digit)
+      : digit_(std::move(digit)) {
     const size_t digits = std::max(ops.a.size(), ops.b.size());
     width_ = static_cast<int>(digits) + 2;  // one column for the last carry, one blank sentinel
     for (auto& row : grid_) row.assign(width_, AdditionTask::kBlank);
@@ -60,15 +62,34 @@ class Scratchpad final : public Environment {
   }
 
   std::vector<int> observe() const override {
-    std::vector<int> obs(4);
+    std::vector<int> obs(digit_ ? 5 : 4);
     for (int r = 0; r < 4; ++r) obs[r] = grid_[r][pointers_[r]];
+    if (digit_) obs[4] = register_state_;
     return obs;
   }
 
   void act(int program, const Args& args) override {
+    if (digit_ && program == AdditionTask::kFullAdd) {
+      auto value = [&](int row) {
+        const int v = grid_[row][pointers_[row]];
+        return v == AdditionTask::kBlank ? 0 : v;
+      };
+      const int carry = value(AdditionTask::kCarryRow);
+      if (carry > 1) throw ActError("FULLADD with a carry digit above 1");
+      const int sum = digit_->apply(value(AdditionTask::kIn1), value(AdditionTask::kIn2), carry);
+      if (sum < 0 || sum >= 20) throw ActError("FULLADD result out of range");
+      register_digit_ = sum % 10;
+      register_state_ = sum >= 10 ? 2 : 1;
+      return;
+    }
     const int row = args[0];
     if (row < 0 || row > 3) throw ActError("row argument " + std::to_string(row) + " out of range");
     if (program == AdditionTask::kWrite) {
+      if (digit_ && args[1] == AdditionTask::kRegister) {
+        if (register_state_ == 0) throw ActError("WRITE from the empty register");
+        grid_[row][pointers_[row]] = register_digit_;
+        return;
+      }
       if (args[1] < 0 || args[1] > 9) {
         throw ActError("WRITE value " + std::to_string(args[1]) + " is not a digit");
       }
@@ -97,6 +118,9 @@ class Scratchpad final : public Environment {
   int length_ = 0;
   std::array<std::vector<int>, 4> grid_;
   std::array<int, 4> pointers_{};
+  std::shared_ptr<const Primitive> digit_;
+  int register_digit_ = 0;
+  int register_state_ = 0;  ///< 0 empty, 1 no carry, 2 carry
 };
 
 }  // namespace
@@ -105,8 +129,32 @@ AdditionTask::AdditionTask()
     : programs_{{"ADD", false},    {"ADD1", false}, {"CARRY", false},
                 {"LSHIFT", false}, {"WRITE", true}, {"MOVE", true}} {}
 
+AdditionTask::AdditionTask(std::shared_ptr<const Primitive> digit,
+                           std::shared_ptr<const Primitive> reference)
+    : AdditionTask() {
+  if (!digit) digit = make_symbolic_primitive(parse_primitive("fulladd"), 10);
+  if (digit->kind() != PrimitiveKind::kFullAdder) {
+    throw UsageError(
+        "arity mismatch: addition-primitive applies a full-adder primitive (fulladd), "
+        "but '" +
+        digit->ref().text() + "' is " + kind_name(digit->kind()));
+  }
+  if (digit->domain() != 10) {
+    throw UsageError("addition-primitive adds decimal numbers: its primitive needs K = 10, not " +
+                     std::to_string(digit->domain()));
+  }
+  reference_ = reference ? std::move(reference) : make_symbolic_primitive(digit->ref(), 10);
+  digit_ = std::move(digit);
+  programs_.push_back({"FULLADD", true});
+}
+
+std::vector<int> AdditionTask::observation_sizes() const {
+  if (digit_) return {11, 11, 11, 11, 3};
+  return {11, 11, 11, 11};
+}
+
 std::unique_ptr<Environment> AdditionTask::make_environment(const std::string& input) const {
-  return std::make_unique<Scratchpad>(parse(input));
+  return std::make_unique<Scratchpad>(parse(input), digit_);
 }
 
 std::string AdditionTask::random_input(int length, std::mt19937_64& rng) const {
@@ -147,7 +195,7 @@ Limits AdditionTask::default_limits(int length) const {
 }
 
 Trace AdditionTask::teach(const std::string& input) const {
-  auto env = make_environment(input);
+  auto env = std::make_unique<Scratchpad>(parse(input), reference_);
   check_teach_length(env->length(), "problem length");
   Trace trace;
   trace.input = input;
@@ -163,6 +211,12 @@ Trace AdditionTask::teach(const std::string& input) const {
         rec.call(kAdd);
         break;
       case kAdd1: {
+        if (digit_) {
+          rec.call(kFullAdd);
+          rec.call(kWrite, {kOut, kRegister, 0});
+          if (env->observe()[4] == 2) rec.call(kCarry);
+          break;
+        }
         const int sum = value(kIn1) + value(kIn2) + value(kCarryRow);
         rec.call(kWrite, {kOut, sum % 10, 0});
         if (sum >= 10) rec.call(kCarry);
@@ -190,7 +244,9 @@ Trace AdditionTask::teach(const std::string& input) const {
 std::string AdditionTask::format_args(int program, const Args& args) const {
   static const char* rows[] = {"IN1", "IN2", "CARRY", "OUT"};
   const std::string row = args[0] >= 0 && args[0] < 4 ? rows[args[0]] : std::to_string(args[0]);
-  if (program == kWrite) return row + ", " + std::to_string(args[1]);
+  if (program == kWrite) {
+    return row + ", " + (digit_ && args[1] == kRegister ? "REG" : std::to_string(args[1]));
+  }
   if (program == kMove) return row + ", " + (args[1] == 0 ? "LEFT" : "RIGHT");
   return "";
 }

@@ -15,23 +15,37 @@
 ///   LSHIFT  MOVE(r, LEFT) for r = IN1, IN2, CARRY, OUT; return
 ///   WRITE(row, value), MOVE(row, dir)   ACTs (dir 0 = left, 1 = right)
 /// Input notation: "A+B" with decimal digits, e.g. "25+17".
+///
+/// `addition-primitive` is the same task with the column's arithmetic done by a primitive
+/// (datasets/Primitive.h, kind full adder; learned in primitives/) instead of by the NPI's argument
+/// head: one more ACT and one more observation slot.
+///   ADD1      FULLADD, WRITE(OUT, REG); if the register holds a carry: CARRY; return
+///   FULLADD   ACT: REG = fulladd(in1, in2, carry) of the column (blank reads 0)
+///   WRITE(row, REG)   writes the register's sum digit (REG is argument value 10)
+/// The fifth observation slot is the register: 0 empty, 1 no carry, 2 carry.
 
+#include "datasets/Primitive.h"
 #include "datasets/Task.h"
 
 namespace engram::datasets {
 
 class AdditionTask final : public Task {
  public:
-  enum Program { kAdd = 0, kAdd1, kCarry, kLshift, kWrite, kMove };
+  enum Program { kAdd = 0, kAdd1, kCarry, kLshift, kWrite, kMove, kFullAdd };
   enum Row { kIn1 = 0, kIn2 = 1, kCarryRow = 2, kOut = 3 };
   static constexpr int kBlank = 10;
+  static constexpr int kRegister = 10;  ///< WRITE's value argument meaning "the register's digit"
 
+  /// `addition`.
   AdditionTask();
-  std::string name() const override { return "addition"; }
+  /// `addition-primitive`, with a full-adder primitive of domain 10 (`reference`: its exact twin
+  /// for teach() and solve(); null: the symbolic one). Throws UsageError for another kind or K.
+  AdditionTask(std::shared_ptr<const Primitive> digit, std::shared_ptr<const Primitive> reference);
+  std::string name() const override { return digit_ ? "addition-primitive" : "addition"; }
   const std::vector<ProgramSpec>& programs() const override { return programs_; }
   int root_program() const override { return kAdd; }
-  std::vector<int> observation_sizes() const override { return {11, 11, 11, 11}; }
-  int arg_size() const override { return 10; }
+  std::vector<int> observation_sizes() const override;
+  int arg_size() const override { return digit_ ? 11 : 10; }
   int min_length() const override { return 1; }
   std::string input_help() const override {
     return "two non-negative decimal numbers joined by '+', e.g. \"25+17\"";
@@ -43,8 +57,12 @@ class AdditionTask final : public Task {
   Trace teach(const std::string& input) const override;
   std::string format_args(int program, const Args& args) const override;
 
+  /// The bound full adder (addition-primitive only).
+  std::shared_ptr<const Primitive> bound_primitive() const override { return digit_; }
+
  private:
   std::vector<ProgramSpec> programs_;
+  std::shared_ptr<const Primitive> digit_, reference_;
 };
 
 }  // namespace engram::datasets

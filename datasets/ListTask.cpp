@@ -264,7 +264,12 @@ bool is_higher_order(const std::string& name) {
   return std::find(names.begin(), names.end(), name) != names.end();
 }
 
+bool takes_primitive(const std::string& name) {
+  return is_higher_order(name) || name == "addition-primitive";
+}
+
 PrimitiveKind primitive_kind_of(const std::string& name) {
+  if (name == "addition-primitive") return PrimitiveKind::kFullAdder;
   switch (which_of(name)) {
     case HigherOrder::kMap:
       return PrimitiveKind::kUnary;
@@ -434,6 +439,10 @@ std::string HigherOrderTask::format_args(int program, const Args& args) const {
 std::unique_ptr<Task> bind_task(const std::string& name, const Binding& binding) {
   if (is_higher_order(name)) return std::make_unique<HigherOrderTask>(which_of(name), binding);
   task_by_name(name);  // InputError for unknown names
+  if (name == "addition-primitive") {
+    if (binding.init != 0) throw UsageError("addition-primitive takes no initial value");
+    return std::make_unique<AdditionTask>(binding.primitive, binding.reference);
+  }
   if (binding.primitive || binding.reference || binding.init != 0) {
     throw UsageError("task '" + name + "' takes no primitive and no initial value");
   }

@@ -83,6 +83,7 @@ class HigherOrderTask final : public Task {
   Limits default_limits(int length) const override;
   Trace teach(const std::string& input) const override;
   std::string format_args(int program, const Args& args) const override;
+  std::shared_ptr<const Primitive> bound_primitive() const override { return binding_.primitive; }
 
   HigherOrder which() const { return which_; }
   /// The kind of primitive this program applies.
@@ -101,11 +102,13 @@ class HigherOrderTask final : public Task {
 const std::vector<std::string>& higher_order_task_names();
 /// Whether `name` is one of them.
 bool is_higher_order(const std::string& name);
-/// The primitive kind the high-order task `name` applies; throws InputError for other names.
+/// Whether the task `name` applies a primitive: the high-order tasks and addition-primitive.
+bool takes_primitive(const std::string& name);
+/// The primitive kind the task `name` applies; throws InputError for tasks without primitives.
 PrimitiveKind primitive_kind_of(const std::string& name);
 
-/// The task called `name` bound to `binding`. Tasks without primitives (addition, sort) accept
-/// only an empty binding (UsageError otherwise).
+/// The task called `name` bound to `binding` (addition-primitive: the full adder; `init` unused).
+/// Tasks without primitives (addition, sort) accept only an empty binding (UsageError otherwise).
 std::unique_ptr<Task> bind_task(const std::string& name, const Binding& binding);
 
 /// Parses a list in input notation ("3,1,2", "" for empty) with values in 0..k-1; throws

@@ -20,7 +20,7 @@ class SymbolicPrimitive final : public Primitive {
  public:
   SymbolicPrimitive(PrimitiveRef ref, PrimitiveKind kind, int k)
       : Primitive(std::move(ref), kind, k) {}
-  int apply(int x, int y) const override { return symbolic_apply(ref(), domain(), x, y); }
+  int apply(int x, int y, int z) const override { return symbolic_apply(ref(), domain(), x, y, z); }
   std::string implementation() const override { return "symbolic"; }
 };
 
@@ -44,11 +44,33 @@ std::string kind_name(PrimitiveKind kind) {
       return "predicate";
     case PrimitiveKind::kBinary:
       return "binary";
+    case PrimitiveKind::kFullAdder:
+      return "full-adder";
   }
   return "?";
 }
 
-int kind_arity(PrimitiveKind kind) { return kind == PrimitiveKind::kBinary ? 2 : 1; }
+int kind_arity(PrimitiveKind kind) {
+  switch (kind) {
+    case PrimitiveKind::kBinary:
+      return 2;
+    case PrimitiveKind::kFullAdder:
+      return 3;
+    default:
+      return 1;
+  }
+}
+
+int kind_results(PrimitiveKind kind, int k) {
+  switch (kind) {
+    case PrimitiveKind::kPredicate:
+      return 2;
+    case PrimitiveKind::kFullAdder:
+      return 2 * k;
+    default:
+      return k;
+  }
+}
 
 const std::vector<PrimitiveFamily>& primitive_families() {
   static const std::vector<PrimitiveFamily> families{
@@ -63,6 +85,8 @@ const std::vector<PrimitiveFamily>& primitive_families() {
       {"mul", PrimitiveKind::kBinary, false, 0, true, "x * y mod K"},
       {"max", PrimitiveKind::kBinary, false, 0, true, "the larger of x and y"},
       {"min", PrimitiveKind::kBinary, false, 0, true, "the smaller of x and y"},
+      {"fulladd", PrimitiveKind::kFullAdder, false, 0, true,
+       "x + y + carry: sum digit and carry out (addition-primitive)"},
       {"div", PrimitiveKind::kPredicate, true, 1, false, "c divides x (held out of the library)"},
   };
   return families;
@@ -120,7 +144,7 @@ PrimitiveRef parse_primitive(const std::string& text) {
   return ref;
 }
 
-int symbolic_apply(const PrimitiveRef& ref, int k, int x, int y) {
+int symbolic_apply(const PrimitiveRef& ref, int k, int x, int y, int z) {
   const std::string& f = ref.family;
   if (f == "succ") return (x + 1) % k;
   if (f == "double") return (2 * x) % k;
@@ -134,6 +158,7 @@ int symbolic_apply(const PrimitiveRef& ref, int k, int x, int y) {
   if (f == "mul") return static_cast<int>((static_cast<long>(x) * y) % k);
   if (f == "max") return x > y ? x : y;
   if (f == "min") return x < y ? x : y;
+  if (f == "fulladd") return x + y + z;
   throw std::logic_error("no symbolic implementation of primitive '" + f + "'");
 }
 

@@ -31,13 +31,17 @@ namespace engram::datasets {
 enum class PrimitiveKind {
   kUnary,      ///< value -> value (MAP)
   kPredicate,  ///< value -> 0 or 1 (FILTER)
-  kBinary      ///< value, value -> value (FOLD, ZIPWITH, SCAN)
+  kBinary,     ///< value, value -> value (FOLD, ZIPWITH, SCAN)
+  kFullAdder   ///< x, y, carry in {0, 1} -> x + y + carry in 0..2K-1: the sum digit (mod K) and the
+               ///< carry out (>= K), as one result (addition-primitive's column step)
 };
 
-/// "unary", "predicate", "binary".
+/// "unary", "predicate", "binary", "full-adder".
 std::string kind_name(PrimitiveKind kind);
-/// Number of values a primitive of this kind takes (1 or 2).
+/// Number of values a primitive of this kind takes (1, 2, or 3 for the full adder).
 int kind_arity(PrimitiveKind kind);
+/// Number of distinct results: K, 2 for predicates, 2K for the full adder.
+int kind_results(PrimitiveKind kind, int k);
 
 /// One family of the catalog: a name, its kind, whether it takes a parameter, and whether it is
 /// part of the library that `engram train primitives` trains by default.
@@ -51,7 +55,8 @@ struct PrimitiveFamily {
 };
 
 /// Every family Engram knows, library first, in a stable order: succ, double, square, negate;
-/// even, prime, gt(c); add, mul, max, min; then the held-out families (div(c)).
+/// even, prime, gt(c); add, mul, max, min; fulladd (addition-primitive's digit step); then the
+/// held-out families (div(c)).
 const std::vector<PrimitiveFamily>& primitive_families();
 /// The family called `name`, or nullptr.
 const PrimitiveFamily* find_family(const std::string& name);
@@ -81,8 +86,8 @@ class PrimitiveParseError : public InputError {
 /// of the problem for malformed text, an unknown family, or a missing or superfluous parameter.
 PrimitiveRef parse_primitive(const std::string& text);
 
-/// The exact value of the primitive; x, y and the parameter must already be in the domain.
-int symbolic_apply(const PrimitiveRef& ref, int k, int x, int y = 0);
+/// The exact value of the primitive; x, y, z and the parameter must already be in the domain.
+int symbolic_apply(const PrimitiveRef& ref, int k, int x, int y = 0, int z = 0);
 
 /// A primitive bound to a domain, callable by environments.
 class Primitive {
@@ -92,8 +97,9 @@ class Primitive {
   PrimitiveKind kind() const { return kind_; }
   /// K: arguments and results (of maps and combiners) lie in 0..K-1.
   int domain() const { return k_; }
-  /// The result for x (and y, binary only). Arguments must lie in the domain.
-  virtual int apply(int x, int y = 0) const = 0;
+  /// The result for x (and y, binary and full adder; and the carry z in {0, 1}, full adder).
+  /// Arguments must lie in the domain.
+  virtual int apply(int x, int y = 0, int z = 0) const = 0;
   /// "symbolic" or "neural".
   virtual std::string implementation() const = 0;
 

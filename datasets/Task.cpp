@@ -43,7 +43,7 @@ void Task::check_teach_length(long length, const std::string& what) const {
 }
 
 std::vector<std::string> task_names() {
-  std::vector<std::string> names{"addition", "sort", "sort-recursive"};
+  std::vector<std::string> names{"addition", "addition-primitive", "sort", "sort-recursive"};
   for (const auto& name : higher_order_task_names()) names.push_back(name);
   return names;
 }
@@ -53,6 +53,10 @@ const Task& task_by_name(const std::string& name) {
   static const SortTask sort(/*recursive=*/false);
   static const SortTask sort_recursive(/*recursive=*/true);
   if (name == "addition") return addition;
+  if (name == "addition-primitive") {
+    static const AdditionTask with_primitive(nullptr, nullptr);  // the symbolic full adder
+    return with_primitive;
+  }
   if (name == "sort") return sort;
   if (name == "sort-recursive") return sort_recursive;
   if (is_higher_order(name)) {

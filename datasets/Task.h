@@ -28,6 +28,8 @@
 
 namespace engram::datasets {
 
+class Primitive;
+
 /// Every call carries three integer arguments, as in Reed & de Freitas (2016).
 constexpr int kNumArgs = 3;
 using Args = std::array<int, kNumArgs>;
@@ -139,6 +141,9 @@ class Task {
   /// Runs the reference program on `input` and records its execution trace; throws InputError
   /// for problems longer than max_teach_length().
   virtual Trace teach(const std::string& input) const = 0;
+
+  /// The primitive the task's ACTs apply (datasets/Primitive.h), or null for tasks without one.
+  virtual std::shared_ptr<const Primitive> bound_primitive() const { return nullptr; }
 
   /// Arguments of a call as a reader would write them, e.g. "OUT, 7" (empty for no arguments).
   virtual std::string format_args(int program, const Args& args) const;

@@ -190,9 +190,9 @@ std::vector<LengthReport> evaluate_npi(const EvalOptions& options) {
     const auto runs = interpret(model, task, inputs, limits);
     LengthReport report;
     report.task = task.name();
-    if (const auto* list_task = dynamic_cast<const datasets::HigherOrderTask*>(&task)) {
-      report.primitive = list_task->binding().primitive->ref().text();
-      report.primitive_implementation = list_task->binding().primitive->implementation();
+    if (const auto primitive = task.bound_primitive()) {
+      report.primitive = primitive->ref().text();
+      report.primitive_implementation = primitive->implementation();
     }
     report.length = length;
     report.count = options.count;
@@ -239,8 +239,7 @@ RunReport run_npi(const RunOptions& options) {
   const auto runs = interpret(model, task, {options.input}, {options.max_steps, options.max_depth});
   RunReport report;
   report.task = task.name();
-  if (const auto* list_task = dynamic_cast<const datasets::HigherOrderTask*>(&task))
-    report.primitive = list_task->binding().primitive->ref().text();
+  if (const auto primitive = task.bound_primitive()) report.primitive = primitive->ref().text();
   report.input = options.input;
   report.output = runs[0].output;
   report.expected = task.solve(options.input);

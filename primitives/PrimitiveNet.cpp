@@ -8,9 +8,7 @@ int PrimitiveNetConfig::num_inputs() const {
   return datasets::kind_arity(kind) + (has_parameter ? 1 : 0);
 }
 
-int PrimitiveNetConfig::num_outputs() const {
-  return kind == datasets::PrimitiveKind::kPredicate ? 2 : k;
-}
+int PrimitiveNetConfig::num_outputs() const { return datasets::kind_results(kind, k); }
 
 PrimitiveNetConfig PrimitiveNetConfig::for_family(const std::string& family, int k) {
   const auto* f = datasets::find_family(family);
@@ -26,10 +24,12 @@ PrimitiveNetConfig PrimitiveNetConfig::for_family(const std::string& family, int
 
 Examples all_examples(const PrimitiveNetConfig& config) {
   const int k = config.k;
-  const bool binary = config.kind == datasets::PrimitiveKind::kBinary;
+  const int arity = datasets::kind_arity(config.kind);
+  const int ys = arity >= 2 ? k : 1;
+  const int carries = arity >= 3 ? 2 : 1;  // the full adder's carry in is 0 or 1
   const int first_parameter = config.has_parameter ? config.min_parameter : 0;
   const int parameters = config.has_parameter ? k - first_parameter : 1;
-  const long count = static_cast<long>(k) * (binary ? k : 1) * parameters;
+  const long count = static_cast<long>(k) * ys * carries * parameters;
   auto inputs = torch::empty({count, config.num_inputs()}, torch::kLong);
   auto targets = torch::empty({count}, torch::kLong);
   auto* in = inputs.data_ptr<int64_t>();
@@ -38,13 +38,16 @@ Examples all_examples(const PrimitiveNetConfig& config) {
   for (int p = first_parameter; p < first_parameter + parameters; ++p) {
     datasets::PrimitiveRef ref{config.family, config.has_parameter ? p : -1};
     for (int x = 0; x < k; ++x) {
-      for (int y = 0; y < (binary ? k : 1); ++y) {
-        int64_t* r = in + row * config.num_inputs();
-        int col = 0;
-        r[col++] = x;
-        if (binary) r[col++] = y;
-        if (config.has_parameter) r[col++] = p;
-        out[row++] = datasets::symbolic_apply(ref, k, x, y);
+      for (int y = 0; y < ys; ++y) {
+        for (int z = 0; z < carries; ++z) {
+          int64_t* r = in + row * config.num_inputs();
+          int col = 0;
+          r[col++] = x;
+          if (arity >= 2) r[col++] = y;
+          if (arity >= 3) r[col++] = z;
+          if (config.has_parameter) r[col++] = p;
+          out[row++] = datasets::symbolic_apply(ref, k, x, y, z);
+        }
       }
     }
   }

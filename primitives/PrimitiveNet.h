@@ -1,8 +1,9 @@
 #pragma once
 /// \file
 /// The network of one learned primitive, built from the layers of nn/: an embedding table per
-/// input (x; y for binary primitives; the parameter c for families such as gt(c)), concatenated,
-/// two ReLU layers and a classifier over the results (K values, or false/true for predicates).
+/// input (x; y for binary primitives; the carry for the full adder; the parameter c for families
+/// such as gt(c)), concatenated, two ReLU layers and a classifier over the results (K values,
+/// false/true for predicates, 0..2K-1 for the full adder).
 ///
 ///   e = [E_x[x], E_y[y], E_c[c]]      (the inputs the primitive has)
 ///   z = W3 relu(W2 relu(W1 e + b1) + b2) + b3,   result = argmax z
@@ -41,9 +42,9 @@ struct PrimitiveNetConfig {
   int embedding = 32;  ///< width of each input's embedding
   int hidden = 256;    ///< width of the two hidden layers
 
-  /// x, then y (binary), then the parameter.
+  /// x, then y (binary, full adder), then the carry (full adder), then the parameter.
   int num_inputs() const;
-  /// K, or 2 for predicates.
+  /// K; 2 for predicates; 2K for the full adder.
   int num_outputs() const;
   /// The default configuration of a catalog family for domain k; InputError for an unknown one.
   static PrimitiveNetConfig for_family(const std::string& family, int k);

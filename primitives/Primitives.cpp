@@ -123,12 +123,13 @@ class LearnedPrimitive final : public datasets::Primitive {
   LearnedPrimitive(datasets::PrimitiveRef ref, PrimitiveNet net)
       : Primitive(std::move(ref), net->config().kind, net->config().k), net_(std::move(net)) {}
 
-  int apply(int x, int y) const override {
+  int apply(int x, int y, int z) const override {
     const auto& config = net_->config();
     int64_t row[3];
     int n = 0;
     row[n++] = x;
-    if (config.kind == datasets::PrimitiveKind::kBinary) row[n++] = y;
+    if (datasets::kind_arity(config.kind) >= 2) row[n++] = y;
+    if (datasets::kind_arity(config.kind) >= 3) row[n++] = z;
     if (config.has_parameter) row[n++] = ref().parameter;
     for (int i = 0; i < n; ++i) {
       if (row[i] < 0 || row[i] >= config.k)

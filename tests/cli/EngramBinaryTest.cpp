@@ -163,5 +163,28 @@ TEST_F(EngramBinaryTest, HighOrderProgramLearnedOnceWorksWithNeuralPrimitivesAnd
   expect_one_error_line(run({"eval", "primitives", "--model", dir_.file("none.pt")}), 1);
 }
 
+TEST_F(EngramBinaryTest, AdditionWithADigitPrimitiveRunsTheBoundFullAdder) {
+  const std::string data = dir_.file("a.jsonl"), model = dir_.file("a.pt");
+  Process p = run({"data", "gen", "--task", "addition-primitive", "--out", data, "--max-len", "3",
+                   "--per-length", "2"});
+  ASSERT_EQ(p.code, 0) << p.err;
+  p = run({"train", "npi", "--task", "addition-primitive", "--data", data, "--out", model,
+           "--steps", "2", "--hidden", "8"});
+  ASSERT_EQ(p.code, 0) << p.err;
+  p = run({"run", "--model", model, "--task", "addition-primitive", "--symbolic-primitives",
+           "--input", "5+7", "--json"});
+  ASSERT_EQ(p.code, 0) << p.err;
+  const auto j = nlohmann::json::parse(p.out);
+  EXPECT_EQ(j.at("primitive"), "fulladd");
+  EXPECT_EQ(j.at("expected"), "12");
+  p = run({"run", "--model", model, "--task", "addition-primitive", "--symbolic-primitives",
+           "--primitive", "add", "--input", "5+7"});
+  expect_one_error_line(p, 2);
+  EXPECT_NE(p.err.find("arity mismatch"), std::string::npos) << p.err;
+  expect_one_error_line(run({"run", "--model", model, "--task", "addition", "--primitive",
+                             "fulladd", "--symbolic-primitives", "--input", "5+7"}),
+                        2);
+}
+
 }  // namespace
 }  // namespace engram

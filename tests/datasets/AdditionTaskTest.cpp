@@ -1,5 +1,7 @@
 #include "datasets/AdditionTask.h"
 
+#include "datasets/ListTask.h"
+
 #include "tests/datasets/TraceReplay.h"
 #include "tests/support/TempDir.h"
 
@@ -296,6 +298,74 @@ TEST(AdditionTask, FormatArgsNamesRowsAndDirections) {
   EXPECT_EQ(task.format_args(AdditionTask::kMove, {kIn2, kRight, 0}), "IN2, RIGHT");
   EXPECT_EQ(task.format_args(AdditionTask::kMove, {kCarry, kLeft, 0}), "CARRY, LEFT");
   EXPECT_EQ(task.format_args(AdditionTask::kAdd1, {0, 0, 0}), "");
+}
+
+// --- addition-primitive: the column's arithmetic by a full-adder primitive -----------------------
+
+/// A full adder that forgets the carry in, standing in for a badly trained network.
+class CarrylessAdder final : public Primitive {
+ public:
+  CarrylessAdder() : Primitive(parse_primitive("fulladd"), PrimitiveKind::kFullAdder, 10) {}
+  int apply(int x, int y, int) const override { return x + y; }
+  std::string implementation() const override { return "test"; }
+};
+
+TEST(AdditionPrimitive, FullAddReadsTheColumnAndShowsTheCarryInTheRegister) {
+  const AdditionTask task(std::make_shared<CarrylessAdder>(), nullptr);
+  EXPECT_EQ(task.name(), "addition-primitive");
+  EXPECT_EQ(task.observation_sizes(), (std::vector<int>{11, 11, 11, 11, 3}));
+  auto env = task.make_environment("8+5");
+  EXPECT_EQ(env->observe()[4], 0) << "empty register";
+  env->act(AdditionTask::kFullAdd, {0, 0, 0});
+  EXPECT_EQ(env->observe()[4], 2) << "8 + 5 carries";
+  EXPECT_THROW(write(*env, kOut, 11), ActError);
+  env->act(AdditionTask::kWrite, {kOut, AdditionTask::kRegister, 0});
+  EXPECT_EQ(env->observe()[kOut], 3);
+  EXPECT_EQ(task.format_args(AdditionTask::kWrite, {kOut, AdditionTask::kRegister, 0}), "OUT, REG");
+  auto fresh = task.make_environment("1+1");
+  EXPECT_THROW(fresh->act(AdditionTask::kWrite, {kOut, AdditionTask::kRegister, 0}), ActError)
+      << "the register is empty";
+}
+
+TEST(AdditionPrimitive, ReferenceTraceReplaysAndMatchesGroundTruth) {
+  const Task& task = task_by_name("addition-primitive");
+  std::mt19937_64 rng(3);
+  for (int length : {1, 2, 5, 20, 100}) {
+    for (int repeat = 0; repeat < 10; ++repeat) {
+      const std::string input = task.random_input(length, rng);
+      TraceStats stats;
+      const Trace trace = task.teach(input);
+      ASSERT_TRUE(replays(task, trace, &stats));
+      EXPECT_EQ(trace.output, task.solve(input));
+      EXPECT_LE(stats.total_steps, task.default_limits(length).max_steps);
+      EXPECT_LE(stats.max_depth, task.default_limits(length).max_depth);
+    }
+  }
+  const auto calls = call_sequence(task.teach("5+7"), task.programs());
+  ASSERT_GE(calls.size(), 5u);
+  EXPECT_EQ(calls[2].program, AdditionTask::kFullAdd);
+  EXPECT_EQ(calls[3], (Call{AdditionTask::kWrite, {kOut, AdditionTask::kRegister, 0}, 2}));
+  EXPECT_EQ(calls[4].program, AdditionTask::kCarry);
+}
+
+TEST(AdditionPrimitive, GroundTruthIgnoresAWrongPrimitiveThatTheEnvironmentApplies) {
+  Binding binding;
+  binding.primitive = std::make_shared<CarrylessAdder>();
+  const auto task = bind_task("addition-primitive", binding);
+  EXPECT_EQ(task->solve("5+7"), "12");
+  // Replaying the reference program on the environment with the carry-less adder goes wrong:
+  // 15+7 = 22, but the tens column adds 1 + 0 and forgets the carry.
+  const Trace trace = task->teach("15+7");
+  EXPECT_EQ(trace.output, "22");
+  EXPECT_FALSE(replays(*task, trace));
+}
+
+TEST(AdditionPrimitive, BindingChecksTheKindAndDomain) {
+  Binding binding;
+  binding.primitive = make_symbolic_primitive(parse_primitive("add"), 10);
+  EXPECT_THROW(bind_task("addition-primitive", binding), UsageError);
+  binding.primitive = make_symbolic_primitive(parse_primitive("fulladd"), 100);
+  EXPECT_THROW(bind_task("addition-primitive", binding), UsageError);
 }
 
 }  // namespace

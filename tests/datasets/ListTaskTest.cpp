@@ -34,7 +34,7 @@ class ConstantPrimitive final : public Primitive {
  public:
   ConstantPrimitive(const std::string& text, PrimitiveKind kind, int value)
       : Primitive(parse_primitive(text), kind, 10), value_(value) {}
-  int apply(int, int) const override { return value_; }
+  int apply(int, int, int) const override { return value_; }
   std::string implementation() const override { return "constant"; }
 
  private:
@@ -66,12 +66,14 @@ TEST(Primitives, SymbolicValuesAreTheDocumentedFunctionsModuloK) {
   EXPECT_EQ(sym("mul", 100)->apply(12, 34), 8);
   EXPECT_EQ(sym("max")->apply(3, 8), 8);
   EXPECT_EQ(sym("min")->apply(3, 8), 3);
+  EXPECT_EQ(sym("fulladd")->apply(9, 9, 1), 19);
+  EXPECT_EQ(kind_results(PrimitiveKind::kFullAdder, 10), 20);
 }
 
-TEST(Primitives, LibraryHasElevenFamiliesOfThreeKindsAndOneHeldOut) {
+TEST(Primitives, LibraryHasTwelveFamiliesAndOneHeldOut) {
   int library = 0, held_out = 0;
   for (const auto& f : primitive_families()) (f.in_library ? library : held_out)++;
-  EXPECT_EQ(library, 11);
+  EXPECT_EQ(library, 12) << "4 unary, 3 predicates, 4 binary, and addition's full adder";
   EXPECT_EQ(held_out, 1);
   EXPECT_FALSE(find_family("div")->in_library);
   EXPECT_EQ(find_family("gt")->kind, PrimitiveKind::kPredicate);
