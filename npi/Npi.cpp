@@ -193,6 +193,7 @@ std::vector<LengthReport> evaluate_npi(const EvalOptions& options) {
     if (const auto primitive = task.bound_primitive()) {
       report.primitive = primitive->ref().text();
       report.primitive_implementation = primitive->implementation();
+      report.k = primitive->domain();
     }
     report.length = length;
     report.count = options.count;
@@ -425,6 +426,7 @@ std::string eval_reports_json(const std::vector<LengthReport>& reports) {
     if (!r.primitive.empty()) {
       j["primitive"] = r.primitive;
       j["primitives"] = r.primitive_implementation;
+      j["k"] = r.k;
     }
     list.push_back(std::move(j));
   }

@@ -89,6 +89,7 @@ struct LengthReport {
   std::string task;
   std::string primitive;                 ///< high-order tasks: the bound primitive, e.g. "gt(5)"
   std::string primitive_implementation;  ///< "symbolic" or "neural"; empty for other tasks
+  int k = 0;                             ///< the primitive's domain; 0 for other tasks
   int length = 0;
   int count = 0;
   int correct = 0;
