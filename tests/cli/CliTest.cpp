@@ -117,9 +117,10 @@ TEST_F(CliTest, DataGenTrainEvalRun) {
   // The table.
   o = expect_ok({"eval", "npi", "--model", model_, "--task", "addition", "--length", "2", "--count",
                  "2", "--threads", "1"});
-  EXPECT_EQ(o.out.rfind("task            length  count  accuracy  trace_exact  seconds\n", 0), 0u)
+  EXPECT_EQ(o.out.rfind("task                length  count  accuracy  trace_exact  seconds\n", 0),
+            0u)
       << o.out;
-  EXPECT_NE(o.out.find("addition             2      2"), std::string::npos) << o.out;
+  EXPECT_NE(o.out.find("addition                 2      2"), std::string::npos) << o.out;
 
   // run --json: the generated program as a tree, and the result.
   o = expect_ok({"run", "--model", model_, "--task", "addition", "--input", "25+17", "--threads",
@@ -243,6 +244,10 @@ TEST_F(CliTest, Help) {
   EXPECT_NE(o.out.find("Usage: engram run [OPTIONS]"), std::string::npos) << o.out;
   EXPECT_NE(o.out.find("--input"), std::string::npos) << o.out;
   EXPECT_EQ(expect_ok({"help", "run"}).out, o.out);
+  for (const char* grammar : {"Program expressions", "fold(primitive, INIT, expr)", "gt(5)",
+                              "--primitives", "--symbolic-primitives"}) {
+    EXPECT_NE(o.out.find(grammar), std::string::npos) << grammar << " not in\n" << o.out;
+  }
   o = expect_ok({"--help-all"});
   EXPECT_NE(o.out.find("--max-depth"), std::string::npos) << o.out;
   expect_error({"help", "nosuch"}, 2, "nosuch");
@@ -284,6 +289,46 @@ TEST_F(CliTest, UsageErrorsExitWithTwo) {
   expect_error(
       {"train", "npi", "--task", "addition", "--data", data_, "--out", model_, "--steps", "0"}, 2,
       "--steps");
+  EXPECT_TRUE(dir_.entries().empty()) << "usage errors write nothing";
+}
+
+TEST_F(CliTest, PrimitiveUsageErrorsExitWithTwo) {
+  const std::string prims = dir_.file("p.pt");
+  // Primitive options on a task without primitives, unknown or mismatched primitives.
+  expect_error({"data", "gen", "--task", "addition", "--out", data_, "--primitive", "double"}, 2,
+               "apply to the tasks with primitives");
+  expect_error({"data", "gen", "--task", "map", "--out", data_, "--primitive", "tripple"}, 2,
+               "column 1: unknown primitive 'tripple'");
+  expect_error({"data", "gen", "--task", "fold", "--out", data_, "--primitive", "even"}, 2,
+               "arity mismatch: fold applies a binary primitive, but 'even' is predicate");
+  expect_error({"data", "gen", "--task", "filter", "--out", data_, "--primitive", "gt(10)"}, 2,
+               "the parameter must lie in 0..9");
+  expect_error({"data", "gen", "--task", "fold", "--out", data_, "--init", "10"}, 2,
+               "--init 10 is outside the domain 0..9");
+  expect_error({"data", "gen", "--task", "map", "--out", data_, "--k", "1"}, 2, "K must lie in");
+  expect_error(
+      {"eval", "npi", "--model", model_, "--task", "map", "--length", "3", "--symbolic-primitives"},
+      2, "--primitive is required for map");
+  expect_error({"eval", "npi", "--model", model_, "--task", "map", "--length", "3", "--primitive",
+                "double", "--symbolic-primitives", "--primitives", prims},
+               2, "not both");
+  // --program: what it needs and what it excludes.
+  expect_error({"run", "--program", "map(double, xs)", "--input", "1"}, 2, "--models");
+  expect_error({"run", "--program", "map(double, xs)", "--input", "1", "--models", dir_.path()}, 2,
+               "--symbolic-primitives is required");
+  expect_error({"run", "--program", "map(double, xs)", "--input", "1", "--models", dir_.path(),
+                "--symbolic-primitives", "--task", "map"},
+               2, "no --task or --model");
+  expect_error({"run", "--program", "map(double, xs)", "--input", "1;2", "--models", dir_.path(),
+                "--symbolic-primitives"},
+               2, "reads only xs, but --input has a ';' at column 2");
+  expect_error(
+      {"run", "--program", "xs", "--input", "1", "--models", dir_.path(), "--symbolic-primitives"},
+      2, "applies no function");
+  expect_error({"run", "--input", "1"}, 2, "--task and --model");
+  expect_error({"train", "primitives", "--out", prims, "--add"}, 2, "--add needs --primitive");
+  expect_error({"train", "primitives", "--out", prims, "--add", "--primitive", "div"}, 2,
+               "no primitive library");
   EXPECT_TRUE(dir_.entries().empty()) << "usage errors write nothing";
 }
 
