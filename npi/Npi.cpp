@@ -24,14 +24,6 @@ namespace {
 
 using nlohmann::json;
 
-/// 0 means every core the machine has.
-void set_threads(int threads) {
-  if (threads < 0 || threads > 1024) {
-    throw UsageError("--threads must be 0 (all cores) or between 1 and 1024");
-  }
-  trainer::set_compute_threads(threads);
-}
-
 void save_model(const std::string& path, NpiModel& model) {
   trainer::Checkpoint ck;
   ck.kind = "npi";
@@ -125,7 +117,7 @@ TrainReport train_npi(const TrainOptions& options) {
     // Fail before training, not after it, when the model cannot be written.
     AtomicFile probe(options.out_path, /*binary=*/true);
   }
-  set_threads(options.threads);
+  trainer::set_threads_option(options.threads);
   const auto data = datasets::read_trace_file(options.data_path);
   if (data.task != task.name()) {
     throw FormatError("'" + options.data_path + "' holds traces of task '" + data.task +
@@ -178,7 +170,7 @@ std::vector<LengthReport> evaluate_npi(const EvalOptions& options) {
     }
     task.check_teach_length(length, "--length");
   }
-  set_threads(options.threads);
+  trainer::set_threads_option(options.threads);
   NpiModel model = load_model(options.model_path, task);
   std::mt19937_64 rng(options.seed);
   std::vector<LengthReport> reports;
@@ -235,7 +227,7 @@ RunReport run_npi(const RunOptions& options) {
   const auto bound = datasets::bind_task(options.task, options.binding);
   const auto& task = *bound;
   task.make_environment(options.input);  // validates the input before any file is read
-  set_threads(options.threads);
+  trainer::set_threads_option(options.threads);
   NpiModel model = load_model(options.model_path, task);
   const auto runs = interpret(model, task, {options.input}, {options.max_steps, options.max_depth});
   RunReport report;
@@ -318,7 +310,7 @@ PipelineReport run_pipeline(const PipelineOptions& options) {
     runner.ys =
         datasets::parse_value_list(options.input.substr(semicolon + 1), options.k, semicolon + 1);
   if (options.models_dir.empty()) throw UsageError("--models DIR is required with --program");
-  set_threads(options.threads);
+  trainer::set_threads_option(options.threads);
   const auto expected = datasets::evaluate_symbolic(program, runner.xs, runner.ys, options.k);
   report.expected = datasets::format_value_list(expected);
   const auto output = runner.run(program);

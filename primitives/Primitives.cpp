@@ -111,12 +111,6 @@ FamilyReport score(const PrimitiveNetConfig& config, PrimitiveWorkload& workload
   return r;
 }
 
-void set_threads(int threads) {
-  if (threads < 0 || threads > 1024)
-    throw UsageError("--threads must be 0 (all cores) or between 1 and 1024");
-  trainer::set_compute_threads(threads);
-}
-
 /// A primitive whose every application runs its network.
 class LearnedPrimitive final : public datasets::Primitive {
  public:
@@ -189,7 +183,7 @@ std::vector<FamilyReport> train_primitives(const TrainPrimitivesOptions& options
   {
     AtomicFile probe(options.out_path, /*binary=*/true);  // fail before training, not after
   }
-  set_threads(options.threads);
+  trainer::set_threads_option(options.threads);
 
   std::vector<FamilyReport> reports;
   for (const auto& family : families) {
@@ -230,7 +224,7 @@ std::vector<FamilyReport> train_primitives(const TrainPrimitivesOptions& options
 }
 
 std::vector<FamilyReport> evaluate_primitives(const std::string& model_path, int threads) {
-  set_threads(threads);
+  trainer::set_threads_option(threads);
   const LibraryFile lib = read_library(model_path);
   std::vector<FamilyReport> reports;
   for (const auto& f : datasets::primitive_families()) {

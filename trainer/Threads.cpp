@@ -1,5 +1,7 @@
 #include "trainer/Threads.h"
 
+#include "common/Errors.h"
+
 #include <ATen/Parallel.h>
 
 #include <dlfcn.h>
@@ -19,6 +21,13 @@ bool set_compute_threads(int threads) {
   if (set != nullptr) set(threads);
   ::dlclose(blas);
   return set != nullptr;
+}
+
+void set_threads_option(int threads) {
+  if (threads < 0 || threads > 1024) {
+    throw UsageError("--threads must be 0 (all cores) or between 1 and 1024");
+  }
+  set_compute_threads(threads);
 }
 
 }  // namespace engram::trainer

@@ -47,14 +47,20 @@ def main():
                 evals.append(item)
         run["eval"] = evals
         runs.append(run)
-    git = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
+    write_result(out, claim, {"runs": runs})
+
+
+def write_result(out, claim, figures):
+    """Writes {claim, date, commit, machine, **figures} to `out` atomically."""
+    git = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
+                         cwd=os.path.dirname(os.path.abspath(__file__)))
     result = {
         "claim": claim,
         "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "commit": git.stdout.strip(),
         "machine": machine(),
-        "runs": runs,
     }
+    result.update(figures)
     tmp = out + ".tmp"
     with open(tmp, "w") as f:
         json.dump(result, f, indent=2)

@@ -15,40 +15,28 @@ for k in $ks; do
   echo $(((end - start) / 1000000)) > "$work/k$k.ms"
   run_logged "k$k" eval primitives --model "$work/p$k.pt" --json > "$work/k$k.eval.json"
 done
-/usr/bin/python3 - "$out" "$work" $ks <<'PY'
-import json, os, subprocess, sys, time
-out, work, ks = sys.argv[1], sys.argv[2], sys.argv[3:]
-def machine():
-    model = ""
-    for line in open("/proc/cpuinfo"):
-        if line.startswith("model name"):
-            model = line.split(":", 1)[1].strip()
-            break
-    return {"cpu": model, "cores": os.cpu_count()}
+/usr/bin/python3 - "$out" "$work" "$root/scripts/reproduce" $ks <<'PY'
+import json, os, sys
+out, work, here, ks = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4:]
+sys.path.insert(0, here)
+from collect import write_result
+
+def read(name):
+    with open(os.path.join(work, name)) as f:
+        return f.read()
+
 runs = []
 for k in ks:
-    ev = json.load(open(os.path.join(work, f"k{k}.eval.json")))
+    ev = json.loads(read(f"k{k}.eval.json"))
     runs.append({
         "k": int(k),
-        "train_seconds": round(int(open(os.path.join(work, f"k{k}.ms")).read()) / 1000, 1),
-        "train_output": open(os.path.join(work, f"k{k}.train.txt")).read().splitlines(),
-        "commands": [l.rstrip("\n") for l in open(os.path.join(work, f"k{k}.cmd"))],
+        "train_seconds": round(int(read(f"k{k}.ms")) / 1000, 1),
+        "train_output": read(f"k{k}.train.txt").splitlines(),
+        "commands": [l for l in read(f"k{k}.cmd").splitlines() if l.strip()],
         "all_exact": ev["all_exact"],
         "primitives": ev["primitives"],
     })
-git = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
-result = {
-    "claim": "every primitive network exact on its whole domain for K=10 and K=100",
-    "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-    "commit": git.stdout.strip(),
-    "machine": machine(),
-    "all_exact": all(r["all_exact"] for r in runs),
-    "runs": runs,
-}
-tmp = out + ".tmp"
-with open(tmp, "w") as f:
-    json.dump(result, f, indent=2)
-    f.write("\n")
-os.replace(tmp, out)
+write_result(out, "every primitive network exact on its whole domain for K=10 and K=100",
+             {"all_exact": all(r["all_exact"] for r in runs), "runs": runs})
 PY
 echo "wrote $out"
