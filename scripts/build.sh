@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# Installs dependencies (idempotent) and builds Engram into build/ (or $ENGRAM_BUILD_DIR).
+# Installs dependencies and fetches the grammars (both idempotent), then builds Engram into build/ (or $ENGRAM_BUILD_DIR).
 # Extra arguments are passed to CMake, e.g. scripts/build.sh -DENGRAM_ASAN=ON
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${ENGRAM_BUILD_DIR:-$root/build}
 bash "$root/scripts/install-deps.sh"
+bash "$root/scripts/fetch-grammars.sh"
 cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release "$@"
 cmake --build "$build" --parallel "$(nproc)"

@@ -6,12 +6,16 @@ set -euo pipefail
 packages=(
   build-essential cmake ninja-build pkg-config git
   libtorch-dev libgloo-dev libopenblas0-pthread libopenblas-dev
-  libboost-graph-dev
+  libboost-graph-dev libtree-sitter-dev
   googletest libgtest-dev libgmock-dev libbenchmark-dev
   libcli11-dev nlohmann-json3-dev libfmt-dev libspdlog-dev
   python3-torch python3-numpy
   clang-format clang-tidy
 )
+
+# npm fetches the tree-sitter grammars (scripts/fetch-grammars.sh). A machine whose Node.js came
+# from elsewhere already has npm; Debian's npm package would conflict with it.
+if ! command -v npm > /dev/null; then packages+=(npm); fi
 
 missing=()
 for p in "${packages[@]}"; do
