@@ -4,9 +4,11 @@
 #include "bench/NpiBench.h"
 #include "cli/Demo.h"
 #include "common/Errors.h"
+#include "datasets/CodeCorpus.h"
 #include "datasets/TraceFile.h"
 #include "npi/Npi.h"
 #include "primitives/Primitives.h"
+#include "tbcnn/Tbcnn.h"
 
 #include <CLI/CLI.hpp>
 
@@ -174,6 +176,32 @@ int engram_main(const std::vector<std::string>& args, std::ostream& out, std::os
   PrimitiveOptions gen_primitive;
   add_primitive_options(gen, gen_primitive, /*learned=*/false);
 
+  // engram data code, engram data stdlib
+  auto* code = data->add_subcommand(
+      "code",
+      "Parse a folder-per-class source tree into a corpus (tree-sitter ASTs, 60/20/20 split)");
+  datasets::CorpusOptions co;
+  std::string code_language, code_out;
+  code->add_option("--lang", code_language, "Language: python, c, cpp")->required();
+  code->add_option("--src", co.src_dir, "Folder with one folder per class, one file per sample")
+      ->required();
+  code->add_option("--out", code_out, "Corpus file to write")->required();
+  code->add_option("--max-nodes", co.max_nodes, "Skip (and count) larger trees; 0: no limit")
+      ->capture_default_str();
+  code->add_flag("--skip-errors", co.skip_errors,
+                 "Skip files with parse errors instead of keeping them with ERROR nodes");
+  auto* stdlib = data->add_subcommand(
+      "stdlib",
+      "Write the functions of Python's standard library, one file each, labelled by "
+      "top-level package (folder-per-class layout for `data code`)");
+  datasets::StdlibOptions so;
+  stdlib->add_option("--out", so.out_dir, "Folder to create")->required();
+  stdlib->add_option("--lib", so.lib_dir, "The standard library")->capture_default_str();
+  stdlib->add_option("--min-files", so.min_files, "Files a package needs to be a class")
+      ->capture_default_str();
+  stdlib->add_option("--min-functions", so.min_functions, "Functions a package needs to be a class")
+      ->capture_default_str();
+
   // engram train npi
   auto* train = app.add_subcommand("train", "Train a model");
   train->require_subcommand(1);
@@ -236,6 +264,41 @@ int engram_main(const std::vector<std::string>& args, std::ostream& out, std::os
       ->capture_default_str();
   train_primitives->add_option("--seed", tp.seed, "Random seed")->capture_default_str();
 
+  // engram train tbcnn
+  auto* train_tbcnn =
+      train->add_subcommand("tbcnn", "Train a TBCNN code encoder (or the bag-of-types baseline)");
+  tbcnn::TrainTbcnnOptions tt;
+  train_tbcnn->add_option("--corpus", tt.corpus_path, "Corpus from `engram data code`")->required();
+  train_tbcnn->add_option("--out", tt.out_path, "Model file to write")->required();
+  train_tbcnn
+      ->add_option("--model", tt.model,
+                   "tbcnn (whole tree, max pooling), localized (the pivot's vector; --task "
+                   "masked), bow (bag of node types, logistic regression)")
+      ->capture_default_str();
+  train_tbcnn
+      ->add_option("--task", tt.task,
+                   "classify (each file's class) or masked (the kind of a statement whose subtree "
+                   "is masked)")
+      ->capture_default_str();
+  train_tbcnn->add_option("--steps", tt.steps, "Optimizer steps")->capture_default_str();
+  train_tbcnn->add_option("--batch", tt.batch, "Trees per step")->capture_default_str();
+  train_tbcnn->add_option("--lr", tt.learning_rate, "Adam learning rate")->capture_default_str();
+  train_tbcnn->add_option("--embedding", tt.embedding, "Node vector width")->capture_default_str();
+  train_tbcnn->add_option("--channels", tt.channels, "Convolution width")->capture_default_str();
+  train_tbcnn->add_option("--layers", tt.layers, "Convolution layers")->capture_default_str();
+  train_tbcnn->add_option("--activation", tt.activation, "relu (default) or tanh (the paper's)")
+      ->capture_default_str();
+  train_tbcnn->add_flag("--identifiers", tt.identifiers,
+                        "Add identifier sub-token embeddings (hashed) to the node vectors");
+  train_tbcnn
+      ->add_option("--statements", tt.statements_per_file,
+                   "masked task: statements drawn from each file")
+      ->capture_default_str();
+  train_tbcnn->add_option("--threads", tt.threads, "Intra-op threads, 0 for all cores")
+      ->capture_default_str();
+  train_tbcnn->add_option("--seed", tt.seed, "Random seed")->capture_default_str();
+  train_tbcnn->add_option("--metrics", tt.metrics_path, "Write JSON-lines metrics here");
+
   // engram eval npi
   auto* eval = app.add_subcommand("eval", "Evaluate a model");
   eval->require_subcommand(1);
@@ -256,6 +319,18 @@ int engram_main(const std::vector<std::string>& args, std::ostream& out, std::os
   eval_npi->add_flag("--json", eval_json, "Print JSON: one object per length, a list for several");
   PrimitiveOptions eval_primitive;
   add_primitive_options(eval_npi, eval_primitive, /*learned=*/true);
+
+  // engram eval tbcnn
+  auto* eval_tbcnn =
+      eval->add_subcommand("tbcnn", "Accuracy and top-5 of a TBCNN on a corpus split");
+  tbcnn::EvalTbcnnOptions et;
+  bool eval_tbcnn_json_flag = false;
+  eval_tbcnn->add_option("--model", et.model_path, "Model file")->required();
+  eval_tbcnn->add_option("--corpus", et.corpus_path, "Corpus file")->required();
+  eval_tbcnn->add_option("--split", et.split, "train, valid or test")->capture_default_str();
+  eval_tbcnn->add_option("--threads", et.threads, "Intra-op threads, 0 for all cores")
+      ->capture_default_str();
+  eval_tbcnn->add_flag("--json", eval_tbcnn_json_flag, "Print JSON");
 
   // engram eval primitives
   auto* eval_primitives = eval->add_subcommand(
@@ -314,6 +389,20 @@ Example:
   run->add_flag("--json", run_json, "Print the call tree and result as JSON");
   PrimitiveOptions run_primitive;
   add_primitive_options(run, run_primitive, /*learned=*/true);
+
+  // engram encode, engram classify
+  tbcnn::EncodeOptions enc;
+  auto* encode = app.add_subcommand("encode", "Print a source file's TBCNN vector as JSON");
+  encode->add_option("--model", enc.model_path, "TBCNN model file")->required();
+  encode->add_option("--file", enc.file, "Source file")->required();
+  encode->add_option("--pivot", enc.pivot,
+                     "LINE:COL (1-based) of the subtree to encode (localized and masked models)");
+  encode->add_option("--threads", enc.threads, "Intra-op threads")->capture_default_str();
+  auto* classify = app.add_subcommand("classify", "Print a source file's most probable classes");
+  classify->add_option("--model", enc.model_path, "TBCNN model file")->required();
+  classify->add_option("--file", enc.file, "Source file")->required();
+  classify->add_option("--pivot", enc.pivot, "LINE:COL (1-based), for masked-task models");
+  classify->add_option("--threads", enc.threads, "Intra-op threads")->capture_default_str();
 
   // engram demo
   auto* demo = app.add_subcommand("demo",
@@ -452,6 +541,66 @@ Example:
       datasets::write_trace_file(dg.out, set);
       out << "wrote " << set.traces.size() << " " << task.name() << " traces (lengths "
           << dg.gen.min_length << ".." << dg.gen.max_length << ") to " << dg.out << "\n";
+      return 0;
+    }
+    if (code->parsed()) {
+      co.language = datasets::parse_language(code_language);
+      const auto corpus = datasets::build_corpus(co);
+      datasets::write_corpus(code_out, corpus);
+      const auto& r = corpus.report;
+      for (const auto& w : r.warnings) err << "engram: warning: " << w << "\n";
+      out << "wrote " << r.kept << " " << code_language << " samples in " << corpus.classes.size()
+          << " classes (train " << corpus.indices(datasets::Split::kTrain).size() << ", valid "
+          << corpus.indices(datasets::Split::kValid).size() << ", test "
+          << corpus.indices(datasets::Split::kTest).size() << ") to " << code_out << "; "
+          << r.with_errors << " with parse errors (" << r.error_nodes << " ERROR nodes), skipped "
+          << r.skipped_errors << " for errors, " << r.skipped_not_text << " not text, "
+          << r.skipped_too_large << " above --max-nodes\n";
+      return 0;
+    }
+    if (stdlib->parsed()) {
+      const auto report = datasets::write_stdlib_functions(so);
+      out << "wrote " << report.functions << " functions of " << report.files << " modules in "
+          << report.classes.size() << " classes to " << so.out_dir << ":";
+      for (const auto& [pkg, count] : report.classes) out << " " << pkg << " " << count;
+      out << "\n";
+      return 0;
+    }
+    if (train_tbcnn->parsed()) {
+      tt.progress = ::isatty(STDERR_FILENO) != 0;
+      const auto r = tbcnn::train_tbcnn(tt);
+      out << "trained " << tt.model << " (" << tt.task << ") on " << r.examples
+          << " examples: " << r.steps << " steps in " << std::fixed << std::setprecision(1)
+          << r.seconds << " s (" << r.trees_per_second << " trees/s, " << std::setprecision(0)
+          << r.nodes_per_second << " nodes/s), final loss " << std::setprecision(4) << r.final_loss
+          << "; wrote " << tt.out_path << "\n";
+      return 0;
+    }
+    if (eval_tbcnn->parsed()) {
+      const auto r = tbcnn::evaluate_tbcnn(et);
+      if (eval_tbcnn_json_flag) {
+        out << tbcnn::eval_tbcnn_json(r) << "\n";
+      } else {
+        out << r.model << " (" << r.task << ") on " << r.split << ": accuracy " << std::fixed
+            << std::setprecision(4) << r.accuracy << ", top-5 " << r.top5 << " over " << r.count
+            << " examples, " << r.classes << " classes\n";
+      }
+      return 0;
+    }
+    if (encode->parsed()) {
+      const auto r = tbcnn::encode_file(enc);
+      if (r.error_nodes > 0)
+        err << "engram: warning: " << enc.file << " has " << r.error_nodes << " parse errors\n";
+      out << tbcnn::encode_json(r) << "\n";
+      return 0;
+    }
+    if (classify->parsed()) {
+      const auto r = tbcnn::classify_file(enc);
+      if (r.error_nodes > 0)
+        err << "engram: warning: " << enc.file << " has " << r.error_nodes << " parse errors\n";
+      for (const auto& [name, p] : r.top)
+        out << std::left << std::setw(24) << name << std::right << std::fixed
+            << std::setprecision(4) << p << "\n";
       return 0;
     }
     if (train_npi->parsed()) {

@@ -1,0 +1,101 @@
+#pragma once
+/// \file
+/// The TBCNN code encoder's entry points, one per command, over plain option structs (no torch in
+/// this header). Models: "tbcnn" (whole tree, max pooling), "localized" (the pivot's vector in the
+/// tree re-rooted at it) and "bow" (bag of node types, logistic regression; the baseline).
+/// Tasks: "classify" (the class of each file of a corpus) and "masked" (the kind of a statement
+/// whose own subtree is replaced by one <mask> node; the statement is the pivot, marked by an input
+/// flag for the whole-tree model).
+///
+/// \code
+///   engram::tbcnn::TrainTbcnnOptions t;  t.corpus_path = "stdlib.corpus";  t.out_path = "m.pt";
+///   engram::tbcnn::train_tbcnn(t);
+///   engram::tbcnn::EvalTbcnnOptions e;  e.model_path = "m.pt";  e.corpus_path = "stdlib.corpus";
+///   auto r = engram::tbcnn::evaluate_tbcnn(e);    // r.accuracy, r.top5 on the test split
+/// \endcode
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace engram::tbcnn {
+
+struct TrainTbcnnOptions {
+  std::string corpus_path;
+  std::string out_path;
+  std::string model = "tbcnn";    ///< tbcnn, localized, bow
+  std::string task = "classify";  ///< classify, masked
+  long steps = 3000;
+  int batch = 32;  ///< trees per step
+  double learning_rate = 1e-3;
+  int embedding = 64;
+  int channels = 128;
+  int layers = 2;
+  std::string activation = "relu";
+  bool identifiers = false;
+  int statements_per_file = 3;  ///< masked task: statements drawn from each file
+  int threads = 1;
+  std::uint64_t seed = 1;
+  std::string metrics_path;
+  bool progress = false;
+};
+
+struct TrainTbcnnReport {
+  long steps = 0;
+  double seconds = 0;
+  double final_loss = 0;
+  long examples = 0;  ///< training examples (trees, or masked statements)
+  double trees_per_second = 0;
+  double nodes_per_second = 0;
+};
+
+TrainTbcnnReport train_tbcnn(const TrainTbcnnOptions& options);
+
+struct EvalTbcnnOptions {
+  std::string model_path;
+  std::string corpus_path;
+  std::string split = "test";
+  int threads = 1;
+};
+
+struct EvalTbcnnReport {
+  std::string model, task, split;
+  long count = 0;
+  double accuracy = 0;
+  double top5 = 0;
+  long classes = 0;
+  long skipped = 0;  ///< masked task: statements of a kind the model has no class for
+};
+
+EvalTbcnnReport evaluate_tbcnn(const EvalTbcnnOptions& options);
+/// {"model","task","split","count","accuracy","top5","classes","skipped"}
+std::string eval_tbcnn_json(const EvalTbcnnReport& report);
+
+struct EncodeOptions {
+  std::string model_path;
+  std::string file;
+  std::string pivot;  ///< "LINE:COL" (1-based), required by localized and masked-task models
+  int threads = 1;
+};
+
+struct EncodeReport {
+  std::vector<float> vector;
+  int nodes = 0;
+  int error_nodes = 0;     ///< parse errors in the file (a warning, not a failure)
+  std::string pivot_type;  ///< the node type at the pivot, when one was given
+};
+
+/// Throws UsageError for a malformed --pivot, std::runtime_error for an unreadable file.
+EncodeReport encode_file(const EncodeOptions& options);
+std::string encode_json(const EncodeReport& report);
+
+struct ClassifyReport {
+  std::vector<std::pair<std::string, double>> top;  ///< class and probability, best first
+  int error_nodes = 0;
+};
+
+/// The `k` most probable classes of a file (whole-tree models of the classify task).
+ClassifyReport classify_file(const EncodeOptions& options, int k = 5);
+
+}  // namespace engram::tbcnn

@@ -1,0 +1,66 @@
+#pragma once
+/// \file
+/// The tree-based convolutional neural network of Mou et al. (2016) on the layers of nn/ (so the
+/// memory techniques apply: its ReLU outputs go through the activation store), its localized
+/// variant, and the bag-of-node-types baseline.
+///
+///   x_p   = E_type[type_p] (+ mean of E_token over p's identifier sub-tokens, --identifiers)
+///           (+ E_pivot[p is the pivot], whole-tree model on the masked-statement task)
+///   layer:  y_p = f(W_t x_p + sum_{c in window(p)} (eta_l(c) W_l + eta_r(c) W_r) x_c + b)
+///           f = relu (default) or tanh; windows and eta as in tbcnn/TreeBatch.h
+///   tbcnn:      v = max over the tree's nodes of the last layer (dynamic max pooling)
+///   localized:  v = the last layer at the pivot (windows of the tree re-rooted at the pivot)
+///   bow:        v = the tree's node-type frequencies;  logits = W_out v + b_out for all three
+///
+/// Heavy header (torch): tbcnn sources and tests only; users go through tbcnn/Tbcnn.h.
+
+#include "nn/Embedding.h"
+#include "nn/Linear.h"
+#include "tbcnn/TreeBatch.h"
+
+#include <torch/torch.h>
+
+#include <string>
+#include <vector>
+
+namespace engram::tbcnn {
+
+struct TbcnnConfig {
+  std::string model = "tbcnn";    ///< "tbcnn", "localized" or "bow"
+  std::string task = "classify";  ///< "classify" (a class per file) or "masked" (statement kinds)
+  std::string language = "python";
+  std::vector<std::string> vocabulary;  ///< node types; the masked task adds "<mask>" last
+  std::vector<std::string> classes;
+  int embedding = 64;  ///< node vector width
+  int channels = 128;  ///< convolution output width
+  int layers = 2;      ///< convolution layers
+  std::string activation = "relu";
+  bool identifiers = false;  ///< add hashed identifier sub-token embeddings
+  int buckets = 8192;        ///< identifier sub-token hash buckets
+  bool pivot_flag = false;   ///< whole-tree model: mark the pivot by an input embedding
+
+  bool localized() const { return model == "localized"; }
+  std::string to_json() const;
+  /// Throws FormatError.
+  static TbcnnConfig from_json(const std::string& text);
+};
+
+class TbcnnModelImpl : public torch::nn::Module {
+ public:
+  /// Throws UsageError for an unknown model or activation.
+  explicit TbcnnModelImpl(TbcnnConfig config);
+  /// [B, classes]
+  torch::Tensor forward(const TreeBatch& batch);
+  /// The tree (or pivot) vector v before the classifier: [B, channels] ([B, vocabulary] for bow).
+  torch::Tensor encode(const TreeBatch& batch);
+  const TbcnnConfig& config() const { return config_; }
+
+ private:
+  TbcnnConfig config_;
+  nn::Embedding types_{nullptr}, tokens_{nullptr}, pivot_{nullptr};
+  std::vector<nn::Linear> top_, left_, right_;
+  nn::Linear out_{nullptr};
+};
+TORCH_MODULE(TbcnnModel);
+
+}  // namespace engram::tbcnn

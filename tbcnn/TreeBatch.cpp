@@ -1,0 +1,142 @@
+#include "tbcnn/TreeBatch.h"
+
+#include <algorithm>
+#include <cctype>
+#include <stdexcept>
+
+namespace engram::tbcnn {
+namespace {
+
+std::uint64_t fnv1a(const std::string& s) {
+  std::uint64_t h = 1469598103934665603ull;
+  for (unsigned char c : s) {
+    h ^= c;
+    h *= 1099511628211ull;
+  }
+  return h;
+}
+
+/// Coefficients of the window children `kids` of `top`, appended to `out`.
+void add_window(int top, const std::vector<int>& kids, std::vector<Window>& out) {
+  const int n = static_cast<int>(kids.size());
+  for (int i = 0; i < n; ++i) {
+    const float right = n == 1 ? 0.5f : static_cast<float>(i) / static_cast<float>(n - 1);
+    out.push_back({top, kids[i], 1.0f - right, right});
+  }
+}
+
+}  // namespace
+
+std::vector<Window> tree_windows(const datasets::CodeTree& tree, int pivot, bool localized) {
+  std::vector<Window> out;
+  const int n = tree.size();
+  if (!localized) {
+    for (int p = 0; p < n; ++p) add_window(p, tree.children(p), out);
+    return out;
+  }
+  if (pivot < 0 || pivot >= n) throw std::invalid_argument("localized windows need a pivot");
+  // toward[u]: u's neighbour on its path to the pivot (-1 for the pivot itself). Ancestors of the
+  // pivot point down to their child on the path; every other node points to its parent.
+  std::vector<int> toward(n, -2);
+  toward[pivot] = -1;
+  for (int child = pivot, a = tree.parent[pivot]; a >= 0; child = a, a = tree.parent[a])
+    toward[a] = child;
+  for (int u = 0; u < n; ++u) {
+    if (toward[u] == -2) toward[u] = tree.parent[u];
+  }
+  for (int u = 0; u < n; ++u) {
+    std::vector<int> kids;
+    if (tree.parent[u] >= 0 && tree.parent[u] != toward[u]) kids.push_back(tree.parent[u]);
+    for (int c : tree.children(u)) {
+      if (c != toward[u]) kids.push_back(c);
+    }
+    add_window(u, kids, out);
+  }
+  return out;
+}
+
+std::vector<std::string> identifier_subtokens(const std::string& identifier) {
+  std::vector<std::string> tokens;
+  std::string current;
+  auto flush = [&] {
+    if (!current.empty()) tokens.push_back(current);
+    current.clear();
+  };
+  const std::size_t n = identifier.size();
+  for (std::size_t i = 0; i < n; ++i) {
+    const auto c = static_cast<unsigned char>(identifier[i]);
+    if (!std::isalnum(c)) {
+      flush();
+      continue;
+    }
+    if (!current.empty()) {
+      const auto prev = static_cast<unsigned char>(identifier[i - 1]);
+      const bool lower_to_upper = std::islower(prev) && std::isupper(c);
+      const bool acronym_end = std::isupper(prev) && std::isupper(c) && i + 1 < n &&
+                               std::islower(static_cast<unsigned char>(identifier[i + 1]));
+      const bool digit_change = (std::isdigit(prev) != 0) != (std::isdigit(c) != 0);
+      if (lower_to_upper || acronym_end || digit_change) flush();
+    }
+    current += static_cast<char>(std::tolower(c));
+  }
+  flush();
+  return tokens;
+}
+
+TreeBatch make_tree_batch(const std::vector<TreeInput>& inputs, bool localized, int buckets) {
+  std::vector<int64_t> types, tree_of, position, top, child, pivots, is_pivot, token_ids, token_node;
+  std::vector<float> left, right, token_weight;
+  int64_t offset = 0;
+  long max_nodes = 0;
+  for (std::size_t b = 0; b < inputs.size(); ++b) {
+    const auto& tree = *inputs[b].tree;
+    const int pivot = inputs[b].pivot;
+    for (int i = 0; i < tree.size(); ++i) {
+      types.push_back(tree.type[i]);
+      tree_of.push_back(static_cast<int64_t>(b));
+      position.push_back(i);
+      is_pivot.push_back(i == pivot ? 1 : 0);
+      if (buckets > 0 && !tree.identifier[i].empty()) {
+        const auto subtokens = identifier_subtokens(tree.identifier[i]);
+        for (const auto& t : subtokens) {
+          token_ids.push_back(static_cast<int64_t>(fnv1a(t) % static_cast<std::uint64_t>(buckets)));
+          token_node.push_back(offset + i);
+          token_weight.push_back(1.0f / static_cast<float>(subtokens.size()));
+        }
+      }
+    }
+    for (const auto& w : tree_windows(tree, pivot, localized)) {
+      top.push_back(offset + w.top);
+      child.push_back(offset + w.child);
+      left.push_back(w.eta_left);
+      right.push_back(w.eta_right);
+    }
+    pivots.push_back(pivot >= 0 ? offset + pivot : -1);
+    offset += tree.size();
+    max_nodes = std::max<long>(max_nodes, tree.size());
+  }
+  auto longs = [](const std::vector<int64_t>& v) {
+    return torch::tensor(v, torch::kLong).reshape({static_cast<int64_t>(v.size())});
+  };
+  auto floats = [](const std::vector<float>& v) {
+    return torch::tensor(v, torch::kFloat).reshape({static_cast<int64_t>(v.size())});
+  };
+  TreeBatch batch;
+  batch.num_trees = static_cast<long>(inputs.size());
+  batch.types = longs(types);
+  batch.tree_of = longs(tree_of);
+  batch.position = longs(position);
+  batch.max_nodes = max_nodes;
+  batch.edge_top = longs(top);
+  batch.edge_child = longs(child);
+  batch.eta_left = floats(left);
+  batch.eta_right = floats(right);
+  batch.pivot = longs(pivots);
+  batch.is_pivot = longs(is_pivot);
+  batch.token_ids = longs(token_ids);
+  batch.token_node = longs(token_node);
+  batch.token_weight = floats(token_weight);
+  return batch;
+}
+
+}  // namespace engram::tbcnn
