@@ -260,7 +260,19 @@ FileInput prepare_file(const TbcnnModel& model, const EncodeOptions& options) {
                        " task needs --pivot LINE:COL");
     return in;
   }
-  const int node = parsed.node_at(parse_pivot(options.pivot));
+  int node = parsed.node_at(parse_pivot(options.pivot));
+  if (config.task == "masked") {
+    // The model was trained on statements: the innermost statement around the position.
+    int statement = -1;
+    for (int a : parsed.ancestors(node)) {
+      if (is_statement(datasets::node_type_name(language, parsed.type[a]))) {
+        statement = a;
+        break;
+      }
+    }
+    if (statement < 0) throw UsageError("no statement at --pivot " + options.pivot);
+    node = statement;
+  }
   in.pivot_type = datasets::node_type_name(language, parsed.type[node]);
   if (config.task == "masked") {
     const auto mask = std::find(config.vocabulary.begin(), config.vocabulary.end(), kMask);

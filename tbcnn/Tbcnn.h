@@ -75,7 +75,9 @@ std::string eval_tbcnn_json(const EvalTbcnnReport& report);
 struct EncodeOptions {
   std::string model_path;
   std::string file;
-  std::string pivot;  ///< "LINE:COL" (1-based), required by localized and masked-task models
+  /// "LINE:COL" (1-based), required by localized and masked-task models: the deepest node there,
+  /// or for masked-task models the innermost statement around it.
+  std::string pivot;
   int threads = 1;
 };
 

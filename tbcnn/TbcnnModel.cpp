@@ -98,9 +98,9 @@ torch::Tensor TbcnnModelImpl::encode(const TreeBatch& b) {
   }
   if (c.localized()) return x.index_select(0, b.pivot);
   // Max over each tree's nodes: scatter into [trees, longest tree, channels] padded with -inf.
-  const auto padded = torch::full({b.num_trees, b.max_nodes, x.size(1)},
-                                  -std::numeric_limits<float>::infinity())
-                          .index_put({b.tree_of, b.position}, x);
+  const auto padded =
+      torch::full({b.num_trees, b.max_nodes, x.size(1)}, -std::numeric_limits<float>::infinity())
+          .index_put({b.tree_of, b.position}, x);
   return std::get<0>(padded.max(1));
 }
 

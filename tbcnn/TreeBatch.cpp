@@ -84,7 +84,8 @@ std::vector<std::string> identifier_subtokens(const std::string& identifier) {
 }
 
 TreeBatch make_tree_batch(const std::vector<TreeInput>& inputs, bool localized, int buckets) {
-  std::vector<int64_t> types, tree_of, position, top, child, pivots, is_pivot, token_ids, token_node;
+  std::vector<int64_t> types, tree_of, position, top, child, pivots, is_pivot, token_ids,
+      token_node;
   std::vector<float> left, right, token_weight;
   int64_t offset = 0;
   long max_nodes = 0;

@@ -8,6 +8,8 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <filesystem>
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -184,6 +186,71 @@ TEST_F(EngramBinaryTest, AdditionWithADigitPrimitiveRunsTheBoundFullAdder) {
   expect_one_error_line(run({"run", "--model", model, "--task", "addition", "--primitive",
                              "fulladd", "--symbolic-primitives", "--input", "5+7"}),
                         2);
+}
+
+TEST_F(EngramBinaryTest, CodeCorpusTbcnnTrainEvalEncodeClassify) {
+  namespace fs = std::filesystem;
+  const fs::path src = dir_.file("src");
+  const char* bodies[] = {"def f(x):\n    return x + 1\n", "def g(a, b):\n    return a * b\n",
+                          "def h():\n    for i in range(3):\n        print(i)\n",
+                          "class C:\n    def m(self):\n        return self\n"};
+  for (const char* cls : {"arith", "loops"}) {
+    for (int i = 0; i < 8; ++i) {
+      fs::create_directories(src / cls);
+      std::ofstream(src / cls / ("f" + std::to_string(i) + ".py"))
+          << bodies[(std::string(cls) == "arith" ? 0 : 2) + i % 2];
+    }
+  }
+  const std::string corpus = dir_.file("c.corpus"), model = dir_.file("t.pt");
+  Process p = run({"data", "code", "--lang", "python", "--src", src.string(), "--out", corpus});
+  ASSERT_EQ(p.code, 0) << p.err;
+  EXPECT_NE(p.out.find("wrote 16 python samples in 2 classes"), std::string::npos) << p.out;
+  p = run({"train", "tbcnn", "--corpus", corpus, "--out", model, "--steps", "30", "--channels",
+           "16", "--embedding", "8"});
+  ASSERT_EQ(p.code, 0) << p.err;
+  p = run({"eval", "tbcnn", "--model", model, "--corpus", corpus, "--split", "train", "--json"});
+  ASSERT_EQ(p.code, 0) << p.err;
+  const auto j = nlohmann::json::parse(p.out);
+  for (const char* key : {"accuracy", "top5", "count"}) EXPECT_TRUE(j.contains(key)) << key;
+  EXPECT_EQ(j.at("accuracy"), 1.0) << "two easily told apart classes, seen in training";
+
+  const std::string file = (src / "loops" / "f0.py").string();
+  p = run({"encode", "--model", model, "--file", file});
+  ASSERT_EQ(p.code, 0) << p.err;
+  EXPECT_EQ(nlohmann::json::parse(p.out).at("vector").size(), 16u);
+  p = run({"classify", "--model", model, "--file", file});
+  ASSERT_EQ(p.code, 0) << p.err;
+  EXPECT_EQ(p.out.rfind("loops", 0), 0u) << p.out;
+  // A file with a parse error: a warning, and the command goes on.
+  std::ofstream(dir_.file("bad.py")) << "def f(:\n    return )\n";
+  p = run({"classify", "--model", model, "--file", dir_.file("bad.py")});
+  EXPECT_EQ(p.code, 0) << p.err;
+  EXPECT_NE(p.err.find("warning"), std::string::npos) << p.err;
+
+  // The masked-statement task with the localized model needs a pivot to encode.
+  const std::string localized = dir_.file("l.pt");
+  p = run({"train", "tbcnn", "--corpus", corpus, "--out", localized, "--task", "masked", "--model",
+           "localized", "--steps", "5", "--channels", "8", "--embedding", "4"});
+  ASSERT_EQ(p.code, 0) << p.err;
+  expect_one_error_line(run({"encode", "--model", localized, "--file", file}), 2);
+  p = run({"encode", "--model", localized, "--file", file, "--pivot", "3:9"});
+  ASSERT_EQ(p.code, 0) << p.err;
+  EXPECT_EQ(nlohmann::json::parse(p.out).at("pivot_type"), "expression_statement") << p.out;
+  expect_one_error_line(run({"encode", "--model", localized, "--file", file, "--pivot", "x"}), 2);
+
+  // Bad input.
+  expect_one_error_line(
+      run({"data", "code", "--lang", "rust", "--src", src.string(), "--out", corpus}), 2);
+  expect_one_error_line(
+      run({"data", "code", "--lang", "python", "--src", dir_.file("none"), "--out", corpus}), 2);
+  fs::create_directories(src / "empty");
+  p = run({"data", "code", "--lang", "python", "--src", src.string(), "--out", dir_.file("e.c")});
+  expect_one_error_line(p, 2);
+  EXPECT_NE(p.err.find("empty"), std::string::npos) << p.err;
+  expect_one_error_line(run({"eval", "tbcnn", "--model", dir_.file("none.pt"), "--corpus", corpus}),
+                        1);
+  expect_one_error_line(
+      run({"train", "tbcnn", "--corpus", corpus, "--out", model, "--model", "localized"}), 2);
 }
 
 }  // namespace

@@ -1,0 +1,290 @@
+#include "tbcnn/TbcnnModel.h"
+#include "tbcnn/TreeBatch.h"
+
+#include "datasets/CodeCorpus.h"
+#include "tests/support/TempDir.h"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <string>
+#include <vector>
+
+namespace engram::tbcnn {
+namespace {
+
+using datasets::CodeTree;
+using datasets::Language;
+using testing::TempDir;
+
+/// A tree from parents alone (pre-order), all of type `type`.
+CodeTree tree_from_parents(const std::vector<int>& parents, int type = 0) {
+  CodeTree t;
+  t.parent = parents;
+  t.type.assign(parents.size(), type);
+  t.identifier.assign(parents.size(), "");
+  t.start.assign(parents.size(), {});
+  t.end.assign(parents.size(), {});
+  std::vector<std::vector<int>> kids(parents.size());
+  for (std::size_t i = 1; i < parents.size(); ++i) kids[parents[i]].push_back(static_cast<int>(i));
+  t.child_begin.assign(parents.size() + 1, 0);
+  for (std::size_t i = 0; i < parents.size(); ++i) {
+    t.child_begin[i + 1] = t.child_begin[i] + static_cast<int>(kids[i].size());
+    t.child_list.insert(t.child_list.end(), kids[i].begin(), kids[i].end());
+  }
+  return t;
+}
+
+std::set<std::pair<int, int>> edges(const std::vector<Window>& windows) {
+  std::set<std::pair<int, int>> out;
+  for (const auto& w : windows) out.insert({w.top, w.child});
+  return out;
+}
+
+// The worked 5-node example of tbcnn/TreeBatch.h: 0 -> {1, 2}, 1 -> {3, 4}.
+const std::vector<int> kFiveNodes{-1, 0, 0, 1, 1};
+
+TEST(TreeWindows, WholeTreeWindowsAreEachNodeAndItsChildren) {
+  const auto windows = tree_windows(tree_from_parents(kFiveNodes), -1, false);
+  EXPECT_EQ(edges(windows), (std::set<std::pair<int, int>>{{0, 1}, {0, 2}, {1, 3}, {1, 4}}));
+}
+
+TEST(TreeWindows, LocalizedWindowsAreThoseOfTheTreeReRootedAtThePivot) {
+  const auto windows = tree_windows(tree_from_parents(kFiveNodes), 3, true);
+  // Re-rooted at 3: 3 -> {1}, 1 -> {0, 4}, 0 -> {2}.
+  EXPECT_EQ(edges(windows), (std::set<std::pair<int, int>>{{3, 1}, {1, 0}, {1, 4}, {0, 2}}));
+  // The pivot's single window child gets 1/2 left and right; node 1's parent comes first.
+  for (const auto& w : windows) {
+    if (w.top == 3) EXPECT_FLOAT_EQ(w.eta_left, 0.5f);
+    if (w.top == 1 && w.child == 0) EXPECT_FLOAT_EQ(w.eta_right, 0.0f);
+    if (w.top == 1 && w.child == 4) EXPECT_FLOAT_EQ(w.eta_right, 1.0f);
+  }
+  // Pivot at the root: the same windows as the whole tree.
+  EXPECT_EQ(edges(tree_windows(tree_from_parents(kFiveNodes), 0, true)),
+            edges(tree_windows(tree_from_parents(kFiveNodes), -1, false)));
+  EXPECT_THROW(tree_windows(tree_from_parents(kFiveNodes), -1, true), std::invalid_argument);
+}
+
+TEST(TreeWindows, ContinuousBinaryTreeCoefficients) {
+  const auto windows = tree_windows(tree_from_parents({-1, 0, 0, 0, 3}), -1, false);
+  ASSERT_EQ(windows.size(), 4u);
+  // Three children: right 0, 1/2, 1; left = 1 - right. One child: 1/2 and 1/2.
+  EXPECT_FLOAT_EQ(windows[0].eta_right, 0.0f);
+  EXPECT_FLOAT_EQ(windows[0].eta_left, 1.0f);
+  EXPECT_FLOAT_EQ(windows[1].eta_right, 0.5f);
+  EXPECT_FLOAT_EQ(windows[2].eta_right, 1.0f);
+  EXPECT_FLOAT_EQ(windows[2].eta_left, 0.0f);
+  EXPECT_FLOAT_EQ(windows[3].eta_left, 0.5f);
+  EXPECT_FLOAT_EQ(windows[3].eta_right, 0.5f);
+}
+
+TEST(TreeBatch, IdentifierSubtokens) {
+  EXPECT_EQ(identifier_subtokens("parseHTTPResponse_v2"),
+            (std::vector<std::string>{"parse", "http", "response", "v", "2"}));
+  EXPECT_EQ(identifier_subtokens("__init__"), (std::vector<std::string>{"init"}));
+}
+
+TbcnnConfig small_config(const std::string& model) {
+  TbcnnConfig c;
+  c.model = model;
+  c.vocabulary = {"a", "b", "c", "d"};
+  c.classes = {"x", "y", "z"};
+  c.embedding = 6;
+  c.channels = 5;
+  c.layers = 2;
+  return c;
+}
+
+std::vector<CodeTree> sample_trees() {
+  std::vector<CodeTree> trees{tree_from_parents(kFiveNodes), tree_from_parents({-1, 0, 1, 1, 0, 4}),
+                              tree_from_parents({-1})};
+  for (auto& t : trees) {
+    for (int i = 0; i < t.size(); ++i) t.type[i] = (i * 3 + t.size()) % 4;
+  }
+  return trees;
+}
+
+/// The layer equation node by node with plain torch ops: the per-tree reference.
+torch::Tensor reference_encode(TbcnnModelImpl& model, const CodeTree& tree, int pivot) {
+  auto params = model.named_parameters();
+  const auto& c = model.config();
+  auto x = params["types.weight"].index_select(
+      0, torch::tensor(std::vector<int64_t>(tree.type.begin(), tree.type.end())));
+  const auto windows = tree_windows(tree, pivot, c.localized());
+  for (int l = 0; l < c.layers; ++l) {
+    const std::string n = "conv" + std::to_string(l);
+    const auto wt = params[n + "_top.weight"], bt = params[n + "_top.bias"];
+    const auto wl = params[n + "_left.weight"], wr = params[n + "_right.weight"];
+    std::vector<torch::Tensor> rows;
+    for (int p = 0; p < tree.size(); ++p) {
+      auto y = torch::mv(wt, x[p]) + bt;
+      for (const auto& w : windows) {
+        if (w.top == p)
+          y = y + w.eta_left * torch::mv(wl, x[w.child]) + w.eta_right * torch::mv(wr, x[w.child]);
+      }
+      rows.push_back(torch::relu(y));
+    }
+    x = torch::stack(rows);
+  }
+  return c.localized() ? x[pivot] : std::get<0>(x.max(0));
+}
+
+TEST(TbcnnModel, BatchedForwardAndGradientsEqualThePerTreeReference) {
+  for (const std::string kind : {"tbcnn", "localized"}) {
+    torch::manual_seed(3);
+    TbcnnModel model(small_config(kind));
+    const auto trees = sample_trees();
+    std::vector<TreeInput> inputs;
+    for (const auto& t : trees) inputs.push_back({&t, t.size() - 1});
+    const auto batched = model->encode(make_tree_batch(inputs, kind == "localized", 0));
+    ASSERT_EQ(batched.sizes(), (std::vector<int64_t>{3, 5}));
+    std::vector<torch::Tensor> rows;
+    for (const auto& t : trees) rows.push_back(reference_encode(*model, t, t.size() - 1));
+    const auto reference = torch::stack(rows);
+    EXPECT_TRUE(torch::allclose(batched, reference, 1e-5, 1e-6)) << kind;
+
+    // Gradients of the same scalar through both paths.
+    const auto weights = torch::arange(15, torch::kFloat).reshape({3, 5}) / 7.0;
+    std::vector<torch::Tensor> grads_batched, grads_reference;
+    model->zero_grad();
+    (model->encode(make_tree_batch(inputs, kind == "localized", 0)) * weights).sum().backward();
+    for (auto& p : model->parameters())
+      grads_batched.push_back(p.grad().defined() ? p.grad().clone() : torch::Tensor());
+    model->zero_grad();
+    (reference * weights).sum().backward();
+    for (auto& p : model->parameters())
+      grads_reference.push_back(p.grad().defined() ? p.grad().clone() : torch::Tensor());
+    int compared = 0;
+    for (std::size_t i = 0; i < grads_batched.size(); ++i) {
+      ASSERT_EQ(grads_batched[i].defined(), grads_reference[i].defined()) << kind << i;
+      if (!grads_batched[i].defined()) continue;  // the classifier: not part of encode()
+      EXPECT_TRUE(torch::allclose(grads_batched[i], grads_reference[i], 1e-4, 1e-5)) << kind << i;
+      ++compared;
+    }
+    EXPECT_EQ(compared, 9) << "the type embedding, and three matrices and a bias per layer";
+  }
+}
+
+TEST(TbcnnModel, GradientMatchesFiniteDifferences) {
+  torch::manual_seed(5);
+  TbcnnModel model(small_config("tbcnn"));
+  const auto trees = sample_trees();
+  std::vector<TreeInput> inputs;
+  for (const auto& t : trees) inputs.push_back({&t, -1});
+  const auto batch = make_tree_batch(inputs, false, 0);
+  const auto target = torch::tensor(std::vector<int64_t>{0, 2, 1});
+  auto loss = [&] { return torch::nn::functional::cross_entropy(model->forward(batch), target); };
+  model->zero_grad();
+  loss().backward();
+  auto params = model->named_parameters();
+  for (const char* name : {"conv0_left.weight", "conv1_right.weight", "types.weight"}) {
+    auto p = params[name];
+    const auto analytic = p.grad().flatten()[3].item<double>();
+    torch::NoGradGuard no_grad;
+    const float h = 1e-2f;
+    const float old = p.flatten()[3].item<float>();
+    p.flatten()[3] = old + h;
+    const double up = loss().item<double>();
+    p.flatten()[3] = old - h;
+    const double down = loss().item<double>();
+    p.flatten()[3] = old;
+    EXPECT_NEAR(analytic, (up - down) / (2 * h), 2e-3) << name;
+  }
+}
+
+TEST(TbcnnModel, BagOfTypesIsTypeFrequencies) {
+  TbcnnModel model(small_config("bow"));
+  const auto tree = tree_from_parents({-1, 0, 0, 0});
+  CodeTree typed = tree;
+  typed.type = {1, 1, 3, 1};
+  const auto v = model->encode(make_tree_batch({{&typed, -1}}, false, 0));
+  EXPECT_TRUE(torch::allclose(v, torch::tensor({{0.0f, 0.75f, 0.0f, 0.25f}})));
+}
+
+// --- corpora -------------------------------------------------------------------------------------
+
+void write(const std::filesystem::path& path, const std::string& text) {
+  std::filesystem::create_directories(path.parent_path());
+  std::ofstream(path, std::ios::binary) << text;
+}
+
+TEST(CodeCorpus, SplitIsDeterministicAndAboutSixtyTwentyTwenty) {
+  int counts[3] = {0, 0, 0};
+  for (int i = 0; i < 3000; ++i)
+    ++counts[static_cast<int>(datasets::split_of("f" + std::to_string(i) + ".py"))];
+  EXPECT_NEAR(counts[0] / 3000.0, 0.6, 0.04);
+  EXPECT_NEAR(counts[1] / 3000.0, 0.2, 0.04);
+  EXPECT_NEAR(counts[2] / 3000.0, 0.2, 0.04);
+  EXPECT_EQ(datasets::split_of("a/b.py"), datasets::split_of("a/b.py"));
+}
+
+TEST(CodeCorpus, BuildCountsErrorsSkipsBinaryAndLargeTreesAndRoundTrips) {
+  TempDir dir;
+  const std::filesystem::path src = dir.file("src");
+  write(src / "alpha" / "one.py", "def f(x):\n    return x + 1\n");
+  write(src / "alpha" / "broken.py", "def f(:\n    return )\n");
+  write(src / "alpha" / "blob.py", std::string("\x7f"
+                                               "ELF\0\0",
+                                               6));
+  write(src / "beta" / "two.py", "class A:\n    pass\n");
+  write(
+      src / "beta" / "big.py", "x = [" + std::string(400, '1').replace(1, 0, "") + "]\n" + [] {
+        std::string s = "y = [";
+        for (int i = 0; i < 300; ++i) s += "1, ";
+        return s + "1]\n";
+      }());
+  write(src / "beta" / "notes.md", "not python");
+  datasets::CorpusOptions options;
+  options.src_dir = src.string();
+  options.max_nodes = 200;
+  auto corpus = datasets::build_corpus(options);
+  EXPECT_EQ(corpus.classes, (std::vector<std::string>{"alpha", "beta"}));
+  EXPECT_EQ(corpus.report.files, 5);
+  EXPECT_EQ(corpus.report.kept, 3);
+  EXPECT_EQ(corpus.report.with_errors, 1);
+  EXPECT_EQ(corpus.report.skipped_not_text, 1);
+  EXPECT_EQ(corpus.report.skipped_too_large, 1);
+  EXPECT_EQ(corpus.report.warnings.size(), 2u);
+
+  datasets::write_corpus(dir.file("c.corpus"), corpus);
+  const auto back = datasets::read_corpus(dir.file("c.corpus"));
+  ASSERT_EQ(back.samples.size(), corpus.samples.size());
+  for (std::size_t i = 0; i < back.samples.size(); ++i) {
+    EXPECT_EQ(back.samples[i].tree.type, corpus.samples[i].tree.type);
+    EXPECT_EQ(back.samples[i].tree.child_list, corpus.samples[i].tree.child_list);
+    EXPECT_EQ(back.samples[i].tree.identifier, corpus.samples[i].tree.identifier);
+    EXPECT_EQ(back.samples[i].split, corpus.samples[i].split);
+  }
+  options.skip_errors = true;
+  EXPECT_EQ(datasets::build_corpus(options).report.skipped_errors, 1);
+
+  // Truncated and corrupt files are format errors.
+  std::string text = testing::read_file(dir.file("c.corpus"));
+  write(dir.file("t.corpus"), text.substr(0, text.rfind('\n', text.size() - 2) + 1));
+  EXPECT_THROW(datasets::read_corpus(dir.file("t.corpus")), FormatError);
+  write(dir.file("j.corpus"), "{\"format\":\"nope\"}\n");
+  EXPECT_THROW(datasets::read_corpus(dir.file("j.corpus")), FormatError);
+  EXPECT_THROW(datasets::read_corpus(dir.file("missing.corpus")), std::runtime_error);
+}
+
+TEST(CodeCorpus, ClearErrorsForBadSourceFolders) {
+  TempDir dir;
+  datasets::CorpusOptions options;
+  options.src_dir = dir.file("nowhere");
+  EXPECT_THROW(datasets::build_corpus(options), datasets::InputError);
+  options.src_dir = dir.path();
+  EXPECT_THROW(datasets::build_corpus(options), datasets::InputError) << "no class folders";
+  write(std::filesystem::path(dir.path()) / "full" / "a.py", "x = 1\n");
+  std::filesystem::create_directories(std::filesystem::path(dir.path()) / "empty");
+  try {
+    datasets::build_corpus(options);
+    ADD_FAILURE();
+  } catch (const datasets::InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("empty"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace engram::tbcnn
