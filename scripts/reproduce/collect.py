@@ -52,12 +52,15 @@ def main():
 
 def write_result(out, claim, figures):
     """Writes {claim, date, commit, machine, **figures} to `out` atomically."""
-    git = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
-                         cwd=os.path.dirname(os.path.abspath(__file__)))
+    commit = os.environ.get("ENGRAM_REPRO_COMMIT", "")
+    if not commit:
+        git = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
+                             text=True, cwd=os.path.dirname(os.path.abspath(__file__)))
+        commit = git.stdout.strip()
     result = {
         "claim": claim,
         "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        "commit": git.stdout.strip(),
+        "commit": commit,
         "machine": machine(),
     }
     result.update(figures)

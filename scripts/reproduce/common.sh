@@ -17,6 +17,9 @@ if [ ! -x "$engram" ]; then
   echo "$0: $engram not built; run scripts/build.sh first" >&2
   exit 1
 fi
+# The commit the run starts from (collect.py records it; HEAD may move while a long run goes on).
+ENGRAM_REPRO_COMMIT=${ENGRAM_REPRO_COMMIT:-$(git -C "$root" rev-parse --short HEAD 2>/dev/null || true)}
+export ENGRAM_REPRO_COMMIT
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 
