@@ -44,13 +44,24 @@ std::vector<Window> tree_windows(const datasets::CodeTree& tree, int pivot, bool
   for (int u = 0; u < n; ++u) {
     if (toward[u] == -2) toward[u] = tree.parent[u];
   }
+  // Every edge keeps the coefficients of the child's place among its siblings in the original
+  // tree, whichever way it is used, so a window still tells where the pivot sits among them.
+  std::vector<Window> original;
+  for (int p = 0; p < n; ++p) add_window(p, tree.children(p), original);
+  std::vector<const Window*> edge_to_parent(n, nullptr);
+  for (const auto& w : original) edge_to_parent[w.child] = &w;
   for (int u = 0; u < n; ++u) {
-    std::vector<int> kids;
-    if (tree.parent[u] >= 0 && tree.parent[u] != toward[u]) kids.push_back(tree.parent[u]);
-    for (int c : tree.children(u)) {
-      if (c != toward[u]) kids.push_back(c);
+    const int parent = tree.parent[u];
+    if (parent >= 0 && parent != toward[u]) {
+      const Window& e = *edge_to_parent[u];
+      out.push_back({u, parent, e.eta_left, e.eta_right});
     }
-    add_window(u, kids, out);
+    for (int c : tree.children(u)) {
+      if (c != toward[u]) {
+        const Window& e = *edge_to_parent[c];
+        out.push_back({u, c, e.eta_left, e.eta_right});
+      }
+    }
   }
   return out;
 }

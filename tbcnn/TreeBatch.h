@@ -14,11 +14,16 @@
 /// Whole-tree windows are a node and its children. Localized windows (a pivot given) are those of
 /// the tree re-rooted at the pivot: a node's window children are its neighbours (parent and
 /// children) except the one on its path to the pivot. In the original tree that is:
-///   the pivot:                   its parent (first) and its children
-///   an ancestor of the pivot:    its parent (first) and its children but the one toward the pivot
+///   the pivot:                   its parent and its children
+///   an ancestor of the pivot:    its parent and its children but the one toward the pivot
 ///   any other node:              its children
+/// Every edge keeps the coefficients of the original tree (those of the child's place among its
+/// siblings), whichever way it is used: without that, re-rooting would lose where the pivot sits
+/// among its siblings (first statement or last), which the whole-tree model sees.
 /// Worked example (tests/tbcnn/TbcnnTest.cpp): nodes 0..4, 0 -> {1, 2}, 1 -> {3, 4}, pivot 3.
 /// Re-rooted at 3: 3 -> {1}, 1 -> {0, 4}, 0 -> {2}; the leaves 2 and 4 have empty windows.
+/// Coefficients (eta_l, eta_r): 3 <- 1 (1, 0) as 3 is 1's first child; 1 <- 0 (1, 0) as 1 is 0's
+/// first child; 1 <- 4 (0, 1); 0 <- 2 (0, 1).
 ///
 /// \code
 ///   std::vector<engram::tbcnn::TreeInput> inputs{{&tree_a}, {&tree_b, /*pivot=*/7}};

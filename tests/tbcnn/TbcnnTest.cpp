@@ -8,6 +8,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <set>
 #include <string>
 #include <vector>
@@ -55,11 +56,17 @@ TEST(TreeWindows, LocalizedWindowsAreThoseOfTheTreeReRootedAtThePivot) {
   const auto windows = tree_windows(tree_from_parents(kFiveNodes), 3, true);
   // Re-rooted at 3: 3 -> {1}, 1 -> {0, 4}, 0 -> {2}.
   EXPECT_EQ(edges(windows), (std::set<std::pair<int, int>>{{3, 1}, {1, 0}, {1, 4}, {0, 2}}));
-  // The pivot's single window child gets 1/2 left and right; node 1's parent comes first.
-  for (const auto& w : windows) {
-    if (w.top == 3) EXPECT_FLOAT_EQ(w.eta_left, 0.5f);
-    if (w.top == 1 && w.child == 0) EXPECT_FLOAT_EQ(w.eta_right, 0.0f);
-    if (w.top == 1 && w.child == 4) EXPECT_FLOAT_EQ(w.eta_right, 1.0f);
+  // Each edge keeps its original coefficients: (eta_l, eta_r) of the child among its siblings.
+  std::map<std::pair<int, int>, std::pair<float, float>> eta;
+  for (const auto& w : windows) eta[{w.top, w.child}] = {w.eta_left, w.eta_right};
+  EXPECT_EQ(eta.at({3, 1}), std::make_pair(1.0f, 0.0f)) << "3 is 1's first child";
+  EXPECT_EQ(eta.at({1, 0}), std::make_pair(1.0f, 0.0f)) << "1 is 0's first child";
+  EXPECT_EQ(eta.at({1, 4}), std::make_pair(0.0f, 1.0f));
+  EXPECT_EQ(eta.at({0, 2}), std::make_pair(0.0f, 1.0f));
+  // The same tree with the pivot at 4, the last child: the pivot's window says so.
+  const auto last = tree_windows(tree_from_parents(kFiveNodes), 4, true);
+  for (const auto& w : last) {
+    if (w.top == 4) EXPECT_FLOAT_EQ(w.eta_right, 1.0f);
   }
   // Pivot at the root: the same windows as the whole tree.
   EXPECT_EQ(edges(tree_windows(tree_from_parents(kFiveNodes), 0, true)),
