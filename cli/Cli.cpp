@@ -2,6 +2,7 @@
 
 #include "bench/MemoryBench.h"
 #include "bench/NpiBench.h"
+#include "bench/TbcnnBench.h"
 #include "cli/Demo.h"
 #include "common/Errors.h"
 #include "datasets/CodeCorpus.h"
@@ -480,6 +481,24 @@ Example:
       ->capture_default_str();
   bench_memory->add_flag("--explain", mo.explain, "Print the swap/recompute plan of each row");
 
+  // engram bench tbcnn
+  auto* bench_tbcnn = bench->add_subcommand(
+      "tbcnn",
+      "Parse throughput beside raw tree-sitter, TBCNN training throughput and peak memory");
+  bench::TbcnnBenchOptions tbo;
+  bench_tbcnn->add_option("--json", tbo.json_path, "Write the results here")->required();
+  bench_tbcnn->add_option("--corpus", tbo.corpus_path, "Corpus the training steps run on")
+      ->required();
+  bench_tbcnn->add_option("--src", tbo.src_dir, "Source files whose parsing is timed")
+      ->capture_default_str();
+  bench_tbcnn->add_option("--lang", tbo.language, "Their language")->capture_default_str();
+  bench_tbcnn->add_option("--model", tbo.model, "tbcnn, localized or bow")->capture_default_str();
+  bench_tbcnn->add_option("--steps", tbo.steps, "Training steps timed")->capture_default_str();
+  bench_tbcnn->add_option("--batch", tbo.batch, "Trees per step")->capture_default_str();
+  bench_tbcnn->add_option("--threads", tbo.threads, "Intra-op threads")->capture_default_str();
+  bench_tbcnn->add_option("--repeats", tbo.repeats, "Parse passes (the fastest counts)")
+      ->capture_default_str();
+
   // engram help [command...]
   auto* help = app.add_subcommand("help", "Show help for a command, e.g. `engram help train npi`");
   std::vector<std::string> help_topic;
@@ -710,6 +729,10 @@ Example:
     if (demo->parsed()) return run_demo(demo_options, out);
     if (bench_npi->parsed()) {
       bench::run_npi_bench(bo, out);
+      return 0;
+    }
+    if (bench_tbcnn->parsed()) {
+      bench::run_tbcnn_bench(tbo, out);
       return 0;
     }
     if (bench_memory->parsed()) {
