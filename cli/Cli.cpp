@@ -299,6 +299,11 @@ int engram_main(const std::vector<std::string>& args, std::ostream& out, std::os
       ->capture_default_str();
   train_tbcnn->add_option("--seed", tt.seed, "Random seed")->capture_default_str();
   train_tbcnn->add_option("--metrics", tt.metrics_path, "Write JSON-lines metrics here");
+  train_tbcnn
+      ->add_option("--memory", tt.memory,
+                   "Memory techniques: none (the default) or relu (ReLU outputs kept compressed "
+                   "for backward; lossless)")
+      ->delimiter(',');
 
   // engram eval npi
   auto* eval = app.add_subcommand("eval", "Evaluate a model");

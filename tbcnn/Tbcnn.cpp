@@ -3,8 +3,11 @@
 #include "common/AtomicFile.h"
 #include "common/Errors.h"
 #include "datasets/CodeCorpus.h"
+#include "memory/CompressingStore.h"
+#include "nn/Runtime.h"
 #include "tbcnn/TbcnnModel.h"
 #include "trainer/Checkpoint.h"
+#include "trainer/MemoryTechniques.h"
 #include "trainer/Threads.h"
 #include "trainer/Trainer.h"
 
@@ -297,6 +300,13 @@ TrainTbcnnReport train_tbcnn(const TrainTbcnnOptions& options) {
   if (!(options.learning_rate > 0) || !std::isfinite(options.learning_rate))
     throw UsageError("--lr must be a positive number");
   if (options.statements_per_file < 1) throw UsageError("--statements must be at least 1");
+  trainer::MemoryOptions memory_options;
+  memory_options.techniques = options.memory;
+  trainer::MemoryTechniques techniques(memory_options);  // UsageError for unknown names
+  if (techniques.uses_units()) {
+    throw UsageError(
+        "--memory recompute and swap act on a model cut into units; TBCNN offers relu");
+  }
   trainer::set_threads_option(options.threads);
   const CodeCorpus corpus = datasets::read_corpus(options.corpus_path);
   { AtomicFile probe(options.out_path, /*binary=*/true); }
@@ -331,7 +341,11 @@ TrainTbcnnReport train_tbcnn(const TrainTbcnnOptions& options) {
   t.seed = options.seed;
   t.metrics_path = options.metrics_path;
   t.progress = options.progress;
-  const auto summary = trainer::train(workload, t);
+  trainer::TrainSummary summary;
+  {
+    nn::RuntimeGuard use(techniques.store(), nullptr);
+    summary = trainer::train(workload, t);
+  }
   save_model(options.out_path, model);
   TrainTbcnnReport report;
   report.steps = summary.steps;
@@ -341,6 +355,8 @@ TrainTbcnnReport train_tbcnn(const TrainTbcnnOptions& options) {
   report.trees_per_second = summary.examples_per_second;
   report.nodes_per_second = summary.examples_per_second * static_cast<double>(train.nodes) /
                             static_cast<double>(train.trees.size());
+  if (techniques.compressing() != nullptr)
+    report.compressed_tensors = techniques.compressing()->stats().compressed_tensors;
   return report;
 }
 

@@ -35,6 +35,10 @@ struct TrainTbcnnOptions {
   std::string activation = "relu";
   bool identifiers = false;
   int statements_per_file = 3;  ///< masked task: statements drawn from each file
+  /// Memory techniques (trainer/MemoryTechniques.h): "none" or "relu" (the ReLU outputs of the
+  /// convolutions kept compressed for backward; lossless). TBCNN is not cut into units, so
+  /// recompute and swap are usage errors.
+  std::vector<std::string> memory;
   int threads = 1;
   std::uint64_t seed = 1;
   std::string metrics_path;
@@ -48,6 +52,7 @@ struct TrainTbcnnReport {
   long examples = 0;  ///< training examples (trees, or masked statements)
   double trees_per_second = 0;
   double nodes_per_second = 0;
+  long compressed_tensors = 0;  ///< --memory relu: ReLU outputs stored compressed
 };
 
 TrainTbcnnReport train_tbcnn(const TrainTbcnnOptions& options);

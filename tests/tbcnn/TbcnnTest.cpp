@@ -1,3 +1,4 @@
+#include "tbcnn/Tbcnn.h"
 #include "tbcnn/TbcnnModel.h"
 #include "tbcnn/TreeBatch.h"
 
@@ -291,6 +292,34 @@ TEST(CodeCorpus, ClearErrorsForBadSourceFolders) {
   } catch (const datasets::InputError& e) {
     EXPECT_NE(std::string(e.what()).find("empty"), std::string::npos) << e.what();
   }
+}
+
+TEST(TrainTbcnn, ReluCompressionIsLosslessAndRecomputeIsAUsageError) {
+  TempDir dir;
+  const std::filesystem::path src = dir.file("src");
+  for (int i = 0; i < 6; ++i) {
+    write(src / "a" / ("f" + std::to_string(i) + ".py"),
+          "def f(x):\n    return x + " + std::to_string(i) + "\n");
+    write(src / "b" / ("g" + std::to_string(i) + ".py"), "for i in range(3):\n    print(i)\n");
+  }
+  datasets::CorpusOptions co;
+  co.src_dir = src.string();
+  datasets::write_corpus(dir.file("c.corpus"), datasets::build_corpus(co));
+  TrainTbcnnOptions t;
+  t.corpus_path = dir.file("c.corpus");
+  t.steps = 3;
+  t.batch = 4;
+  t.channels = 8;
+  t.embedding = 4;
+  t.out_path = dir.file("plain.pt");
+  EXPECT_EQ(train_tbcnn(t).compressed_tensors, 0);
+  t.memory = {"relu"};
+  t.out_path = dir.file("relu.pt");
+  EXPECT_GT(train_tbcnn(t).compressed_tensors, 0) << "the convolutions' ReLU outputs";
+  EXPECT_EQ(testing::read_file(dir.file("plain.pt")), testing::read_file(dir.file("relu.pt")))
+      << "the same model bytes";
+  t.memory = {"recompute"};
+  EXPECT_THROW(train_tbcnn(t), UsageError);
 }
 
 }  // namespace
