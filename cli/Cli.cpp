@@ -155,7 +155,10 @@ void print_eval_table(std::ostream& out, const std::vector<npi::LengthReport>& r
 }  // namespace
 
 int engram_main(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
-  CLI::App app{"engram: train neural programs on execution traces and query them", "engram"};
+  CLI::App app{
+      "engram: train neural programs on execution traces and code encoders on syntax "
+      "trees, and query them",
+      "engram"};
   app.require_subcommand(1);
   app.set_help_all_flag("--help-all", "Show help for every command");
 

@@ -322,5 +322,43 @@ TEST(TrainTbcnn, ReluCompressionIsLosslessAndRecomputeIsAUsageError) {
   EXPECT_THROW(train_tbcnn(t), UsageError);
 }
 
+TEST(Stdlib, FunctionsOfPackagesWithEnoughFilesDedentedAndWithoutTests) {
+  TempDir dir;
+  const std::filesystem::path lib = dir.file("lib");
+  for (const char* pkg : {"big", "small"}) {
+    write(lib / pkg / "__init__.py", "");
+    write(lib / pkg / "a.py",
+          "def one():\n    return 1\n\nclass K:\n    def two(self):\n"
+          "        if self:\n            return 2\n");
+    write(lib / pkg / "b.py",
+          "def three(x):\n    def inner():\n        return x\n    return inner\n");
+  }
+  write(lib / "big" / "c.py", "def four():\n    pass\n");
+  write(lib / "big" / "test" / "test_a.py", "def test_one():\n    assert True\n");
+  write(lib / "toplevel.py", "def alone():\n    pass\n");
+  datasets::StdlibOptions o;
+  o.lib_dir = lib.string();
+  o.out_dir = dir.file("out");
+  o.min_files = 4;  // big has __init__, a, b, c; small has 3 files
+  o.min_functions = 5;
+  const auto report = datasets::write_stdlib_functions(o);
+  ASSERT_EQ(report.classes.size(), 1u);
+  EXPECT_EQ(report.classes[0], std::make_pair(std::string("big"), 5L))
+      << "one, two, three, inner, four; not test_one";
+  EXPECT_EQ(report.too_small, (std::vector<std::string>{"small"}));
+  // Every written function parses without errors once dedented.
+  datasets::CorpusOptions co;
+  co.src_dir = o.out_dir;
+  const auto corpus = datasets::build_corpus(co);
+  EXPECT_EQ(corpus.report.kept, 5);
+  EXPECT_EQ(corpus.report.with_errors, 0);
+  EXPECT_TRUE(
+      std::filesystem::exists(std::filesystem::path(o.out_dir) / "big" / "big.a__two_L5.py"));
+  EXPECT_THROW(datasets::write_stdlib_functions(o), datasets::InputError) << "out exists";
+  o.lib_dir = dir.file("nolib");
+  o.out_dir = dir.file("out2");
+  EXPECT_THROW(datasets::write_stdlib_functions(o), datasets::InputError);
+}
+
 }  // namespace
 }  // namespace engram::tbcnn
