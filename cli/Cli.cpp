@@ -106,6 +106,8 @@ datasets::Binding make_binding(const std::string& task, const PrimitiveOptions& 
                      " primitive, but '" + ref.text() + "' is " +
                      datasets::kind_name(family->kind));
   }
+  if (po.init_option->count() > 0 && task != "fold" && task != "scan")
+    throw UsageError("--init applies to fold and scan, not " + task);
   datasets::Binding binding;
   binding.init = po.init;
   if (learned && po.symbolic == !po.library.empty()) {

@@ -144,6 +144,8 @@ AdditionTask::AdditionTask(std::shared_ptr<const Primitive> digit,
                      std::to_string(digit->domain()));
   }
   reference_ = reference ? std::move(reference) : make_symbolic_primitive(digit->ref(), 10);
+  if (reference_->kind() != PrimitiveKind::kFullAdder || reference_->domain() != 10)
+    throw std::invalid_argument("the reference primitive does not match the bound one");
   digit_ = std::move(digit);
   programs_.push_back({"FULLADD", true});
 }

@@ -51,9 +51,18 @@ void rebuild_children(CodeTree& tree) {
 
 std::string read_bytes(const fs::path& path) {
   std::ifstream in(path, std::ios::binary);
+  if (!in) throw std::runtime_error("cannot read '" + path.string() + "'");
   std::ostringstream buffer;
   buffer << in.rdbuf();
   return buffer.str();
+}
+
+/// A JSON number that must be an integer in [low, high]; FormatError otherwise.
+long integer_in(const json& value, long low, long high, const char* what) {
+  if (!value.is_number_integer()) throw FormatError(std::string(what) + " is not an integer");
+  const auto v = value.get<std::int64_t>();
+  if (v < low || v > high) throw FormatError(std::string(what) + " is out of range");
+  return static_cast<long>(v);
 }
 
 }  // namespace
@@ -214,27 +223,34 @@ CodeCorpus read_corpus(const std::string& path) {
     corpus.classes = header.at("classes").get<std::vector<std::string>>();
     corpus.vocabulary = header.at("vocabulary").get<std::vector<std::string>>();
     const auto& r = header.at("report");
-    corpus.report.files = r.at("files");
-    corpus.report.kept = r.at("kept");
-    corpus.report.with_errors = r.at("with_errors");
-    corpus.report.error_nodes = r.at("error_nodes");
-    corpus.report.skipped_errors = r.at("skipped_errors");
-    corpus.report.skipped_not_text = r.at("skipped_not_text");
-    corpus.report.skipped_too_large = r.at("skipped_too_large");
-    const auto count = header.at("count").get<std::size_t>();
+    constexpr long kBig = 1L << 40;
+    corpus.report.files = integer_in(r.at("files"), 0, kBig, "report.files");
+    corpus.report.kept = integer_in(r.at("kept"), 0, kBig, "report.kept");
+    corpus.report.with_errors = integer_in(r.at("with_errors"), 0, kBig, "report.with_errors");
+    corpus.report.error_nodes = integer_in(r.at("error_nodes"), 0, kBig, "report.error_nodes");
+    corpus.report.skipped_errors =
+        integer_in(r.at("skipped_errors"), 0, kBig, "report.skipped_errors");
+    corpus.report.skipped_not_text =
+        integer_in(r.at("skipped_not_text"), 0, kBig, "report.skipped_not_text");
+    corpus.report.skipped_too_large =
+        integer_in(r.at("skipped_too_large"), 0, kBig, "report.skipped_too_large");
+    const auto count = static_cast<std::size_t>(integer_in(header.at("count"), 0, kBig, "count"));
     const int vocab = static_cast<int>(corpus.vocabulary.size());
     while (std::getline(in, line)) {
       ++number;
       const json j = json::parse(line);
       CodeSample s;
       s.path = j.at("path").get<std::string>();
-      s.label = j.at("label").get<int>();
+      s.label = static_cast<int>(
+          integer_in(j.at("label"), 0, static_cast<long>(corpus.classes.size()) - 1, "label"));
       s.split = parse_split(j.at("split").get<std::string>());
       s.tree.language = corpus.language;
-      s.tree.type = j.at("type").get<std::vector<int>>();
-      s.tree.parent = j.at("parent").get<std::vector<int>>();
-      s.tree.error_nodes = j.at("errors").get<int>();
-      s.tree.missing_nodes = j.at("missing").get<int>();
+      for (const auto& t : j.at("type"))
+        s.tree.type.push_back(static_cast<int>(integer_in(t, 0, vocab - 1, "node type")));
+      for (const auto& p : j.at("parent"))
+        s.tree.parent.push_back(static_cast<int>(integer_in(p, -1, 1L << 30, "parent")));
+      s.tree.error_nodes = static_cast<int>(integer_in(j.at("errors"), 0, 1L << 30, "errors"));
+      s.tree.missing_nodes = static_cast<int>(integer_in(j.at("missing"), 0, 1L << 30, "missing"));
       const int n = s.tree.size();
       if (s.label < 0 || s.label >= static_cast<int>(corpus.classes.size()))
         throw fail("label out of range");
@@ -247,7 +263,10 @@ CodeCorpus read_corpus(const std::string& path) {
       }
       s.tree.identifier.assign(n, "");
       for (const auto& [key, text] : j.at("ident").items()) {
-        const int i = std::stoi(key);
+        const bool digits =
+            !key.empty() && key.size() <= 9 &&
+            std::all_of(key.begin(), key.end(), [](char c) { return c >= '0' && c <= '9'; });
+        const int i = digits ? std::stoi(key) : -1;
         if (i < 0 || i >= n) throw fail("identifier of a node out of range");
         s.tree.identifier[i] = text.get<std::string>();
       }
@@ -262,6 +281,10 @@ CodeCorpus read_corpus(const std::string& path) {
     }
   } catch (const json::exception& e) {
     throw fail(std::string("malformed JSON: ") + e.what());
+  } catch (const FormatError& e) {
+    const std::string what = e.what();
+    if (what.rfind("'" + path + "'", 0) == 0) throw;
+    throw fail(what);
   } catch (const InputError& e) {
     throw fail(e.what());
   }
@@ -275,7 +298,8 @@ StdlibReport write_stdlib_functions(const StdlibOptions& options) {
     throw InputError("Python library directory '" + options.lib_dir + "' does not exist");
   }
   if (options.out_dir.empty()) throw InputError("--out is required");
-  const fs::path out(options.out_dir);
+  fs::path out = fs::path(options.out_dir).lexically_normal();
+  if (!out.has_filename()) out = out.parent_path();  // "gen/" -> "gen"
   if (fs::exists(out, ec) && !(fs::is_directory(out, ec) && fs::is_empty(out, ec))) {
     throw InputError("'" + options.out_dir + "' exists and is not empty");
   }
@@ -363,7 +387,13 @@ StdlibReport write_stdlib_functions(const StdlibOptions& options) {
     }
     fs::create_directories(staging / pkg);
     for (const auto& f : functions) {
-      std::ofstream(staging / pkg / (f.name + ".py"), std::ios::binary) << f.text;
+      std::ofstream file(staging / pkg / (f.name + ".py"), std::ios::binary);
+      file << f.text;
+      file.close();
+      if (!file) {
+        fs::remove_all(staging, ec);
+        throw std::runtime_error("cannot write '" + (staging / pkg / f.name).string() + ".py'");
+      }
     }
     report.classes.emplace_back(pkg, static_cast<long>(functions.size()));
     report.functions += static_cast<long>(functions.size());

@@ -150,42 +150,61 @@ CodeTree parse_code(Language language, const std::string& source, long max_nodes
 
   CodeTree out;
   out.language = language;
-  // Iterative pre-order walk over named nodes: (node, parent index in `out`).
-  struct Item {
-    TSNode node;
-    int parent;
-  };
-  std::vector<Item> stack{{ts_tree_root_node(tree.get()), -1}};
+  // Pre-order walk over every node with a cursor (constant time per step, whatever the fan-out):
+  // named nodes are kept, each under its nearest named ancestor; MISSING tokens are counted
+  // whether named or not. named_at[d]: the nearest kept node at or above cursor depth d.
+  TSTreeCursor cursor = ts_tree_cursor_new(ts_tree_root_node(tree.get()));
+  struct CursorDeleter {
+    TSTreeCursor* c;
+    ~CursorDeleter() { ts_tree_cursor_delete(c); }
+  } cursor_deleter{&cursor};
+  std::vector<int> named_at;
   std::vector<std::vector<int>> kids;
-  while (!stack.empty()) {
-    const Item item = stack.back();
-    stack.pop_back();
-    const int index = out.size();
-    if (max_nodes > 0 && index >= max_nodes) {
-      throw TooManyNodes("more than " + std::to_string(max_nodes) + " nodes");
-    }
-    const TSNode n = item.node;
-    const TSSymbol symbol = ts_node_symbol(n);
-    const bool error = std::strcmp(ts_node_type(n), "ERROR") == 0;
-    int type = symbol < types.of_symbol.size() ? types.of_symbol[symbol] : -1;
-    if (error || type < 0) type = types.error_type;
-    out.type.push_back(type);
-    out.parent.push_back(item.parent);
-    const TSPoint a = ts_node_start_point(n), b = ts_node_end_point(n);
-    out.start.push_back({static_cast<int>(a.row), static_cast<int>(a.column)});
-    out.end.push_back({static_cast<int>(b.row), static_cast<int>(b.column)});
-    const uint32_t named = ts_node_named_child_count(n);
-    std::string text;
-    if (named == 0 && is_identifier_type(types.names[type])) {
-      const uint32_t from = ts_node_start_byte(n), to = ts_node_end_byte(n);
-      if (to <= source.size() && from < to) text = source.substr(from, to - from);
-    }
-    out.identifier.push_back(std::move(text));
-    if (error) ++out.error_nodes;
+  std::size_t depth = 0;
+  while (true) {
+    const TSNode n = ts_tree_cursor_current_node(&cursor);
+    const int parent = depth == 0 ? -1 : named_at[depth - 1];
+    int self = parent;
     if (ts_node_is_missing(n)) ++out.missing_nodes;
-    kids.emplace_back();
-    if (item.parent >= 0) kids[item.parent].push_back(index);
-    for (uint32_t c = named; c-- > 0;) stack.push_back({ts_node_named_child(n, c), index});
+    if (ts_node_is_named(n)) {
+      self = out.size();
+      if (max_nodes > 0 && self >= max_nodes) {
+        throw TooManyNodes("more than " + std::to_string(max_nodes) + " nodes");
+      }
+      const TSSymbol symbol = ts_node_symbol(n);
+      const bool error = std::strcmp(ts_node_type(n), "ERROR") == 0;
+      int type = symbol < types.of_symbol.size() ? types.of_symbol[symbol] : -1;
+      if (error || type < 0) type = types.error_type;
+      out.type.push_back(type);
+      out.parent.push_back(parent);
+      const TSPoint a = ts_node_start_point(n), b = ts_node_end_point(n);
+      out.start.push_back({static_cast<int>(a.row), static_cast<int>(a.column)});
+      out.end.push_back({static_cast<int>(b.row), static_cast<int>(b.column)});
+      std::string text;
+      if (ts_node_named_child_count(n) == 0 && is_identifier_type(types.names[type])) {
+        const uint32_t from = ts_node_start_byte(n), to = ts_node_end_byte(n);
+        if (to <= source.size() && from < to) text = source.substr(from, to - from);
+      }
+      out.identifier.push_back(std::move(text));
+      if (error) ++out.error_nodes;
+      kids.emplace_back();
+      if (parent >= 0) kids[parent].push_back(self);
+    }
+    named_at.resize(depth + 1);
+    named_at[depth] = self;
+    if (ts_tree_cursor_goto_first_child(&cursor)) {
+      ++depth;
+      continue;
+    }
+    bool more = true;
+    while (!ts_tree_cursor_goto_next_sibling(&cursor)) {
+      if (!ts_tree_cursor_goto_parent(&cursor)) {
+        more = false;
+        break;
+      }
+      --depth;
+    }
+    if (!more) break;
   }
   out.child_begin.assign(out.size() + 1, 0);
   for (int i = 0; i < out.size(); ++i) {

@@ -14,7 +14,7 @@
 ///
 /// ACTs (operands: NONE 0, X 1 and Y 2 (the elements under the pointers), ACC 3, REG 4, OUT 5):
 ///   APPLY(a, b)     REG = primitive(a) or primitive(a, b); b is NONE for unary primitives
-///   WRITE(dest, s)  dest OUT appends s, dest ACC sets ACC = s; s is REG or X
+///   WRITE(dest, s)  dest OUT appends s, dest ACC sets ACC = s; s is REG, X, Y or ACC
 ///   MOVE(p)         pointer of X or Y one element to the right
 /// Programs, tail-recursive as in Cai, Shin & Song (2017), so every invocation has bounded length:
 ///   MAP      if X at end: return; MAP1, MAP         MAP1     APPLY(X), WRITE(OUT, REG), MOVE(X)

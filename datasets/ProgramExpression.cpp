@@ -99,6 +99,13 @@ class Parser {
     e.column = static_cast<int>(at) + 1;
     e.function = name();
     if (e.is_list()) return e;
+    if (++depth_ > kMaxDepth) {
+      fail(at, "more than " + std::to_string(kMaxDepth) + " nested stages");
+    }
+    struct Leave {
+      int& depth;
+      ~Leave() { --depth; }
+    } leave{depth_};
     static const std::vector<std::string> stages{"map", "filter", "fold", "scan", "zipwith"};
     if (std::find(stages.begin(), stages.end(), e.function) == stages.end()) {
       fail(at, "unknown function '" + e.function +
@@ -130,8 +137,10 @@ class Parser {
     return e;
   }
 
+  static constexpr int kMaxDepth = 64;
   const std::string& text_;
   std::size_t i_ = 0;
+  int depth_ = 0;
 };
 
 }  // namespace

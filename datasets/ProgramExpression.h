@@ -13,7 +13,8 @@
 ///   primitive := name | name "(" int ")"          e.g. double, gt(5)
 /// FOLD returns a number, every other stage a list, so a FOLD can only be the outermost stage.
 /// The primitive's kind must be the one the stage applies (unary for map, predicate for filter,
-/// binary for fold, scan and zipwith). Every error names the column (1-based) of the problem.
+/// binary for fold, scan and zipwith). At most 64 stages nest. Every error names the column
+/// (1-based) of the problem.
 ///
 /// \code
 ///   auto e = engram::datasets::parse_expression("map(double, filter(gt(3), xs))");

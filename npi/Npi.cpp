@@ -16,6 +16,7 @@
 
 #include <chrono>
 #include <cmath>
+#include <filesystem>
 #include <numeric>
 #include <optional>
 
@@ -310,6 +311,21 @@ PipelineReport run_pipeline(const PipelineOptions& options) {
     runner.ys =
         datasets::parse_value_list(options.input.substr(semicolon + 1), options.k, semicolon + 1);
   if (options.models_dir.empty()) throw UsageError("--models DIR is required with --program");
+  // Every stage's model file and primitive before any stage runs.
+  std::vector<const datasets::Expression*> pending{&program};
+  while (!pending.empty()) {
+    const datasets::Expression* e = pending.back();
+    pending.pop_back();
+    if (e->is_list()) continue;
+    const std::string model = options.models_dir + "/" + e->function + ".pt";
+    if (!std::filesystem::is_regular_file(model)) {
+      throw std::runtime_error("no model for " + e->function + ": '" + model +
+                               "' not found (train one with engram train npi --task " +
+                               e->function + ")");
+    }
+    options.primitive(e->primitive);  // UsageError when the library lacks its family
+    for (const auto& input : e->inputs) pending.push_back(&input);
+  }
   trainer::set_threads_option(options.threads);
   const auto expected = datasets::evaluate_symbolic(program, runner.xs, runner.ys, options.k);
   report.expected = datasets::format_value_list(expected);

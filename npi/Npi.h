@@ -149,7 +149,8 @@ struct PipelineReport {
 };
 
 /// Throws InputError for a malformed program or input (with the column), UsageError for a
-/// missing model directory entry, FormatError for an unusable model.
+/// primitive the library lacks, std::runtime_error for a missing model file (all checked before
+/// any stage runs), FormatError for an unusable model.
 PipelineReport run_pipeline(const PipelineOptions& options);
 /// Each stage's call tree and result, then the pipeline's result.
 std::string pipeline_text(const PipelineReport& report);

@@ -9,6 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <map>
@@ -39,7 +40,9 @@ LibraryFile read_library(const std::string& path) {
   LibraryFile lib;
   try {
     const json config = json::parse(ck.config_json);
-    lib.k = config.at("k").get<int>();
+    if (!config.at("k").is_number_integer()) throw FormatError("'" + path + "' has no integer K");
+    lib.k =
+        static_cast<int>(std::clamp<std::int64_t>(config.at("k").get<std::int64_t>(), -1, 1 << 20));
     for (const auto& net : config.at("networks")) {
       const std::string family = net.at("family").get<std::string>();
       if (datasets::find_family(family) == nullptr)
@@ -48,8 +51,9 @@ LibraryFile read_library(const std::string& path) {
       stored.config = PrimitiveNetConfig::for_family(family, lib.k);
       stored.config.embedding = net.at("embedding").get<int>();
       stored.config.hidden = net.at("hidden").get<int>();
-      if (stored.config.embedding < 1 || stored.config.hidden < 1)
-        throw FormatError("'" + path + "' has a network of size zero");
+      if (stored.config.embedding < 1 || stored.config.embedding > 8192 ||
+          stored.config.hidden < 1 || stored.config.hidden > 8192)
+        throw FormatError("'" + path + "' has a network of a size out of range");
       lib.networks[family] = std::move(stored);
     }
   } catch (const json::exception& e) {
@@ -119,7 +123,7 @@ class LearnedPrimitive final : public datasets::Primitive {
 
   int apply(int x, int y, int z) const override {
     const auto& config = net_->config();
-    int64_t row[3];
+    int64_t row[4];
     int n = 0;
     row[n++] = x;
     if (datasets::kind_arity(config.kind) >= 2) row[n++] = y;
@@ -127,7 +131,7 @@ class LearnedPrimitive final : public datasets::Primitive {
     if (config.has_parameter) row[n++] = ref().parameter;
     for (int i = 0; i < n; ++i) {
       if (row[i] < 0 || row[i] >= config.k)
-        throw std::out_of_range("primitive " + ref().text() + " applied outside its domain");
+        throw datasets::ActError("primitive " + ref().text() + " applied outside its domain");
     }
     c10::InferenceMode inference;
     const auto logits = net_->forward(torch::from_blob(row, {1, n}, torch::kLong));

@@ -16,6 +16,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <sstream>
@@ -49,6 +50,8 @@ CodeTree mask_subtree(const CodeTree& tree, int node, int mask_type) {
   std::vector<bool> inside(n, false);
   CodeTree out;
   out.language = tree.language;
+  out.error_nodes = tree.error_nodes;
+  out.missing_nodes = tree.missing_nodes;
   for (int i = 0; i < n; ++i) {
     inside[i] =
         i != node && tree.parent[i] >= 0 && (tree.parent[i] == node || inside[tree.parent[i]]);
@@ -233,6 +236,9 @@ datasets::Position parse_pivot(const std::string& text) {
 }
 
 std::string read_source(const std::string& path) {
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(path, ec))
+    throw std::runtime_error("'" + path + "' is not a readable file");
   std::ifstream in(path, std::ios::binary);
   if (!in) throw std::runtime_error("cannot read '" + path + "'");
   std::ostringstream buffer;

@@ -102,7 +102,8 @@ struct ClassifyReport {
   int error_nodes = 0;
 };
 
-/// The `k` most probable classes of a file (whole-tree models of the classify task).
+/// The `k` most probable classes of a file: the classes of its model's task (files for classify,
+/// statement kinds at --pivot for masked).
 ClassifyReport classify_file(const EncodeOptions& options, int k = 5);
 
 }  // namespace engram::tbcnn

@@ -35,9 +35,20 @@ TbcnnConfig TbcnnConfig::from_json(const std::string& text) {
     c.identifiers = j.at("identifiers");
     c.buckets = j.at("buckets");
     c.pivot_flag = j.at("pivot_flag");
-    if (c.vocabulary.empty() || c.classes.empty() || c.embedding < 1 || c.channels < 1 ||
-        c.layers < 1 || c.buckets < 1)
-      throw FormatError("a TBCNN configuration with empty or zero sizes");
+    if (c.vocabulary.empty() || c.classes.empty() || c.embedding < 1 || c.embedding > 4096 ||
+        c.channels < 1 || c.channels > 4096 || c.layers < 1 || c.layers > 16 || c.buckets < 1 ||
+        c.buckets > (1 << 22))
+      throw FormatError("a TBCNN configuration with sizes out of range");
+    if (c.model != "tbcnn" && c.model != "localized" && c.model != "bow")
+      throw FormatError("a TBCNN configuration of unknown model '" + c.model + "'");
+    if (c.activation != "relu" && c.activation != "tanh")
+      throw FormatError("a TBCNN configuration of unknown activation '" + c.activation + "'");
+    if (c.task != "classify" && c.task != "masked")
+      throw FormatError("a TBCNN configuration of unknown task '" + c.task + "'");
+    if (c.language != "python" && c.language != "c" && c.language != "cpp")
+      throw FormatError("a TBCNN configuration of unknown language '" + c.language + "'");
+    if (c.task == "masked" && c.vocabulary.back() != "<mask>")
+      throw FormatError("a masked-task TBCNN configuration without the <mask> node type");
     return c;
   } catch (const nlohmann::json::exception& e) {
     throw FormatError(std::string("malformed TBCNN configuration: ") + e.what());

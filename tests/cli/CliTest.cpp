@@ -306,6 +306,8 @@ TEST_F(CliTest, PrimitiveUsageErrorsExitWithTwo) {
   expect_error({"data", "gen", "--task", "fold", "--out", data_, "--init", "10"}, 2,
                "--init 10 is outside the domain 0..9");
   expect_error({"data", "gen", "--task", "map", "--out", data_, "--k", "1"}, 2, "K must lie in");
+  expect_error({"data", "gen", "--task", "map", "--out", data_, "--init", "3"}, 2,
+               "--init applies to fold and scan, not map");
   expect_error(
       {"eval", "npi", "--model", model_, "--task", "map", "--length", "3", "--symbolic-primitives"},
       2, "--primitive is required for map");

@@ -249,6 +249,7 @@ TEST_F(EngramBinaryTest, CodeCorpusTbcnnTrainEvalEncodeClassify) {
   EXPECT_NE(p.err.find("empty"), std::string::npos) << p.err;
   expect_one_error_line(run({"eval", "tbcnn", "--model", dir_.file("none.pt"), "--corpus", corpus}),
                         1);
+  expect_one_error_line(run({"encode", "--model", model, "--file", src.string()}), 1);
   expect_one_error_line(
       run({"train", "tbcnn", "--corpus", corpus, "--out", model, "--model", "localized"}), 2);
 }

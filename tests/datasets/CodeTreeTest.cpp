@@ -57,6 +57,18 @@ TEST(CodeTree, ParseErrorsBecomeCountedErrorNodes) {
   bool has_error_type = false;
   for (int i = 0; i < tree.size(); ++i) has_error_type |= type_of(tree, i) == "ERROR";
   EXPECT_EQ(has_error_type, tree.error_nodes > 0);
+  // A missing anonymous token (the ';') is counted too.
+  const CodeTree c = parse_code(Language::kC, "int main(void) { int x = 1 }\n");
+  EXPECT_EQ(c.error_nodes, 0);
+  EXPECT_EQ(c.missing_nodes, 1);
+}
+
+TEST(CodeTree, WideNodesParseInLinearTime) {
+  std::string source = "int a[] = {";
+  for (int i = 0; i < 200000; ++i) source += "1,";
+  source += "1};\n";
+  const CodeTree tree = parse_code(Language::kC, source);
+  EXPECT_GT(tree.size(), 200000);
 }
 
 TEST(CodeTree, NodeAtFindsTheDeepestNodeAndAncestorsLeadToTheRoot) {

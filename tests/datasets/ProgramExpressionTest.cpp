@@ -54,6 +54,14 @@ TEST(ProgramExpression, ErrorsNameTheColumnOfTheProblem) {
   expect_error_at("filter(gt(x), xs)", 11, "expected a non-negative integer parameter");
   expect_error_at("filter(gt, xs)", 8, "gt takes a parameter");
   expect_error_at("", 1, "expected a name");
+  // Deep nesting is an error, not a stack overflow.
+  std::string deep;
+  for (int i = 0; i < 20000; ++i) deep += "map(succ, ";
+  deep += "xs" + std::string(20000, ')');
+  expect_error_at(deep, 641, "more than 64 nested stages");
+  std::string ok;
+  for (int i = 0; i < 64; ++i) ok += "map(succ, ";
+  EXPECT_NO_THROW(parse_expression(ok + "xs" + std::string(64, ')')));
 }
 
 TEST(ProgramExpression, DomainChecksNameTheColumn) {

@@ -33,7 +33,8 @@ TEST(TaskRegistry, UnknownTaskIsAnInputErrorListingTheKnownTasks) {
   EXPECT_THROW(task_by_name(""), InputError);
   EXPECT_THROW(task_by_name("Addition"), InputError) << "names are case-sensitive";
   ENGRAM_EXPECT_THROW_WITH(task_by_name("multiply"), UsageError, "'multiply'");
-  ENGRAM_EXPECT_THROW_WITH(task_by_name("multiply"), InputError, "addition, addition-primitive, sort, sort-recursive, map");
+  ENGRAM_EXPECT_THROW_WITH(task_by_name("multiply"), InputError,
+                           "addition, addition-primitive, sort, sort-recursive, map");
 }
 
 TEST(TaskRegistry, ProgramIndexFindsProgramsByName) {

@@ -146,7 +146,8 @@ TEST_F(NpiModelTest, BothLayerImplementationsHaveTheSameParametersAndInitialWeig
   EXPECT_THROW(NpiModel(with_layers(config, "cudnn")), std::invalid_argument);
 }
 
-TEST_F(NpiModelTest, StepByStepMatchesForwardPackedForBothLayerImplementationsWithAndWithoutGradients) {
+TEST_F(NpiModelTest,
+       StepByStepMatchesForwardPackedForBothLayerImplementationsWithAndWithoutGradients) {
   const NpiConfig config = small_config(task_by_name("sort"), 12);
   // Sequences of lengths 4, 4 and 2 in packed order.
   const std::vector<long> batch_sizes{3, 3, 2, 2};

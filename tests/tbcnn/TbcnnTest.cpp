@@ -6,6 +6,7 @@
 #include "tests/support/TempDir.h"
 
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include <filesystem>
 #include <fstream>
@@ -202,6 +203,29 @@ TEST(TbcnnModel, GradientMatchesFiniteDifferences) {
   }
 }
 
+TEST(TbcnnConfig, InconsistentCheckpointConfigurationsAreFormatErrors) {
+  const std::string good = small_config("tbcnn").to_json();
+  EXPECT_NO_THROW(TbcnnConfig::from_json(good));
+  auto with = [&](const std::string& key, const std::string& value) {
+    auto j = nlohmann::json::parse(good);
+    j[key] = nlohmann::json::parse(value);
+    return j.dump();
+  };
+  for (const auto& [key, value] :
+       std::vector<std::pair<std::string, std::string>>{{"layers", "100000000"},
+                                                        {"channels", "0"},
+                                                        {"model", "\"rnn\""},
+                                                        {"task", "\"guess\""},
+                                                        {"activation", "\"gelu\""},
+                                                        {"language", "\"rust\""},
+                                                        {"buckets", "-1"}}) {
+    EXPECT_THROW(TbcnnConfig::from_json(with(key, value)), FormatError) << key;
+  }
+  EXPECT_THROW(TbcnnConfig::from_json(with("task", "\"masked\"")), FormatError)
+      << "a masked-task vocabulary ends with <mask>";
+  EXPECT_THROW(TbcnnConfig::from_json("{"), FormatError);
+}
+
 TEST(TbcnnModel, BagOfTypesIsTypeFrequencies) {
   TbcnnModel model(small_config("bow"));
   const auto tree = tree_from_parents({-1, 0, 0, 0});
@@ -274,6 +298,24 @@ TEST(CodeCorpus, BuildCountsErrorsSkipsBinaryAndLargeTreesAndRoundTrips) {
   EXPECT_THROW(datasets::read_corpus(dir.file("t.corpus")), FormatError);
   write(dir.file("j.corpus"), "{\"format\":\"nope\"}\n");
   EXPECT_THROW(datasets::read_corpus(dir.file("j.corpus")), FormatError);
+  // Numbers that are not integers in range, identifier keys that are not node indices.
+  const auto header = text.substr(0, text.find('\n') + 1);
+  auto line = nlohmann::json::parse(
+      text.substr(header.size(), text.find('\n', header.size()) - header.size()));
+  for (const auto& [key, value] :
+       std::vector<std::pair<std::string, std::string>>{{"label", "1e300"},
+                                                        {"label", "4294967296"},
+                                                        {"ident", "{\"x\": \"a\"}"},
+                                                        {"ident", "{\"3abc\": \"a\"}"},
+                                                        {"type", "[1.5]"},
+                                                        {"parent", "[-1, 7]"}}) {
+    auto bad = line;
+    bad[key] = nlohmann::json::parse(value);
+    auto h = nlohmann::json::parse(header);
+    h["count"] = 1;
+    write(dir.file("n.corpus"), h.dump() + "\n" + bad.dump() + "\n");
+    EXPECT_THROW(datasets::read_corpus(dir.file("n.corpus")), FormatError) << key << "=" << value;
+  }
   EXPECT_THROW(datasets::read_corpus(dir.file("missing.corpus")), std::runtime_error);
 }
 
@@ -338,8 +380,8 @@ TEST(Stdlib, FunctionsOfPackagesWithEnoughFilesDedentedAndWithoutTests) {
   write(lib / "toplevel.py", "def alone():\n    pass\n");
   datasets::StdlibOptions o;
   o.lib_dir = lib.string();
-  o.out_dir = dir.file("out");
-  o.min_files = 4;  // big has __init__, a, b, c; small has 3 files
+  o.out_dir = dir.file("out") + "/";  // a trailing separator names the same folder
+  o.min_files = 4;                    // big has __init__, a, b, c; small has 3 files
   o.min_functions = 5;
   const auto report = datasets::write_stdlib_functions(o);
   ASSERT_EQ(report.classes.size(), 1u);
