@@ -1,6 +1,7 @@
 #include "datasets/CodeCorpus.h"
 
 #include "common/AtomicFile.h"
+#include "common/Hash.h"
 
 #include <nlohmann/json.hpp>
 
@@ -18,15 +19,6 @@ using nlohmann::json;
 
 constexpr int kCorpusVersion = 1;
 constexpr std::size_t kMaxWarnings = 20;
-
-std::uint64_t fnv1a(const std::string& s) {
-  std::uint64_t h = 1469598103934665603ull;
-  for (unsigned char c : s) {
-    h ^= c;
-    h *= 1099511628211ull;
-  }
-  return h;
-}
 
 bool has_suffix(const std::string& name, const std::vector<std::string>& suffixes) {
   for (const auto& suffix : suffixes) {

@@ -2,6 +2,7 @@
 
 #include "common/AtomicFile.h"
 #include "common/Errors.h"
+#include "common/Hash.h"
 #include "datasets/CodeCorpus.h"
 #include "memory/CompressingStore.h"
 #include "nn/Runtime.h"
@@ -29,15 +30,6 @@ using datasets::CodeTree;
 
 constexpr const char* kKind = "tbcnn";
 constexpr const char* kMask = "<mask>";
-
-std::uint64_t fnv1a(const std::string& s) {
-  std::uint64_t h = 1469598103934665603ull;
-  for (unsigned char c : s) {
-    h ^= c;
-    h *= 1099511628211ull;
-  }
-  return h;
-}
 
 bool is_statement(const std::string& type) {
   return type.size() > 10 && type.compare(type.size() - 10, 10, "_statement") == 0;

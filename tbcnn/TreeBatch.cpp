@@ -1,20 +1,13 @@
 #include "tbcnn/TreeBatch.h"
 
+#include "common/Hash.h"
+
 #include <algorithm>
 #include <cctype>
 #include <stdexcept>
 
 namespace engram::tbcnn {
 namespace {
-
-std::uint64_t fnv1a(const std::string& s) {
-  std::uint64_t h = 1469598103934665603ull;
-  for (unsigned char c : s) {
-    h ^= c;
-    h *= 1099511628211ull;
-  }
-  return h;
-}
 
 /// Coefficients of the window children `kids` of `top`, appended to `out`.
 void add_window(int top, const std::vector<int>& kids, std::vector<Window>& out) {

@@ -1,5 +1,7 @@
 #include "trainer/Checkpoint.h"
 
+#include "common/Hash.h"
+
 #include "common/AtomicFile.h"
 #include "common/Errors.h"
 
@@ -17,19 +19,9 @@ namespace {
 
 constexpr const char* kMagic = "engram-checkpoint";
 
-/// FNV-1a, continued from `h`.
-std::uint64_t fnv1a(const void* data, std::size_t n, std::uint64_t h = 1469598103934665603ULL) {
-  const auto* p = static_cast<const unsigned char*>(data);
-  for (std::size_t i = 0; i < n; ++i) {
-    h ^= p[i];
-    h *= 1099511628211ULL;
-  }
-  return h;
-}
-
 /// FNV-1a over names, shapes and bytes of every tensor.
 std::uint64_t checksum(const std::vector<std::pair<std::string, at::Tensor>>& tensors) {
-  std::uint64_t h = 1469598103934665603ULL;
+  std::uint64_t h = kFnv1aSeed;
   auto mix = [&h](const void* data, std::size_t n) { h = fnv1a(data, n, h); };
   for (const auto& [name, tensor] : tensors) {
     mix(name.data(), name.size());
