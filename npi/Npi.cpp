@@ -46,16 +46,7 @@ NpiModel load_model(const std::string& path, const datasets::Task& task) {
     throw FormatError("'" + path + "' does not match this version of task '" + task.name() + "'");
   }
   NpiModel model(config);
-  torch::NoGradGuard no_grad;
-  auto params = model->named_parameters();
-  if (params.size() != ck.tensors.size()) throw FormatError("'" + path + "' has the wrong tensors");
-  for (const auto& [name, tensor] : ck.tensors) {
-    auto* target = params.find(name);
-    if (target == nullptr || target->sizes() != tensor.sizes()) {
-      throw FormatError("'" + path + "' has an unexpected tensor '" + name + "'");
-    }
-    target->copy_(tensor);
-  }
+  trainer::load_parameters(*model, ck.tensors, path);
   return model;
 }
 

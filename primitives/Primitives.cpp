@@ -88,17 +88,7 @@ void write_library(const std::string& path, const LibraryFile& lib) {
 /// Builds the network and loads its tensors; FormatError if they do not fit.
 PrimitiveNet build(const Stored& stored, const std::string& path) {
   PrimitiveNet net(stored.config);
-  torch::NoGradGuard no_grad;
-  auto params = net->named_parameters();
-  if (params.size() != stored.tensors.size())
-    throw FormatError("'" + path + "' has the wrong tensors for " + stored.config.family);
-  for (const auto& [name, tensor] : stored.tensors) {
-    auto* target = params.find(name);
-    if (target == nullptr || target->sizes() != tensor.sizes())
-      throw FormatError("'" + path + "' has an unexpected tensor '" + stored.config.family + "." +
-                        name + "'");
-    target->copy_(tensor);
-  }
+  trainer::load_parameters(*net, stored.tensors, path, stored.config.family);
   net->eval();
   return net;
 }

@@ -193,15 +193,7 @@ void save_model(const std::string& path, TbcnnModel& model) {
 TbcnnModel load_model(const std::string& path) {
   const auto ck = trainer::load_checkpoint(path, kKind);
   TbcnnModel model(TbcnnConfig::from_json(ck.config_json));
-  torch::NoGradGuard no_grad;
-  auto params = model->named_parameters();
-  if (params.size() != ck.tensors.size()) throw FormatError("'" + path + "' has the wrong tensors");
-  for (const auto& [name, tensor] : ck.tensors) {
-    auto* target = params.find(name);
-    if (target == nullptr || target->sizes() != tensor.sizes())
-      throw FormatError("'" + path + "' has an unexpected tensor '" + name + "'");
-    target->copy_(tensor);
-  }
+  trainer::load_parameters(*model, ck.tensors, path);
   model->eval();
   return model;
 }

@@ -129,4 +129,23 @@ Checkpoint load_checkpoint(const std::string& path, const std::string& expected_
   return out;
 }
 
+void load_parameters(torch::nn::Module& module,
+                     const std::vector<std::pair<std::string, at::Tensor>>& tensors,
+                     const std::string& path, const std::string& family) {
+  torch::NoGradGuard no_grad;
+  auto params = module.named_parameters();
+  if (params.size() != tensors.size()) {
+    throw FormatError("'" + path + "' has the wrong tensors" +
+                      (family.empty() ? "" : " for " + family));
+  }
+  for (const auto& [name, tensor] : tensors) {
+    auto* target = params.find(name);
+    if (target == nullptr || target->sizes() != tensor.sizes()) {
+      throw FormatError("'" + path + "' has an unexpected tensor '" +
+                        (family.empty() ? "" : family + ".") + name + "'");
+    }
+    target->copy_(tensor);
+  }
+}
+
 }  // namespace engram::trainer

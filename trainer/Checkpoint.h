@@ -21,6 +21,10 @@
 #include <utility>
 #include <vector>
 
+namespace torch::nn {
+class Module;
+}  // namespace torch::nn
+
 namespace engram::trainer {
 
 constexpr int kCheckpointFormatVersion = 2;
@@ -37,5 +41,12 @@ void save_checkpoint(const std::string& path, const Checkpoint& checkpoint);
 /// Reads and verifies; throws std::runtime_error if missing, FormatError if corrupt, of another
 /// format version, or of another kind than `expected_kind`.
 Checkpoint load_checkpoint(const std::string& path, const std::string& expected_kind);
+
+/// Copies `tensors` into `module`'s parameters of the same names (under no_grad). Throws
+/// FormatError naming `path` when the names or shapes do not match the module's exactly;
+/// `family`, when not empty, qualifies the names in messages ("add.out.weight").
+void load_parameters(torch::nn::Module& module,
+                     const std::vector<std::pair<std::string, at::Tensor>>& tensors,
+                     const std::string& path, const std::string& family = "");
 
 }  // namespace engram::trainer
