@@ -292,6 +292,9 @@ int engram_main(const std::vector<std::string>& args, std::ostream& out, std::os
   train_tbcnn->add_option("--embedding", tt.embedding, "Node vector width")->capture_default_str();
   train_tbcnn->add_option("--channels", tt.channels, "Convolution width")->capture_default_str();
   train_tbcnn->add_option("--layers", tt.layers, "Convolution layers")->capture_default_str();
+  train_tbcnn->add_flag("--residual", tt.residual,
+                        "Add each convolution layer's input to its output (after the first), so "
+                        "deep stacks train");
   train_tbcnn->add_option("--activation", tt.activation, "relu (default) or tanh (the paper's)")
       ->capture_default_str();
   train_tbcnn->add_flag("--identifiers", tt.identifiers,

@@ -308,6 +308,7 @@ TrainTbcnnReport train_tbcnn(const TrainTbcnnOptions& options) {
   config.embedding = options.embedding;
   config.channels = options.channels;
   config.layers = options.layers;
+  config.residual = options.residual;
   config.activation = options.activation;
   config.identifiers = options.identifiers;
   config.pivot_flag = options.model == "tbcnn" && options.task == "masked";

@@ -32,6 +32,7 @@ struct TrainTbcnnOptions {
   int embedding = 64;
   int channels = 128;
   int layers = 2;
+  bool residual = false;  ///< add each layer's input to its output (layers after the first)
   std::string activation = "relu";
   bool identifiers = false;
   int statements_per_file = 3;  ///< masked task: statements drawn from each file

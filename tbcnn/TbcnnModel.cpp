@@ -15,7 +15,8 @@ std::string TbcnnConfig::to_json() const {
                         {"classes", classes},       {"embedding", embedding},
                         {"channels", channels},     {"layers", layers},
                         {"activation", activation}, {"identifiers", identifiers},
-                        {"buckets", buckets},       {"pivot_flag", pivot_flag}}
+                        {"buckets", buckets},       {"pivot_flag", pivot_flag},
+                        {"residual", residual}}
       .dump();
 }
 
@@ -35,6 +36,7 @@ TbcnnConfig TbcnnConfig::from_json(const std::string& text) {
     c.identifiers = j.at("identifiers");
     c.buckets = j.at("buckets");
     c.pivot_flag = j.at("pivot_flag");
+    c.residual = j.value("residual", false);  // absent in models written before the option
     if (c.vocabulary.empty() || c.classes.empty() || c.embedding < 1 || c.embedding > 4096 ||
         c.channels < 1 || c.channels > 4096 || c.layers < 1 || c.layers > 16 || c.buckets < 1 ||
         c.buckets > (1 << 22))
@@ -78,6 +80,12 @@ TbcnnModelImpl::TbcnnModelImpl(TbcnnConfig config) : config_(std::move(config)) 
                                     nn::Linear(nn::LinearOptions(width, c.channels).bias(false))));
     right_.push_back(register_module("conv" + n + "_right",
                                      nn::Linear(nn::LinearOptions(width, c.channels).bias(false))));
+    if (c.localized()) {
+      up_left_.push_back(register_module(
+          "conv" + n + "_up_left", nn::Linear(nn::LinearOptions(width, c.channels).bias(false))));
+      up_right_.push_back(register_module(
+          "conv" + n + "_up_right", nn::Linear(nn::LinearOptions(width, c.channels).bias(false))));
+    }
     width = c.channels;
   }
   out_ = register_module("out", nn::Linear(c.channels, classes));
@@ -105,7 +113,14 @@ torch::Tensor TbcnnModelImpl::encode(const TreeBatch& b) {
       const auto from_children = eta_l * left_[l](children) + eta_r * right_[l](children);
       y = y.index_add(0, b.edge_top, from_children);
     }
-    x = c.activation == "relu" ? nn::relu(y) : torch::tanh(y);
+    if (c.localized() && b.up_top.numel() > 0) {
+      const auto parents = x.index_select(0, b.up_parent);
+      const auto from_parent = b.up_eta_left.unsqueeze(1) * up_left_[l](parents) +
+                               b.up_eta_right.unsqueeze(1) * up_right_[l](parents);
+      y = y.index_add(0, b.up_top, from_parent);
+    }
+    auto out = c.activation == "relu" ? nn::relu(y) : torch::tanh(y);
+    x = c.residual && l > 0 ? out + x : out;
   }
   if (c.localized()) return x.index_select(0, b.pivot);
   // Max over each tree's nodes: scatter into [trees, longest tree, channels] padded with -inf.

@@ -7,9 +7,11 @@
 ///   x_p   = E_type[type_p] (+ mean of E_token over p's identifier sub-tokens, --identifiers)
 ///           (+ E_pivot[p is the pivot], whole-tree model on the masked-statement task)
 ///   layer:  y_p = f(W_t x_p + sum_{c in window(p)} (eta_l(c) W_l + eta_r(c) W_r) x_c + b)
+///           (localized: + (eta_l(p) U_l + eta_r(p) U_r) x_parent(p) where the window has it)
 ///           f = relu (default) or tanh; windows and eta as in tbcnn/TreeBatch.h
+///           --residual: x <- f(y) + x after every layer but the first (same width)
 ///   tbcnn:      v = max over the tree's nodes of the last layer (dynamic max pooling)
-///   localized:  v = the last layer at the pivot (windows of the tree re-rooted at the pivot)
+///   localized:  v = the last layer at the pivot (the localized windows of tbcnn/TreeBatch.h)
 ///   bow:        v = the tree's node-type frequencies;  logits = W_out v + b_out for all three
 ///
 /// Heavy header (torch): tbcnn sources and tests only; users go through tbcnn/Tbcnn.h.
@@ -31,9 +33,10 @@ struct TbcnnConfig {
   std::string language = "python";
   std::vector<std::string> vocabulary;  ///< node types; the masked task adds "<mask>" last
   std::vector<std::string> classes;
-  int embedding = 64;  ///< node vector width
-  int channels = 128;  ///< convolution output width
-  int layers = 2;      ///< convolution layers
+  int embedding = 64;     ///< node vector width
+  int channels = 128;     ///< convolution output width
+  int layers = 2;         ///< convolution layers
+  bool residual = false;  ///< x_{l+1} = f(conv(x_l)) + x_l for every layer but the first
   std::string activation = "relu";
   bool identifiers = false;  ///< add hashed identifier sub-token embeddings
   int buckets = 8192;        ///< identifier sub-token hash buckets
@@ -59,6 +62,7 @@ class TbcnnModelImpl : public torch::nn::Module {
   TbcnnConfig config_;
   nn::Embedding types_{nullptr}, tokens_{nullptr}, pivot_{nullptr};
   std::vector<nn::Linear> top_, left_, right_;
+  std::vector<nn::Linear> up_left_, up_right_;  ///< localized: the parent term (U_l, U_r)
   nn::Linear out_{nullptr};
 };
 TORCH_MODULE(TbcnnModel);

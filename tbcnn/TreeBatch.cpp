@@ -28,33 +28,20 @@ std::vector<Window> tree_windows(const datasets::CodeTree& tree, int pivot, bool
     return out;
   }
   if (pivot < 0 || pivot >= n) throw std::invalid_argument("localized windows need a pivot");
-  // toward[u]: u's neighbour on its path to the pivot (-1 for the pivot itself). Ancestors of the
-  // pivot point down to their child on the path; every other node points to its parent.
-  std::vector<int> toward(n, -2);
-  toward[pivot] = -1;
-  for (int child = pivot, a = tree.parent[pivot]; a >= 0; child = a, a = tree.parent[a])
-    toward[a] = child;
-  for (int u = 0; u < n; ++u) {
-    if (toward[u] == -2) toward[u] = tree.parent[u];
-  }
-  // Every edge keeps the coefficients of the child's place among its siblings in the original
-  // tree, whichever way it is used, so a window still tells where the pivot sits among them.
+  std::vector<bool> ancestor(n, false);  // strict ancestors of the pivot
+  for (int a = tree.parent[pivot]; a >= 0; a = tree.parent[a]) ancestor[a] = true;
   std::vector<Window> original;
   for (int p = 0; p < n; ++p) add_window(p, tree.children(p), original);
   std::vector<const Window*> edge_to_parent(n, nullptr);
   for (const auto& w : original) edge_to_parent[w.child] = &w;
   for (int u = 0; u < n; ++u) {
-    const int parent = tree.parent[u];
-    if (parent >= 0 && parent != toward[u]) {
+    if (tree.parent[u] >= 0) {
       const Window& e = *edge_to_parent[u];
-      out.push_back({u, parent, e.eta_left, e.eta_right});
+      out.push_back({u, tree.parent[u], e.eta_left, e.eta_right, /*up=*/true});
     }
-    for (int c : tree.children(u)) {
-      if (c != toward[u]) {
-        const Window& e = *edge_to_parent[c];
-        out.push_back({u, c, e.eta_left, e.eta_right});
-      }
-    }
+  }
+  for (const auto& w : original) {
+    if (!ancestor[w.child]) out.push_back(w);
   }
   return out;
 }
@@ -88,9 +75,9 @@ std::vector<std::string> identifier_subtokens(const std::string& identifier) {
 }
 
 TreeBatch make_tree_batch(const std::vector<TreeInput>& inputs, bool localized, int buckets) {
-  std::vector<int64_t> types, tree_of, position, top, child, pivots, is_pivot, token_ids,
-      token_node;
-  std::vector<float> left, right, token_weight;
+  std::vector<int64_t> types, tree_of, position, top, child, up_top, up_parent, pivots, is_pivot,
+      token_ids, token_node;
+  std::vector<float> left, right, up_left, up_right, token_weight;
   int64_t offset = 0;
   long max_nodes = 0;
   for (std::size_t b = 0; b < inputs.size(); ++b) {
@@ -111,10 +98,10 @@ TreeBatch make_tree_batch(const std::vector<TreeInput>& inputs, bool localized, 
       }
     }
     for (const auto& w : tree_windows(tree, pivot, localized)) {
-      top.push_back(offset + w.top);
-      child.push_back(offset + w.child);
-      left.push_back(w.eta_left);
-      right.push_back(w.eta_right);
+      (w.up ? up_top : top).push_back(offset + w.top);
+      (w.up ? up_parent : child).push_back(offset + w.child);
+      (w.up ? up_left : left).push_back(w.eta_left);
+      (w.up ? up_right : right).push_back(w.eta_right);
     }
     pivots.push_back(pivot >= 0 ? offset + pivot : -1);
     offset += tree.size();
@@ -136,6 +123,10 @@ TreeBatch make_tree_batch(const std::vector<TreeInput>& inputs, bool localized, 
   batch.edge_child = longs(child);
   batch.eta_left = floats(left);
   batch.eta_right = floats(right);
+  batch.up_top = longs(up_top);
+  batch.up_parent = longs(up_parent);
+  batch.up_eta_left = floats(up_left);
+  batch.up_eta_right = floats(up_right);
   batch.pivot = longs(pivots);
   batch.is_pivot = longs(is_pivot);
   batch.token_ids = longs(token_ids);

@@ -11,19 +11,26 @@
 /// so a layer computes, for every node p,
 ///   y_p = f( W_t x_p + sum_{c in window(p)} (eta_l(c) W_l + eta_r(c) W_r) x_c + b ).
 ///
-/// Whole-tree windows are a node and its children. Localized windows (a pivot given) are those of
-/// the tree re-rooted at the pivot: a node's window children are its neighbours (parent and
-/// children) except the one on its path to the pivot. In the original tree that is:
-///   the pivot:                   its parent and its children
-///   an ancestor of the pivot:    its parent and its children but the one toward the pivot
-///   any other node:              its children
-/// Every edge keeps the coefficients of the original tree (those of the child's place among its
-/// siblings), whichever way it is used: without that, re-rooting would lose where the pivot sits
-/// among its siblings (first statement or last), which the whole-tree model sees.
-/// Worked example (tests/tbcnn/TbcnnTest.cpp): nodes 0..4, 0 -> {1, 2}, 1 -> {3, 4}, pivot 3.
-/// Re-rooted at 3: 3 -> {1}, 1 -> {0, 4}, 0 -> {2}; the leaves 2 and 4 have empty windows.
-/// Coefficients (eta_l, eta_r): 3 <- 1 (1, 0) as 3 is 1's first child; 1 <- 0 (1, 0) as 1 is 0's
-/// first child; 1 <- 4 (0, 1); 0 <- 2 (0, 1).
+/// Whole-tree windows are a node and its children. Localized windows (a pivot given) follow the
+/// localized TBCNN: each layer updates
+///   the pivot          from itself, its parent and its children,
+///   any other node     from itself, its parent and its children that are not ancestors of the
+///                      pivot,
+/// so along the path from the root to the pivot information flows only down, toward the pivot,
+/// and everywhere else both ways. A layer then reads
+///   y_p = f( W_t x_p + sum_{c in down(p)} (eta_l(c) W_l + eta_r(c) W_r) x_c
+///                    + [p has a parent q in its window] (eta_l(p) U_l + eta_r(p) U_r) x_q + b ),
+/// with a second pair of matrices (U_l, U_r) for the parent, so a node tells its parent from its
+/// children; the parent term is weighted by p's own place among its siblings, so the pivot knows
+/// whether it is the first statement or the last. (The pivot is not its own ancestor: its parent
+/// reads it like any other child.)
+/// Worked example (tests/tbcnn/TbcnnTest.cpp): nodes 0..4, 0 -> {1, 2}, 1 -> {3, 4}, pivot 3,
+/// whose ancestors are 1 and 0:
+///   3 <- up 1 (1, 0)                       3 is 1's first child
+///   1 <- up 0 (1, 0);  down 3 (1, 0), 4 (0, 1)
+///   0 <- down 2 (0, 1)                     not 1, an ancestor of the pivot
+///   2 <- up 0 (0, 1);  4 <- up 1 (0, 1)
+/// After two layers the pivot holds 1, 0, 3 and 4 (through 1); 2 reaches it at the third.
 ///
 /// \code
 ///   std::vector<engram::tbcnn::TreeInput> inputs{{&tree_a}, {&tree_b, /*pivot=*/7}};
@@ -52,21 +59,25 @@ struct TreeBatch {
   torch::Tensor position;    ///< [N] int64, the node's index within its tree
   long max_nodes = 0;        ///< nodes of the largest tree
   torch::Tensor edge_top;    ///< [E] int64, the window's top node
-  torch::Tensor edge_child;  ///< [E] int64, a node of that window below the top
+  torch::Tensor edge_child;  ///< [E] int64, a child of the top in its window
   torch::Tensor eta_left;    ///< [E] float
   torch::Tensor eta_right;   ///< [E] float
-  torch::Tensor pivot;       ///< [B] int64, global node index of each tree's pivot (-1: none)
-  torch::Tensor is_pivot;    ///< [N] int64, 1 at pivots
+  /// Localized windows only: the top's parent in its window ([U] rows, the top's coefficients).
+  torch::Tensor up_top, up_parent, up_eta_left, up_eta_right;
+  torch::Tensor pivot;     ///< [B] int64, global node index of each tree's pivot (-1: none)
+  torch::Tensor is_pivot;  ///< [N] int64, 1 at pivots
   /// Identifier sub-tokens (hashed into `buckets`): token ids and the node each belongs to.
   torch::Tensor token_ids;     ///< [T] int64
   torch::Tensor token_node;    ///< [T] int64
   torch::Tensor token_weight;  ///< [T] float, 1 / sub-tokens of its node (so nodes average them)
 };
 
-/// The windows of one tree as (top, child, eta_left, eta_right) rows, children in order.
+/// The windows of one tree as (top, child, eta_left, eta_right) rows, children in order; `up`
+/// rows (localized only) have the top's parent as `child` and the top's own coefficients.
 struct Window {
   int top, child;
   float eta_left, eta_right;
+  bool up = false;
 };
 std::vector<Window> tree_windows(const datasets::CodeTree& tree, int pivot, bool localized);
 
@@ -74,7 +85,7 @@ std::vector<Window> tree_windows(const datasets::CodeTree& tree, int pivot, bool
 /// ("parseHTTPResponse_v2" -> parse, http, response, v, 2).
 std::vector<std::string> identifier_subtokens(const std::string& identifier);
 
-/// Batches trees; `localized` uses re-rooted windows (every input needs a pivot); `buckets` > 0
+/// Batches trees; `localized` uses the localized windows (every input needs a pivot); `buckets` > 0
 /// hashes identifier sub-tokens into that many ids (0: no identifier tensors).
 TreeBatch make_tree_batch(const std::vector<TreeInput>& inputs, bool localized, int buckets);
 

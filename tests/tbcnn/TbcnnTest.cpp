@@ -54,25 +54,37 @@ TEST(TreeWindows, WholeTreeWindowsAreEachNodeAndItsChildren) {
   EXPECT_EQ(edges(windows), (std::set<std::pair<int, int>>{{0, 1}, {0, 2}, {1, 3}, {1, 4}}));
 }
 
-TEST(TreeWindows, LocalizedWindowsAreThoseOfTheTreeReRootedAtThePivot) {
+TEST(TreeWindows, LocalizedWindowsOfTheWorkedExample) {
   const auto windows = tree_windows(tree_from_parents(kFiveNodes), 3, true);
-  // Re-rooted at 3: 3 -> {1}, 1 -> {0, 4}, 0 -> {2}.
-  EXPECT_EQ(edges(windows), (std::set<std::pair<int, int>>{{3, 1}, {1, 0}, {1, 4}, {0, 2}}));
-  // Each edge keeps its original coefficients: (eta_l, eta_r) of the child among its siblings.
+  // Pivot 3, ancestors 1 and 0. Down: each node's children but ancestors of the pivot; up: every
+  // node's parent.
+  std::set<std::pair<int, int>> down, up;
+  for (const auto& w : windows) (w.up ? up : down).insert({w.top, w.child});
+  EXPECT_EQ(down, (std::set<std::pair<int, int>>{{1, 3}, {1, 4}, {0, 2}}));
+  EXPECT_EQ(up, (std::set<std::pair<int, int>>{{3, 1}, {1, 0}, {2, 0}, {4, 1}}));
+  // Down rows carry the child's place among its siblings, up rows the top's own.
   std::map<std::pair<int, int>, std::pair<float, float>> eta;
   for (const auto& w : windows) eta[{w.top, w.child}] = {w.eta_left, w.eta_right};
   EXPECT_EQ(eta.at({3, 1}), std::make_pair(1.0f, 0.0f)) << "3 is 1's first child";
   EXPECT_EQ(eta.at({1, 0}), std::make_pair(1.0f, 0.0f)) << "1 is 0's first child";
   EXPECT_EQ(eta.at({1, 4}), std::make_pair(0.0f, 1.0f));
+  EXPECT_EQ(eta.at({4, 1}), std::make_pair(0.0f, 1.0f));
   EXPECT_EQ(eta.at({0, 2}), std::make_pair(0.0f, 1.0f));
   // The same tree with the pivot at 4, the last child: the pivot's window says so.
-  const auto last = tree_windows(tree_from_parents(kFiveNodes), 4, true);
-  for (const auto& w : last) {
-    if (w.top == 4) EXPECT_FLOAT_EQ(w.eta_right, 1.0f);
+  int pivot_rows = 0;
+  for (const auto& w : tree_windows(tree_from_parents(kFiveNodes), 4, true)) {
+    if (w.top != 4) continue;
+    ++pivot_rows;
+    EXPECT_TRUE(w.up);
+    EXPECT_FLOAT_EQ(w.eta_right, 1.0f);
   }
-  // Pivot at the root: the same windows as the whole tree.
-  EXPECT_EQ(edges(tree_windows(tree_from_parents(kFiveNodes), 0, true)),
-            edges(tree_windows(tree_from_parents(kFiveNodes), -1, false)));
+  EXPECT_EQ(pivot_rows, 1);
+  // Pivot at the root: no ancestors, so every edge is used both ways.
+  std::set<std::pair<int, int>> at_root_down, at_root_up;
+  for (const auto& w : tree_windows(tree_from_parents(kFiveNodes), 0, true))
+    (w.up ? at_root_up : at_root_down).insert({w.top, w.child});
+  EXPECT_EQ(at_root_down, edges(tree_windows(tree_from_parents(kFiveNodes), -1, false)));
+  EXPECT_EQ(at_root_up.size(), 4u);
   EXPECT_THROW(tree_windows(tree_from_parents(kFiveNodes), -1, true), std::invalid_argument);
 }
 
@@ -126,24 +138,32 @@ torch::Tensor reference_encode(TbcnnModelImpl& model, const CodeTree& tree, int 
     const std::string n = "conv" + std::to_string(l);
     const auto wt = params[n + "_top.weight"], bt = params[n + "_top.bias"];
     const auto wl = params[n + "_left.weight"], wr = params[n + "_right.weight"];
+    const auto ul = c.localized() ? params[n + "_up_left.weight"] : torch::Tensor();
+    const auto ur = c.localized() ? params[n + "_up_right.weight"] : torch::Tensor();
     std::vector<torch::Tensor> rows;
     for (int p = 0; p < tree.size(); ++p) {
       auto y = torch::mv(wt, x[p]) + bt;
       for (const auto& w : windows) {
-        if (w.top == p)
-          y = y + w.eta_left * torch::mv(wl, x[w.child]) + w.eta_right * torch::mv(wr, x[w.child]);
+        if (w.top != p) continue;
+        const auto& left = w.up ? ul : wl;
+        const auto& right = w.up ? ur : wr;
+        y = y + w.eta_left * torch::mv(left, x[w.child]) +
+            w.eta_right * torch::mv(right, x[w.child]);
       }
       rows.push_back(torch::relu(y));
     }
-    x = torch::stack(rows);
+    x = c.residual && l > 0 ? torch::stack(rows) + x : torch::stack(rows);
   }
   return c.localized() ? x[pivot] : std::get<0>(x.max(0));
 }
 
 TEST(TbcnnModel, BatchedForwardAndGradientsEqualThePerTreeReference) {
-  for (const std::string kind : {"tbcnn", "localized"}) {
+  for (const std::string name : {"tbcnn", "localized", "tbcnn+residual", "localized+residual"}) {
+    const std::string kind = name.substr(0, name.find('+'));
+    auto config = small_config(kind);
+    config.residual = name.find("+residual") != std::string::npos;
     torch::manual_seed(3);
-    TbcnnModel model(small_config(kind));
+    TbcnnModel model(config);
     const auto trees = sample_trees();
     std::vector<TreeInput> inputs;
     for (const auto& t : trees) inputs.push_back({&t, t.size() - 1});
@@ -152,7 +172,7 @@ TEST(TbcnnModel, BatchedForwardAndGradientsEqualThePerTreeReference) {
     std::vector<torch::Tensor> rows;
     for (const auto& t : trees) rows.push_back(reference_encode(*model, t, t.size() - 1));
     const auto reference = torch::stack(rows);
-    EXPECT_TRUE(torch::allclose(batched, reference, 1e-5, 1e-6)) << kind;
+    EXPECT_TRUE(torch::allclose(batched, reference, 1e-5, 1e-6)) << name;
 
     // Gradients of the same scalar through both paths.
     const auto weights = torch::arange(15, torch::kFloat).reshape({3, 5}) / 7.0;
@@ -167,12 +187,13 @@ TEST(TbcnnModel, BatchedForwardAndGradientsEqualThePerTreeReference) {
       grads_reference.push_back(p.grad().defined() ? p.grad().clone() : torch::Tensor());
     int compared = 0;
     for (std::size_t i = 0; i < grads_batched.size(); ++i) {
-      ASSERT_EQ(grads_batched[i].defined(), grads_reference[i].defined()) << kind << i;
+      ASSERT_EQ(grads_batched[i].defined(), grads_reference[i].defined()) << name << i;
       if (!grads_batched[i].defined()) continue;  // the classifier: not part of encode()
-      EXPECT_TRUE(torch::allclose(grads_batched[i], grads_reference[i], 1e-4, 1e-5)) << kind << i;
+      EXPECT_TRUE(torch::allclose(grads_batched[i], grads_reference[i], 1e-4, 1e-5)) << name << i;
       ++compared;
     }
-    EXPECT_EQ(compared, 9) << "the type embedding, and three matrices and a bias per layer";
+    EXPECT_EQ(compared, kind == "localized" ? 13 : 9)
+        << "the type embedding, and three matrices (five localized) and a bias per layer";
   }
 }
 
