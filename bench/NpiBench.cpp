@@ -34,7 +34,6 @@ using Clock = std::chrono::steady_clock;
 constexpr int kWarmupSteps = 3;
 constexpr double kLearningRate = 1e-3;  // trainer::TrainerOptions defaults
 constexpr double kGradClip = 1.0;
-constexpr int kBatchSizes[] = {1, 32};
 /// Relative difference allowed between the first-step losses of the two implementations, which
 /// start from the same weights on the same batch.
 constexpr double kLossTolerance = 1e-4;
@@ -176,6 +175,10 @@ void run_npi_bench(const NpiBenchOptions& options, std::ostream& out) {
   if (options.steps < 1) throw UsageError("--steps must be at least 1");
   if (options.threads < 1) throw UsageError("--threads must be at least 1");
   if (options.hidden < 1) throw UsageError("--hidden must be at least 1");
+  if (options.batch_sizes.empty() ||
+      std::any_of(options.batch_sizes.begin(), options.batch_sizes.end(),
+                  [](int b) { return b < 1; }))
+    throw UsageError("--batch must be at least 1");
   const auto& task = datasets::task_by_name(options.task);
   const std::string peer_path = options.skip_peer ? "" : peer_script("npi_peer.py");
   const bool blas_threads_set = trainer::set_compute_threads(options.threads);
@@ -231,7 +234,7 @@ void run_npi_bench(const NpiBenchOptions& options, std::ostream& out) {
     report["versions"]["python_torch"] = versions.at("torch_version");
     report["versions"]["python"] = versions.at("python_version");
   }
-  for (const int batch_size : kBatchSizes) {
+  for (const int batch_size : options.batch_sizes) {
     const std::size_t batch =
         std::min<std::size_t>(static_cast<std::size_t>(batch_size), data.num_traces());
     const auto batches =

@@ -7,14 +7,16 @@
 #include <cstdint>
 #include <ostream>
 #include <string>
+#include <vector>
 
 namespace engram::bench {
 
 struct NpiBenchOptions {
   std::string json_path;  ///< where the JSON goes (written atomically)
   std::string task = "addition";
-  long steps = 20;  ///< timed optimizer steps per batch size (after warm-up)
-  int threads = 1;  ///< intra-op threads for both implementations
+  long steps = 20;                      ///< timed optimizer steps per batch size (after warm-up)
+  std::vector<int> batch_sizes{1, 32};  ///< traces per step, one measurement each
+  int threads = 1;                      ///< intra-op threads for both implementations
   int hidden = 256;
   std::uint64_t seed = 1;
   std::string python = "/usr/bin/python3";

@@ -289,6 +289,7 @@ TEST_F(CliTest, UsageErrorsExitWithTwo) {
   expect_error(
       {"train", "npi", "--task", "addition", "--data", data_, "--out", model_, "--steps", "0"}, 2,
       "--steps");
+  expect_error({"bench", "npi", "--json", data_, "--batch", "0"}, 2, "--batch");
   EXPECT_TRUE(dir_.entries().empty()) << "usage errors write nothing";
 }
 
