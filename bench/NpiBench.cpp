@@ -100,11 +100,25 @@ struct Phases {
   }
 };
 
+/// GFLOP/s of torch::mm on one of the step's largest products ([rows, hidden] x [hidden, 4 *
+/// hidden]) on this machine, now: the rate the step's products could reach at best.
+double measured_matmul_gflops(long rows, int hidden) {
+  const auto a = torch::randn({std::max(rows, 1L), hidden});
+  const auto b = torch::randn({hidden, 4L * hidden});
+  for (int i = 0; i < 10; ++i) (void)torch::mm(a, b);
+  const int reps = 100;
+  const auto start = Clock::now();
+  for (int i = 0; i < reps; ++i) (void)torch::mm(a, b);
+  const double seconds = seconds_since(start) / reps;
+  return 2.0 * static_cast<double>(a.size(0)) * hidden * 4.0 * hidden / seconds / 1e9;
+}
+
 struct Measurement {
   double seconds = 0;      ///< timed steps, wall clock
   double cpu_seconds = 0;  ///< timed steps, process CPU time
   double mean_rows = 0;
-  double first_loss = 0;  ///< loss of the first warm-up step
+  double mean_sequences = 0;  ///< invocations per step
+  double first_loss = 0;      ///< loss of the first warm-up step
   double last_loss = 0;
   Phases phases;
 };
@@ -120,7 +134,7 @@ Measurement measure_cpp(const npi::NpiConfig& config, const npi::NpiDataset& dat
   trainer::FusedAdam optimizer(params, kLearningRate);
 
   Measurement m;
-  double rows = 0;
+  double rows = 0, sequences = 0;
   Clock::time_point timed_start;
   double cpu_start = 0;
   for (std::size_t i = 0; i < batches.size(); ++i) {
@@ -152,11 +166,13 @@ Measurement measure_cpp(const npi::NpiConfig& config, const npi::NpiDataset& dat
       m.phases.clip += D(t4 - t3).count();
       m.phases.optimizer += D(t5 - t4).count();
       rows += static_cast<double>(batch.programs.size(0));
+      sequences += static_cast<double>(batch.batch_sizes[0].item<int64_t>());
     }
   }
   m.seconds = seconds_since(timed_start);
   m.cpu_seconds = process_cpu_seconds() - cpu_start;
   m.mean_rows = rows / static_cast<double>(batches.size() - kWarmupSteps);
+  m.mean_sequences = sequences / static_cast<double>(batches.size() - kWarmupSteps);
   return m;
 }
 
@@ -169,6 +185,27 @@ std::string phases_text(const json& ms) {
 }
 
 }  // namespace
+
+// See NpiBench.h.
+double npi_step_matmul_flops(const npi::NpiConfig& c, double rows, double sequences) {
+  const double gates = 4.0 * c.hidden;
+  const double recurrent_rows = rows - sequences;
+  double forward = 0, weight_grads = 0, input_grads = 0;  // multiply-adds
+  auto linear = [&](double n, double in, double out, bool input_grad) {
+    forward += n * in * out;
+    weight_grads += n * in * out;
+    if (input_grad) input_grads += n * in * out;
+  };
+  linear(rows, c.feature_dim(), c.state_dim, /*input_grad=*/false);  // encoder
+  linear(rows, c.state_dim, c.state_dim, true);
+  for (int l = 0; l < c.layers; ++l) {
+    linear(rows, l == 0 ? c.state_dim + c.program_dim : c.hidden, gates, true);  // input
+    linear(recurrent_rows, c.hidden, gates, true);                               // recurrent
+  }
+  linear(rows, c.hidden, 1 + c.key_dim + 3.0 * c.arg_size, true);  // heads
+  linear(rows, c.key_dim, c.num_programs, true);                   // key lookup
+  return 2.0 * (forward + weight_grads + input_grads);
+}
 
 void run_npi_bench(const NpiBenchOptions& options, std::ostream& out) {
   if (options.json_path.empty()) throw UsageError("--json is required");
@@ -256,6 +293,7 @@ void run_npi_bench(const NpiBenchOptions& options, std::ostream& out) {
         {"cpp_cpu_ms_per_step", 1e3 * cpp.cpu_seconds / options.steps},
         {"python_cpu_ms_per_step", nullptr},
         {"cpu_ratio", nullptr},
+        {"python_cpu_ms_over_floor", nullptr},
         {"cpp_phases_ms", cpp.phases.to_json_ms(options.steps)},
         {"python_phases_ms", nullptr},
         {"cpp_first_loss", cpp.first_loss},
@@ -269,6 +307,15 @@ void run_npi_bench(const NpiBenchOptions& options, std::ostream& out) {
         {"cpp_torch_layers_last_loss", torch_layers.last_loss},
         // > 1: the nn/ layers train faster than plain torch modules.
         {"layers_speedup_vs_torch", torch_layers.seconds / cpp.seconds}};
+    // The matrix-product floor: the step's products at the best rate torch::mm reaches here.
+    const double gflop = npi_step_matmul_flops(config, cpp.mean_rows, cpp.mean_sequences) / 1e9;
+    const double gflops = measured_matmul_gflops(std::lround(cpp.mean_rows), config.hidden);
+    const double floor_ms = 1e3 * gflop / gflops;
+    r["mean_sequences"] = cpp.mean_sequences;
+    r["matmul_gflop_per_step"] = gflop;
+    r["matmul_peak_gflops"] = gflops;
+    r["matmul_floor_ms_per_step"] = floor_ms;
+    r["cpp_cpu_ms_over_floor"] = r["cpp_cpu_ms_per_step"].get<double>() / floor_ms;
 
     if (!options.skip_peer) {
       const std::string indices_path = dir.file("indices.json");
@@ -294,6 +341,8 @@ void run_npi_bench(const NpiBenchOptions& options, std::ostream& out) {
       const double python_cpu = peer.at("cpu_seconds").get<double>();
       r["python_cpu_ms_per_step"] = 1e3 * python_cpu / options.steps;
       r["cpu_ratio"] = python_cpu / cpp.cpu_seconds;
+      // No implementation that computes these products can beat Python by more than this.
+      r["python_cpu_ms_over_floor"] = r["python_cpu_ms_per_step"].get<double>() / floor_ms;
       r["python_phases_ms"] = peer.at("phases_ms");
       r["python_first_loss"] = python_first;
       r["first_loss_match"] = std::abs(python_first - cpp.first_loss) <=
@@ -338,6 +387,16 @@ void run_npi_bench(const NpiBenchOptions& options, std::ostream& out) {
       out << "batch " << r["batch"].get<long>()
           << " Python ms/step: " << phases_text(r["python_phases_ms"]) << "\n";
     }
+    out << "batch " << r["batch"].get<long>()
+        << " matrix products: " << fixed(r["matmul_gflop_per_step"].get<double>(), 3)
+        << " GFLOP/step, at " << fixed(r["matmul_peak_gflops"].get<double>(), 1)
+        << " GFLOP/s (torch::mm here) " << fixed(r["matmul_floor_ms_per_step"].get<double>(), 2)
+        << " ms; CPU time per step " << fixed(r["cpp_cpu_ms_over_floor"].get<double>(), 2)
+        << "x that in C++"
+        << (r["python_cpu_ms_over_floor"].is_null()
+                ? std::string()
+                : ", " + fixed(r["python_cpu_ms_over_floor"].get<double>(), 2) + "x in Python")
+        << "\n";
     if (r["first_loss_match"].is_boolean() && !r["first_loss_match"].get<bool>()) {
       out << "warning: batch " << r["batch"].get<long>() << ": first-step losses differ (C++ "
           << r["cpp_first_loss"].get<double>() << ", Python "

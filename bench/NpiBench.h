@@ -9,6 +9,10 @@
 #include <string>
 #include <vector>
 
+namespace engram::npi {
+struct NpiConfig;
+}
+
 namespace engram::bench {
 
 struct NpiBenchOptions {
@@ -22,6 +26,14 @@ struct NpiBenchOptions {
   std::string python = "/usr/bin/python3";
   bool skip_peer = false;
 };
+
+/// Floating-point operations of the matrix products of one NPI training step, forward and
+/// backward, on a packed batch of `rows` steps in `sequences` invocations: what any
+/// implementation of the model computes, whatever its language. Each invocation's first row has
+/// no recurrent product (zero state); the one-hot features need no gradient. The bench divides it
+/// by the rate torch::mm reaches on the step's largest product to get a floor no implementation
+/// goes below, and reports each implementation's CPU time per step over that floor.
+double npi_step_matmul_flops(const npi::NpiConfig& config, double rows, double sequences);
 
 /// Measures, prints a table on `out` and writes the JSON; throws on failure (UsageError for bad
 /// options).
