@@ -439,8 +439,7 @@ Example:
   bench_npi->add_option("--steps", bo.steps, "Timed optimizer steps per batch size")
       ->capture_default_str();
   bench_npi->add_option("--batch", bo.batch_sizes, "Traces per step (repeatable)")
-      ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->capture_default_str();
   bench_npi->add_option("--threads", bo.threads, "Intra-op threads, C++ and peer alike")
       ->capture_default_str();
   bench_npi->add_option("--hidden", bo.hidden, "LSTM width")->capture_default_str();

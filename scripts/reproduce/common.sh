@@ -31,13 +31,26 @@ run_logged() {
   "$engram" "$@"
 }
 
-# train_timed NAME ARGS...: engram train npi ARGS, prints elapsed seconds.
-train_timed() {
-  local name=$1
-  shift
+# train_timed_as MODEL NAME ARGS...: engram train MODEL ARGS (metrics to NAME.metrics.jsonl,
+# output to NAME.train.txt), prints elapsed seconds.
+train_timed_as() {
+  local model=$1 name=$2
+  shift 2
   local start end
   start=$(date +%s%N)
-  run_logged "$name" train npi "$@" --metrics "$work/$name.metrics.jsonl" > "$work/$name.train.txt"
+  run_logged "$name" train "$model" "$@" --metrics "$work/$name.metrics.jsonl" \
+    > "$work/$name.train.txt"
   end=$(date +%s%N)
   awk -v ns=$((end - start)) 'BEGIN { printf "%.1f", ns / 1e9 }'
+}
+
+# train_timed NAME ARGS...: engram train npi ARGS, prints elapsed seconds.
+train_timed() { train_timed_as npi "$@"; }
+
+# stdlib_corpus: the standard-library functions into $work/stdlib and their corpus into
+# $work/stdlib.corpus (the tools' reports in $work/corpus.*.txt).
+stdlib_corpus() {
+  run_logged corpus data stdlib --out "$work/stdlib" > "$work/corpus.stdlib.txt"
+  run_logged corpus data code --lang python --src "$work/stdlib" --out "$work/stdlib.corpus" \
+    > "$work/corpus.code.txt"
 }

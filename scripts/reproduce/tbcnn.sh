@@ -20,9 +20,7 @@ if [ "$quick" = 1 ]; then
   bench_steps=5
   repeats=1
 fi
-run_logged corpus data stdlib --out "$work/stdlib" > "$work/corpus.stdlib.txt"
-run_logged corpus data code --lang python --src "$work/stdlib" --out "$work/stdlib.corpus" \
-  > "$work/corpus.code.txt"
+stdlib_corpus
 
 # name: engram train tbcnn options
 configs=(
@@ -36,14 +34,8 @@ for seed in $seeds; do
     label=${config%%|*}
     read -r -a opts <<< "${config#*|}"
     name=$label-seed$seed
-    secs=$(
-      start=$(date +%s%N)
-      run_logged "$name" train tbcnn --corpus "$work/stdlib.corpus" --out "$work/$name.pt" \
-        --seed "$seed" --steps "$steps" --metrics "$work/$name.metrics.jsonl" "${opts[@]}" \
-        > "$work/$name.train.txt"
-      end=$(date +%s%N)
-      awk -v ns=$((end - start)) 'BEGIN { printf "%.1f", ns / 1e9 }'
-    )
+    secs=$(train_timed_as tbcnn "$name" --corpus "$work/stdlib.corpus" --out "$work/$name.pt" \
+      --seed "$seed" --steps "$steps" "${opts[@]}")
     run_logged "$name" eval tbcnn --model "$work/$name.pt" --corpus "$work/stdlib.corpus" \
       --split test --json > "$work/$name.eval.json"
     runs+=("$name=$secs")
