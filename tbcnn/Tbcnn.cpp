@@ -147,12 +147,18 @@ Examples make_examples(const CodeCorpus& corpus, datasets::Split split, const Tb
   return ex;
 }
 
+/// The batch `config`'s model reads: a localized model only the nodes its pivot can reach.
+TreeBatch model_batch(const std::vector<TreeInput>& inputs, const TbcnnConfig& config) {
+  return make_tree_batch(inputs, config.localized(), config.identifiers ? config.buckets : 0,
+                         config.localized() ? config.layers : -1);
+}
+
 TreeBatch batch_of(const Examples& ex, const std::vector<std::size_t>& indices,
                    const TbcnnConfig& config) {
   std::vector<TreeInput> inputs;
   inputs.reserve(indices.size());
   for (auto i : indices) inputs.push_back({&ex.trees[i], ex.pivots[i]});
-  return make_tree_batch(inputs, config.localized(), config.identifiers ? config.buckets : 0);
+  return model_batch(inputs, config);
 }
 
 class TbcnnWorkload final : public trainer::Workload {
@@ -405,11 +411,7 @@ EncodeReport encode_file(const EncodeOptions& options) {
   TbcnnModel model = load_model(options.model_path);
   const FileInput in = prepare_file(model, options);
   torch::NoGradGuard no_grad;
-  const auto v =
-      model
-          ->encode(make_tree_batch({{&in.tree, in.pivot}}, model->config().localized(),
-                                   model->config().identifiers ? model->config().buckets : 0))
-          .contiguous();
+  const auto v = model->encode(model_batch({{&in.tree, in.pivot}}, model->config())).contiguous();
   EncodeReport report;
   report.vector.assign(v.data_ptr<float>(), v.data_ptr<float>() + v.numel());
   report.nodes = in.tree.size();
@@ -435,10 +437,7 @@ ClassifyReport classify_file(const EncodeOptions& options, int k) {
   torch::NoGradGuard no_grad;
   const auto& config = model->config();
   const auto probs =
-      torch::softmax(model->forward(make_tree_batch({{&in.tree, in.pivot}}, config.localized(),
-                                                    config.identifiers ? config.buckets : 0)),
-                     1)
-          .squeeze(0);
+      torch::softmax(model->forward(model_batch({{&in.tree, in.pivot}}, config)), 1).squeeze(0);
   const auto top = probs.topk(std::min<int64_t>(k, probs.size(0)));
   const auto values = std::get<0>(top).contiguous(), indices = std::get<1>(top).contiguous();
   ClassifyReport report;

@@ -74,7 +74,37 @@ std::vector<std::string> identifier_subtokens(const std::string& identifier) {
   return tokens;
 }
 
-TreeBatch make_tree_batch(const std::vector<TreeInput>& inputs, bool localized, int buckets) {
+std::vector<int> pivot_neighbourhood(const datasets::CodeTree& tree, int pivot, int radius) {
+  const int n = tree.size();
+  if (pivot < 0 || pivot >= n) throw std::invalid_argument("a neighbourhood needs a pivot");
+  std::vector<int> distance(n, -1);
+  std::vector<int> frontier{pivot};
+  distance[pivot] = 0;
+  for (int d = 1; d <= radius && !frontier.empty(); ++d) {
+    std::vector<int> next;
+    auto visit = [&](int v) {
+      if (v >= 0 && distance[v] < 0) {
+        distance[v] = d;
+        next.push_back(v);
+      }
+    };
+    for (int u : frontier) {
+      visit(tree.parent[u]);
+      for (int c : tree.children(u)) visit(c);
+    }
+    frontier = std::move(next);
+  }
+  std::vector<int> kept;
+  for (int i = 0; i < n; ++i) {
+    if (distance[i] >= 0) kept.push_back(i);
+  }
+  return kept;
+}
+
+TreeBatch make_tree_batch(const std::vector<TreeInput>& inputs, bool localized, int buckets,
+                          int radius) {
+  if (radius >= 0 && !localized)
+    throw std::invalid_argument("only localized windows can be cut to a neighbourhood");
   std::vector<int64_t> types, tree_of, position, top, child, up_top, up_parent, pivots, is_pivot,
       token_ids, token_node;
   std::vector<float> left, right, up_left, up_right, token_weight;
@@ -82,30 +112,49 @@ TreeBatch make_tree_batch(const std::vector<TreeInput>& inputs, bool localized, 
   long max_nodes = 0;
   for (std::size_t b = 0; b < inputs.size(); ++b) {
     const auto& tree = *inputs[b].tree;
-    const int pivot = inputs[b].pivot;
-    for (int i = 0; i < tree.size(); ++i) {
+    const int original_pivot = inputs[b].pivot;
+    // The nodes batched, in pre-order, and each tree node's index among them (-1: left out).
+    std::vector<int> nodes;
+    if (radius >= 0) {
+      nodes = pivot_neighbourhood(tree, original_pivot, radius);
+    } else {
+      nodes.resize(static_cast<std::size_t>(tree.size()));
+      for (int i = 0; i < tree.size(); ++i) nodes[static_cast<std::size_t>(i)] = i;
+    }
+    std::vector<int> index_of(static_cast<std::size_t>(tree.size()), -1);
+    for (std::size_t k = 0; k < nodes.size(); ++k)
+      index_of[static_cast<std::size_t>(nodes[k])] = static_cast<int>(k);
+    const int pivot = original_pivot >= 0 ? index_of[static_cast<std::size_t>(original_pivot)] : -1;
+    const int size = static_cast<int>(nodes.size());
+    for (int k = 0; k < size; ++k) {
+      const int i = nodes[static_cast<std::size_t>(k)];
       types.push_back(tree.type[i]);
       tree_of.push_back(static_cast<int64_t>(b));
-      position.push_back(i);
-      is_pivot.push_back(i == pivot ? 1 : 0);
+      position.push_back(k);
+      is_pivot.push_back(k == pivot ? 1 : 0);
       if (buckets > 0 && !tree.identifier[i].empty()) {
         const auto subtokens = identifier_subtokens(tree.identifier[i]);
         for (const auto& t : subtokens) {
           token_ids.push_back(static_cast<int64_t>(fnv1a(t) % static_cast<std::uint64_t>(buckets)));
-          token_node.push_back(offset + i);
+          token_node.push_back(offset + k);
           token_weight.push_back(1.0f / static_cast<float>(subtokens.size()));
         }
       }
     }
-    for (const auto& w : tree_windows(tree, pivot, localized)) {
-      (w.up ? up_top : top).push_back(offset + w.top);
-      (w.up ? up_parent : child).push_back(offset + w.child);
+    // Windows (and their coefficients) come from the whole tree; a row is kept when both its
+    // nodes are, so a node within radius - 1 of the pivot keeps all of its rows.
+    for (const auto& w : tree_windows(tree, original_pivot, localized)) {
+      const int top_k = index_of[static_cast<std::size_t>(w.top)];
+      const int child_k = index_of[static_cast<std::size_t>(w.child)];
+      if (top_k < 0 || child_k < 0) continue;
+      (w.up ? up_top : top).push_back(offset + top_k);
+      (w.up ? up_parent : child).push_back(offset + child_k);
       (w.up ? up_left : left).push_back(w.eta_left);
       (w.up ? up_right : right).push_back(w.eta_right);
     }
     pivots.push_back(pivot >= 0 ? offset + pivot : -1);
-    offset += tree.size();
-    max_nodes = std::max<long>(max_nodes, tree.size());
+    offset += size;
+    max_nodes = std::max<long>(max_nodes, size);
   }
   auto longs = [](const std::vector<int64_t>& v) {
     return torch::tensor(v, torch::kLong).reshape({static_cast<int64_t>(v.size())});

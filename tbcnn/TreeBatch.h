@@ -85,8 +85,19 @@ std::vector<Window> tree_windows(const datasets::CodeTree& tree, int pivot, bool
 /// ("parseHTTPResponse_v2" -> parse, http, response, v, 2).
 std::vector<std::string> identifier_subtokens(const std::string& identifier);
 
+/// The nodes within `radius` edges of `pivot` (parent and child links), in pre-order.
+std::vector<int> pivot_neighbourhood(const datasets::CodeTree& tree, int pivot, int radius);
+
 /// Batches trees; `localized` uses the localized windows (every input needs a pivot); `buckets` > 0
 /// hashes identifier sub-tokens into that many ids (0: no identifier tensors).
-TreeBatch make_tree_batch(const std::vector<TreeInput>& inputs, bool localized, int buckets);
+///
+/// `radius` >= 0 (localized only) batches only each tree's pivot_neighbourhood, with the windows
+/// and coefficients of the whole tree. After L layers the pivot holds nodes at most L edges away,
+/// and a node d edges away matters only through its first L - d layers, which read nodes at most
+/// d + 1 <= L edges away, all kept: so with radius = layers the pivot's vector is the whole tree's
+/// (TbcnnModel.NeighbourhoodBatchGivesThePivotVectorOfTheWholeTree) and a layer costs the
+/// neighbourhood, not the file. Positions and max_nodes then count the kept nodes.
+TreeBatch make_tree_batch(const std::vector<TreeInput>& inputs, bool localized, int buckets,
+                          int radius = -1);
 
 }  // namespace engram::tbcnn

@@ -197,6 +197,43 @@ TEST(TbcnnModel, BatchedForwardAndGradientsEqualThePerTreeReference) {
   }
 }
 
+TEST(TreeBatch, PivotNeighbourhoodOfTheWorkedExample) {
+  const auto tree = tree_from_parents(kFiveNodes);  // 0 -> {1, 2}, 1 -> {3, 4}
+  EXPECT_EQ(pivot_neighbourhood(tree, 3, 0), (std::vector<int>{3}));
+  EXPECT_EQ(pivot_neighbourhood(tree, 3, 1), (std::vector<int>{1, 3}));
+  EXPECT_EQ(pivot_neighbourhood(tree, 3, 2), (std::vector<int>{0, 1, 3, 4}));
+  EXPECT_EQ(pivot_neighbourhood(tree, 3, 3), (std::vector<int>{0, 1, 2, 3, 4}));
+  EXPECT_THROW(make_tree_batch({{&tree, 3}}, /*localized=*/false, 0, 2), std::invalid_argument);
+}
+
+TEST(TbcnnModel, NeighbourhoodBatchGivesThePivotVectorOfTheWholeTree) {
+  // A 40-node tree: a spine 0 - 1 - ... - 9 with three leaves under every spine node.
+  std::vector<int> parents{-1}, spine{0};
+  for (int s = 1; s < 10; ++s) {
+    parents.push_back(spine.back());
+    spine.push_back(static_cast<int>(parents.size()) - 1);
+    for (int leaf = 0; leaf < 3; ++leaf) parents.push_back(spine.back());
+  }
+  auto tree = tree_from_parents(parents);
+  for (int i = 0; i < tree.size(); ++i) tree.type[i] = (i * 7) % 4;
+  for (const bool residual : {false, true}) {
+    auto config = small_config("localized");
+    config.layers = 3;
+    config.residual = residual;
+    torch::manual_seed(11);
+    TbcnnModel model(config);
+    std::vector<TreeInput> inputs;
+    for (int s : {spine[1], spine[5], spine[9]}) inputs.push_back({&tree, s});
+    const auto whole = make_tree_batch(inputs, true, 0);
+    const auto cut = make_tree_batch(inputs, true, 0, config.layers);
+    EXPECT_LT(cut.types.size(0), whole.types.size(0) / 2) << "the cut batch has fewer nodes";
+    EXPECT_TRUE(torch::allclose(model->encode(cut), model->encode(whole), 1e-5, 1e-6)) << residual;
+    // One edge less and the pivots miss what the third layer brings from three edges away.
+    const auto too_small = make_tree_batch(inputs, true, 0, config.layers - 1);
+    EXPECT_FALSE(torch::allclose(model->encode(too_small), model->encode(whole), 1e-5, 1e-6));
+  }
+}
+
 TEST(TbcnnModel, GradientMatchesFiniteDifferences) {
   torch::manual_seed(5);
   TbcnnModel model(small_config("tbcnn"));
