@@ -207,6 +207,8 @@ int engram_main(const std::vector<std::string>& args, std::ostream& out, std::os
       ->capture_default_str();
   stdlib->add_option("--min-functions", so.min_functions, "Functions a package needs to be a class")
       ->capture_default_str();
+  stdlib->add_flag("--modules", so.modules,
+                   "Write the classes' modules whole, one file each, instead of their functions");
 
   // engram train npi
   auto* train = app.add_subcommand("train", "Train a model");
@@ -342,6 +344,10 @@ int engram_main(const std::vector<std::string>& args, std::ostream& out, std::os
   eval_tbcnn->add_option("--model", et.model_path, "Model file")->required();
   eval_tbcnn->add_option("--corpus", et.corpus_path, "Corpus file")->required();
   eval_tbcnn->add_option("--split", et.split, "train, valid or test")->capture_default_str();
+  eval_tbcnn
+      ->add_option("--statements", et.statements_per_file,
+                   "masked task: statements drawn from each file")
+      ->capture_default_str();
   eval_tbcnn->add_option("--threads", et.threads, "Intra-op threads, 0 for all cores")
       ->capture_default_str();
   eval_tbcnn->add_flag("--json", eval_tbcnn_json_flag, "Print JSON");
@@ -594,8 +600,13 @@ Example:
     }
     if (stdlib->parsed()) {
       const auto report = datasets::write_stdlib_functions(so);
-      out << "wrote " << report.functions << " functions of " << report.files << " modules in "
-          << report.classes.size() << " classes to " << so.out_dir << ":";
+      if (so.modules) {
+        out << "wrote " << report.modules << " modules (" << report.functions << " functions) in "
+            << report.classes.size() << " classes to " << so.out_dir << ":";
+      } else {
+        out << "wrote " << report.functions << " functions of " << report.files << " modules in "
+            << report.classes.size() << " classes to " << so.out_dir << ":";
+      }
       for (const auto& [pkg, count] : report.classes) out << " " << pkg << " " << count;
       out << "\n";
       return 0;

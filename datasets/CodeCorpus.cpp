@@ -305,6 +305,7 @@ StdlibReport write_stdlib_functions(const StdlibOptions& options) {
   };
   std::map<std::string, std::vector<Function>> by_package;
   std::map<std::string, long> files_of;
+  std::map<std::string, std::vector<Function>> modules_of;  // options.modules: whole files
   StdlibReport report;
   std::vector<fs::path> packages;
   for (const auto& entry : fs::directory_iterator(lib)) {
@@ -339,6 +340,7 @@ StdlibReport write_stdlib_functions(const StdlibOptions& options) {
       std::string module = fs::relative(file, lib).string();
       module = module.substr(0, module.size() - 3);
       std::replace(module.begin(), module.end(), '/', '.');
+      if (options.modules) modules_of[pkg].push_back({module, source});
       for (int i = 0; i < tree.size(); ++i) {
         if (node_type_name(Language::kPython, tree.type[i]) != "function_definition") continue;
         std::string name = "function";
@@ -378,7 +380,8 @@ StdlibReport write_stdlib_functions(const StdlibOptions& options) {
       continue;
     }
     fs::create_directories(staging / pkg);
-    for (const auto& f : functions) {
+    const auto& written = options.modules ? modules_of[pkg] : functions;
+    for (const auto& f : written) {
       std::ofstream file(staging / pkg / (f.name + ".py"), std::ios::binary);
       file << f.text;
       file.close();
@@ -387,8 +390,9 @@ StdlibReport write_stdlib_functions(const StdlibOptions& options) {
         throw std::runtime_error("cannot write '" + (staging / pkg / f.name).string() + ".py'");
       }
     }
-    report.classes.emplace_back(pkg, static_cast<long>(functions.size()));
+    report.classes.emplace_back(pkg, static_cast<long>(written.size()));
     report.functions += static_cast<long>(functions.size());
+    if (options.modules) report.modules += static_cast<long>(written.size());
   }
   if (report.classes.empty()) {
     fs::remove_all(staging, ec);

@@ -89,19 +89,23 @@ struct StdlibOptions {
   std::string out_dir;
   int min_files = 3;        ///< a package needs this many .py files to be a class
   int min_functions = 150;  ///< and this many functions
+  bool modules = false;     ///< write whole modules (one file each) instead of functions
 };
 
 struct StdlibReport {
   long files = 0;      ///< modules read (in packages, tests excluded)
-  long functions = 0;  ///< functions written
-  std::vector<std::pair<std::string, long>> classes;  ///< package and its function count
+  long functions = 0;  ///< functions in the classes' packages (written, unless modules)
+  long modules = 0;    ///< modules written (modules only)
+  std::vector<std::pair<std::string, long>> classes;  ///< package and the files written for it
   std::vector<std::string> too_small;                 ///< packages that are not classes
 };
 
 /// Writes out_dir/<package>/<module path>__<function>_L<line>.py for every function definition
 /// (methods and nested functions included, dedented) in the packages of lib_dir, without the
 /// test/ and tests/ folders, idlelib/, site-packages/ and dist-packages/. Top-level modules are no
-/// package. Throws InputError if lib_dir is missing or out_dir exists and is not empty; writes into
+/// package. With `modules`, writes out_dir/<package>/<module path>.py, each module of the same
+/// classes whole (the masked-statement task's statements in the context of their file). Throws
+/// InputError if lib_dir is missing or out_dir exists and is not empty; writes into
 /// a temporary folder renamed into place at the end.
 StdlibReport write_stdlib_functions(const StdlibOptions& options);
 

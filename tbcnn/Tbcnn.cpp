@@ -359,6 +359,7 @@ TrainTbcnnReport train_tbcnn(const TrainTbcnnOptions& options) {
 
 EvalTbcnnReport evaluate_tbcnn(const EvalTbcnnOptions& options) {
   const auto split = datasets::parse_split(options.split);
+  if (options.statements_per_file < 1) throw UsageError("--statements must be at least 1");
   trainer::set_threads_option(options.threads);
   TbcnnModel model = load_model(options.model_path);
   const CodeCorpus corpus = datasets::read_corpus(options.corpus_path);
@@ -367,7 +368,7 @@ EvalTbcnnReport evaluate_tbcnn(const EvalTbcnnOptions& options) {
     throw FormatError("'" + options.model_path + "' is a model of " + config.language +
                       " code, the corpus is " + datasets::language_name(corpus.language));
   }
-  const Examples ex = make_examples(corpus, split, config, 3);
+  const Examples ex = make_examples(corpus, split, config, options.statements_per_file);
   EvalTbcnnReport report;
   report.model = config.model;
   report.task = config.task;

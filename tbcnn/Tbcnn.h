@@ -62,6 +62,7 @@ struct EvalTbcnnOptions {
   std::string model_path;
   std::string corpus_path;
   std::string split = "test";
+  int statements_per_file = 3;  ///< masked task: statements drawn from each file
   int threads = 1;
 };
 

@@ -458,6 +458,19 @@ TEST(Stdlib, FunctionsOfPackagesWithEnoughFilesDedentedAndWithoutTests) {
   o.lib_dir = dir.file("nolib");
   o.out_dir = dir.file("out2");
   EXPECT_THROW(datasets::write_stdlib_functions(o), datasets::InputError);
+
+  // --modules: the same class, its modules whole (the package's test folder still left out).
+  o.lib_dir = lib.string();
+  o.out_dir = dir.file("modules");
+  o.modules = true;
+  const auto modules = datasets::write_stdlib_functions(o);
+  ASSERT_EQ(modules.classes.size(), 1u);
+  EXPECT_EQ(modules.classes[0], std::make_pair(std::string("big"), 4L)) << "__init__, a, b, c";
+  EXPECT_EQ(modules.modules, 4);
+  EXPECT_EQ(modules.functions, 5);
+  EXPECT_EQ(testing::read_file(dir.file("modules") + "/big/big.a.py"),
+            testing::read_file((lib / "big" / "a.py").string()));
+  EXPECT_FALSE(std::filesystem::exists(dir.file("modules") + "/small"));
 }
 
 }  // namespace
