@@ -47,10 +47,16 @@ train_timed_as() {
 # train_timed NAME ARGS...: engram train npi ARGS, prints elapsed seconds.
 train_timed() { train_timed_as npi "$@"; }
 
-# stdlib_corpus: the standard-library functions into $work/stdlib and their corpus into
-# $work/stdlib.corpus (the tools' reports in $work/corpus.*.txt).
+# stdlib_corpus [ARGS...]: the standard-library functions (or with --modules, the modules) into
+# $work/stdlib and their corpus into $work/stdlib.corpus (the tools' reports in
+# $work/corpus.*.txt). ARGS after "--" go to data code.
 stdlib_corpus() {
-  run_logged corpus data stdlib --out "$work/stdlib" > "$work/corpus.stdlib.txt"
+  local stdlib_args=() code_args=()
+  while [ $# -gt 0 ] && [ "$1" != "--" ]; do stdlib_args+=("$1"); shift; done
+  [ $# -gt 0 ] && shift
+  code_args=("$@")
+  run_logged corpus data stdlib --out "$work/stdlib" "${stdlib_args[@]}" \
+    > "$work/corpus.stdlib.txt"
   run_logged corpus data code --lang python --src "$work/stdlib" --out "$work/stdlib.corpus" \
-    > "$work/corpus.code.txt"
+    "${code_args[@]}" > "$work/corpus.code.txt"
 }
