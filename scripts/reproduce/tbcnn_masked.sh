@@ -12,8 +12,7 @@
 # SCALE=modules: the same task with each statement in its whole module (engram data stdlib
 # --modules, modules of at most 4000 nodes), where whole-tree pooling spans a file and the
 # localized model reads only the pivot's neighbourhood. 20 statements per training file, 50 per
-# evaluated file (the splits have few files), 1000 steps of 16 trees; flag and localized only (the
-# flag model at 8 layers over whole files costs more than this run's budget). Writes
+# evaluated file (the splits have few files), 1000 steps of 16 trees. Writes
 # results/tbcnn_masked_modules.json.
 source "$(dirname "$0")/common.sh"
 scale=${SCALE:-functions}
@@ -46,9 +45,6 @@ configs=(
   "flag-deep|--model tbcnn --layers $loc_layers --residual"
   "localized|--model localized --layers $loc_layers --residual"
 )
-if [ "$scale" = modules ]; then
-  configs=("${configs[0]}" "${configs[2]}")
-fi
 runs=()
 for seed in $seeds; do
   for config in "${configs[@]}"; do
