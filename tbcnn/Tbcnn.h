@@ -1,11 +1,11 @@
 #pragma once
 /// \file
 /// The TBCNN code encoder's entry points, one per command, over plain option structs (no torch in
-/// this header). Models: "tbcnn" (whole tree, max pooling), "localized" (the pivot's vector in the
-/// tree re-rooted at it) and "bow" (bag of node types, logistic regression; the baseline).
-/// Tasks: "classify" (the class of each file of a corpus) and "masked" (the kind of a statement
-/// whose own subtree is replaced by one <mask> node; the statement is the pivot, marked by an input
-/// flag for the whole-tree model).
+/// this header). Models: "tbcnn" (whole tree, max pooling), "localized" (the pivot's vector after
+/// layers of windows centred on it, TreeBatch.h) and "bow" (bag of node types, logistic regression;
+/// the baseline). Tasks: "classify" (the class of each file of a corpus) and "masked" (the kind of
+/// a statement whose own subtree is replaced by one <mask> node; the statement is the pivot, marked
+/// by an input flag for the whole-tree model).
 ///
 /// \code
 ///   engram::tbcnn::TrainTbcnnOptions t;  t.corpus_path = "stdlib.corpus";  t.out_path = "m.pt";
