@@ -207,7 +207,7 @@ TEST(TreeBatch, PivotNeighbourhoodOfTheWorkedExample) {
 }
 
 TEST(TbcnnModel, NeighbourhoodBatchGivesThePivotVectorOfTheWholeTree) {
-  // A 40-node tree: a spine 0 - 1 - ... - 9 with three leaves under every spine node.
+  // A 37-node tree: a spine of 10 nodes, three leaves under each spine node but the root.
   std::vector<int> parents{-1}, spine{0};
   for (int s = 1; s < 10; ++s) {
     parents.push_back(spine.back());
