@@ -305,6 +305,15 @@ int engram_main(const std::vector<std::string>& args, std::ostream& out, std::os
       ->add_option("--statements", tt.statements_per_file,
                    "masked task: statements drawn from each file")
       ->capture_default_str();
+  train_tbcnn
+      ->add_option("--valid-every", tt.valid_every,
+                   "Score the valid split every N steps (0: never) and write the model with the "
+                   "best valid accuracy; the scores go into --metrics as valid_accuracy")
+      ->capture_default_str();
+  train_tbcnn
+      ->add_option("--valid-statements", tt.valid_statements_per_file,
+                   "masked task with --valid-every: statements drawn from each valid file")
+      ->capture_default_str();
   train_tbcnn->add_option("--threads", tt.threads, "Intra-op threads, 0 for all cores")
       ->capture_default_str();
   train_tbcnn->add_option("--seed", tt.seed, "Random seed")->capture_default_str();
@@ -618,7 +627,12 @@ Example:
           << " examples: " << r.steps << " steps in " << std::fixed << std::setprecision(1)
           << r.seconds << " s (" << r.trees_per_second << " trees/s, " << std::setprecision(0)
           << r.nodes_per_second << " nodes/s), final loss " << std::setprecision(4) << r.final_loss
-          << "; wrote " << tt.out_path << "\n";
+          << "; wrote " << tt.out_path;
+      if (tt.valid_every > 0) {
+        out << ", the model of step " << r.best_step << " (valid accuracy " << std::setprecision(4)
+            << r.best_valid_accuracy << ", the best of " << r.valid_curve.size() << " scored)";
+      }
+      out << "\n";
       return 0;
     }
     if (eval_tbcnn->parsed()) {

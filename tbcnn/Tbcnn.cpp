@@ -20,6 +20,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <numeric>
 #include <sstream>
 
 namespace engram::tbcnn {
@@ -161,6 +162,34 @@ TreeBatch batch_of(const Examples& ex, const std::vector<std::size_t>& indices,
   return model_batch(inputs, config);
 }
 
+/// Correct answers at rank 1 and within the top 5 over all of `ex`, in chunks, without gradients.
+struct Score {
+  long correct = 0, top5 = 0;
+};
+
+Score score(TbcnnModel& model, const Examples& ex) {
+  torch::NoGradGuard no_grad;
+  model->eval();
+  const auto& config = model->config();
+  Score s;
+  constexpr std::size_t kChunk = 256;
+  for (std::size_t start = 0; start < ex.trees.size(); start += kChunk) {
+    std::vector<std::size_t> indices;
+    for (std::size_t i = start; i < std::min(ex.trees.size(), start + kChunk); ++i)
+      indices.push_back(i);
+    const auto logits = model->forward(batch_of(ex, indices, config));
+    const auto k = std::min<int64_t>(5, logits.size(1));
+    const auto best = std::get<1>(logits.topk(k, 1)).contiguous();
+    const auto* p = best.data_ptr<int64_t>();
+    for (std::size_t r = 0; r < indices.size(); ++r) {
+      const int label = ex.labels[indices[r]];
+      s.correct += p[r * k] == label ? 1 : 0;
+      for (int64_t j = 0; j < k; ++j) s.top5 += p[r * k + j] == label ? 1 : 0;
+    }
+  }
+  return s;
+}
+
 class TbcnnWorkload final : public trainer::Workload {
  public:
   TbcnnWorkload(TbcnnModel model, const Examples& examples)
@@ -296,6 +325,9 @@ TrainTbcnnReport train_tbcnn(const TrainTbcnnOptions& options) {
   if (!(options.learning_rate > 0) || !std::isfinite(options.learning_rate))
     throw UsageError("--lr must be a positive number");
   if (options.statements_per_file < 1) throw UsageError("--statements must be at least 1");
+  if (options.valid_every < 0) throw UsageError("--valid-every must be 0 (never) or more");
+  if (options.valid_statements_per_file < 1)
+    throw UsageError("--valid-statements must be at least 1");
   trainer::MemoryOptions memory_options;
   memory_options.techniques = options.memory;
   trainer::MemoryTechniques techniques(memory_options);  // UsageError for unknown names
@@ -330,6 +362,13 @@ TrainTbcnnReport train_tbcnn(const TrainTbcnnOptions& options) {
   const Examples train =
       make_examples(corpus, datasets::Split::kTrain, config, options.statements_per_file);
   if (train.trees.empty()) throw UsageError("the corpus's train split is empty");
+  Examples valid;
+  if (options.valid_every > 0) {
+    valid =
+        make_examples(corpus, datasets::Split::kValid, config, options.valid_statements_per_file);
+    if (valid.trees.empty())
+      throw UsageError("--valid-every needs examples in the corpus's valid split; it has none");
+  }
   TbcnnWorkload workload(model, train);
   trainer::TrainerOptions t;
   t.steps = options.steps;
@@ -338,13 +377,37 @@ TrainTbcnnReport train_tbcnn(const TrainTbcnnOptions& options) {
   t.seed = options.seed;
   t.metrics_path = options.metrics_path;
   t.progress = options.progress;
+  TrainTbcnnReport report;
+  std::vector<at::Tensor> best;  // the parameters of the best model on valid, when selecting
+  if (options.valid_every > 0) {
+    t.log_every = static_cast<int>(std::gcd<long>(t.log_every, options.valid_every));
+    t.on_log = [&](long step, std::map<std::string, double>& metrics) {
+      if (step % options.valid_every != 0 && step != options.steps) return false;
+      const double accuracy = static_cast<double>(score(model, valid).correct) /
+                              static_cast<double>(valid.trees.size());
+      metrics["valid_accuracy"] = accuracy;
+      report.valid_curve.emplace_back(step, accuracy);
+      if (best.empty() || accuracy > report.best_valid_accuracy) {
+        torch::NoGradGuard no_grad;
+        best.clear();
+        for (const auto& p : model->parameters()) best.push_back(p.detach().clone());
+        report.best_step = step;
+        report.best_valid_accuracy = accuracy;
+      }
+      return false;
+    };
+  }
   trainer::TrainSummary summary;
   {
     nn::RuntimeGuard use(techniques.store(), nullptr);
     summary = trainer::train(workload, t);
   }
+  if (!best.empty()) {
+    torch::NoGradGuard no_grad;
+    auto params = model->parameters();
+    for (std::size_t i = 0; i < params.size(); ++i) params[i].copy_(best[i]);
+  }
   save_model(options.out_path, model);
-  TrainTbcnnReport report;
   report.steps = summary.steps;
   report.seconds = summary.seconds;
   report.final_loss = summary.final_loss;
@@ -377,25 +440,9 @@ EvalTbcnnReport evaluate_tbcnn(const EvalTbcnnOptions& options) {
   report.skipped = ex.skipped;
   report.count = static_cast<long>(ex.trees.size());
   if (ex.trees.empty()) return report;
-  torch::NoGradGuard no_grad;
-  long correct = 0, top5 = 0;
-  constexpr std::size_t kChunk = 256;
-  for (std::size_t start = 0; start < ex.trees.size(); start += kChunk) {
-    std::vector<std::size_t> indices;
-    for (std::size_t i = start; i < std::min(ex.trees.size(), start + kChunk); ++i)
-      indices.push_back(i);
-    const auto logits = model->forward(batch_of(ex, indices, config));
-    const auto k = std::min<int64_t>(5, logits.size(1));
-    const auto best = std::get<1>(logits.topk(k, 1)).contiguous();
-    const auto* p = best.data_ptr<int64_t>();
-    for (std::size_t r = 0; r < indices.size(); ++r) {
-      const int label = ex.labels[indices[r]];
-      correct += p[r * k] == label ? 1 : 0;
-      for (int64_t j = 0; j < k; ++j) top5 += p[r * k + j] == label ? 1 : 0;
-    }
-  }
-  report.accuracy = static_cast<double>(correct) / static_cast<double>(report.count);
-  report.top5 = static_cast<double>(top5) / static_cast<double>(report.count);
+  const Score s = score(model, ex);
+  report.accuracy = static_cast<double>(s.correct) / static_cast<double>(report.count);
+  report.top5 = static_cast<double>(s.top5) / static_cast<double>(report.count);
   return report;
 }
 

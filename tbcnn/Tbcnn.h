@@ -36,6 +36,11 @@ struct TrainTbcnnOptions {
   std::string activation = "relu";
   bool identifiers = false;
   int statements_per_file = 3;  ///< masked task: statements drawn from each file
+  /// Every `valid_every` steps (0: never) the model is scored on the valid split, the accuracy
+  /// goes into the metrics line as "valid_accuracy", and the model written to out_path is the one
+  /// with the best valid accuracy so far (early stopping by model selection; the earliest on ties).
+  long valid_every = 0;
+  int valid_statements_per_file = 3;  ///< masked task: statements per valid file
   /// Memory techniques (trainer/MemoryTechniques.h): "none" or "relu" (the ReLU outputs of the
   /// convolutions kept compressed for backward; lossless). TBCNN is not cut into units, so
   /// recompute and swap are usage errors.
@@ -54,6 +59,10 @@ struct TrainTbcnnReport {
   double trees_per_second = 0;
   double nodes_per_second = 0;
   long compressed_tensors = 0;  ///< --memory relu: ReLU outputs stored compressed
+  /// valid_every > 0: the valid accuracy at each scored step, and the step of the model written.
+  std::vector<std::pair<long, double>> valid_curve;
+  long best_step = 0;
+  double best_valid_accuracy = 0;
 };
 
 TrainTbcnnReport train_tbcnn(const TrainTbcnnOptions& options);

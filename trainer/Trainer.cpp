@@ -65,7 +65,7 @@ TrainSummary train(Workload& workload, const TrainerOptions& options) {
   std::map<std::string, double> sums;
   int logged = 0;
   TrainSummary summary;
-  const auto start = std::chrono::steady_clock::now();
+  auto start = std::chrono::steady_clock::now();
   long examples = 0;
   for (long step = 1; step <= options.steps; ++step) {
     std::vector<std::size_t> indices;
@@ -101,8 +101,13 @@ TrainSummary train(Workload& workload, const TrainerOptions& options) {
     if (step % options.log_every == 0 || step == options.steps) {
       std::map<std::string, double> mean;
       for (const auto& [k, v] : sums) mean[k] = v / logged;
-      const double elapsed =
-          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      const auto now = std::chrono::steady_clock::now();
+      const double elapsed = std::chrono::duration<double>(now - start).count();
+      bool stop = false;
+      if (options.on_log) {
+        stop = options.on_log(step, mean);
+        start += std::chrono::steady_clock::now() - now;  // the callback's time is not training
+      }
       if (metrics.is_open()) {
         nlohmann::json line{{"step", step}, {"seconds", elapsed}};
         for (const auto& [k, v] : mean) line[k] = v;
@@ -110,7 +115,7 @@ TrainSummary train(Workload& workload, const TrainerOptions& options) {
       }
       sums.clear();
       logged = 0;
-      if (options.on_log && options.on_log(step, mean)) break;
+      if (stop) break;
     }
   }
   bar.finish();

@@ -26,9 +26,11 @@ struct TrainerOptions {
   std::string metrics_path;     ///< JSON lines, one object per logged step; empty: none
   int log_every = 10;           ///< steps between metrics lines
   bool progress = false;        ///< draw a progress bar on stderr
-  /// Called every `log_every` steps with the step number and the averaged metrics; returning true
-  /// stops training early (e.g. once the training set is solved).
-  std::function<bool(long step, const std::map<std::string, double>& metrics)> on_log;
+  /// Called every `log_every` steps with the step number and the averaged metrics, before the
+  /// metrics line is written: entries it adds (e.g. a validation score) go into that line.
+  /// Returning true stops training early (e.g. once the training set is solved). Time spent in it
+  /// is not counted in TrainSummary::seconds.
+  std::function<bool(long step, std::map<std::string, double>& metrics)> on_log;
 };
 
 struct TrainSummary {

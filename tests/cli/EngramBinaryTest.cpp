@@ -237,6 +237,31 @@ TEST_F(EngramBinaryTest, CodeCorpusTbcnnTrainEvalEncodeClassify) {
   ASSERT_EQ(p.code, 0) << p.err;
   EXPECT_EQ(nlohmann::json::parse(p.out).at("pivot_type"), "expression_statement") << p.out;
   expect_one_error_line(run({"encode", "--model", localized, "--file", file, "--pivot", "x"}), 2);
+  // Model selection on the valid split.
+  p = run({"train",
+           "tbcnn",
+           "--corpus",
+           corpus,
+           "--out",
+           localized,
+           "--task",
+           "masked",
+           "--model",
+           "localized",
+           "--steps",
+           "6",
+           "--channels",
+           "8",
+           "--embedding",
+           "4",
+           "--valid-every",
+           "3",
+           "--valid-statements",
+           "2"});
+  ASSERT_EQ(p.code, 0) << p.err;
+  EXPECT_NE(p.out.find("the best of 2 scored"), std::string::npos) << p.out;
+  expect_one_error_line(
+      run({"train", "tbcnn", "--corpus", corpus, "--out", localized, "--valid-every", "-1"}), 2);
 
   // Bad input.
   expect_one_error_line(

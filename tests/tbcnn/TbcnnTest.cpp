@@ -422,6 +422,69 @@ TEST(TrainTbcnn, ReluCompressionIsLosslessAndRecomputeIsAUsageError) {
   EXPECT_THROW(train_tbcnn(t), UsageError);
 }
 
+TEST(TrainTbcnn, ValidEveryWritesTheModelOfTheBestValidStep) {
+  TempDir dir;
+  const std::filesystem::path src = dir.file("src");
+  for (int i = 0; i < 10; ++i) {
+    write(src / "a" / ("f" + std::to_string(i) + ".py"),
+          "def f(x):\n    return x + " + std::to_string(i) + "\n");
+    write(src / "b" / ("g" + std::to_string(i) + ".py"),
+          "for i in range(" + std::to_string(i) + "):\n    print(i)\n");
+    write(src / "c" / ("h" + std::to_string(i) + ".py"),
+          "def h(x):\n    for y in x:\n        print(y + " + std::to_string(i) + ")\n");
+  }
+  datasets::CorpusOptions co;
+  co.src_dir = src.string();
+  datasets::write_corpus(dir.file("c.corpus"), datasets::build_corpus(co));
+  TrainTbcnnOptions t;
+  t.corpus_path = dir.file("c.corpus");
+  t.steps = 40;
+  t.batch = 4;
+  t.channels = 8;
+  t.embedding = 4;
+  t.learning_rate = 0.05;
+  t.valid_every = 5;  // not a multiple of the trainer's log interval (10)
+  t.out_path = dir.file("selected.pt");
+  t.metrics_path = dir.file("metrics.jsonl");
+  const TrainTbcnnReport r = train_tbcnn(t);
+
+  std::vector<long> steps;
+  for (const auto& [step, accuracy] : r.valid_curve) steps.push_back(step);
+  EXPECT_EQ(steps, (std::vector<long>{5, 10, 15, 20, 25, 30, 35, 40}));
+  auto best = r.valid_curve.front();
+  for (const auto& point : r.valid_curve)
+    if (point.second > best.second) best = point;  // the earliest of equal scores
+  EXPECT_EQ(r.best_step, best.first);
+  EXPECT_EQ(r.best_valid_accuracy, best.second);
+  // The metrics lines carry the same scores.
+  std::map<long, double> logged;
+  for (const auto& line : testing::split_lines(testing::read_file(t.metrics_path))) {
+    const auto j = nlohmann::json::parse(line);
+    if (j.contains("valid_accuracy")) logged[j.at("step").get<long>()] = j.at("valid_accuracy");
+  }
+  EXPECT_EQ(logged, (std::map<long, double>(r.valid_curve.begin(), r.valid_curve.end())));
+
+  // The written model is the one of the best step: the same bytes as a run stopped there, and
+  // scoring it on the valid split gives the recorded accuracy.
+  TrainTbcnnOptions stopped = t;
+  stopped.valid_every = 0;
+  stopped.metrics_path.clear();
+  stopped.steps = r.best_step;
+  stopped.out_path = dir.file("stopped.pt");
+  train_tbcnn(stopped);
+  EXPECT_TRUE(testing::read_file(dir.file("selected.pt")) ==
+              testing::read_file(dir.file("stopped.pt")))
+      << "the written model differs from one trained for " << r.best_step << " steps";
+  EvalTbcnnOptions e;
+  e.model_path = t.out_path;
+  e.corpus_path = t.corpus_path;
+  e.split = "valid";
+  EXPECT_EQ(evaluate_tbcnn(e).accuracy, r.best_valid_accuracy);
+
+  t.valid_every = -1;
+  EXPECT_THROW(train_tbcnn(t), UsageError);
+}
+
 TEST(Stdlib, FunctionsOfPackagesWithEnoughFilesDedentedAndWithoutTests) {
   TempDir dir;
   const std::filesystem::path lib = dir.file("lib");

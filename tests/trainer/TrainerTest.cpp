@@ -11,12 +11,14 @@
 #include <torch/torch.h>
 #include <nlohmann/json.hpp>
 
+#include <chrono>
 #include <cmath>
 #include <limits>
 #include <map>
 #include <set>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace engram::trainer {
@@ -427,6 +429,30 @@ TEST_F(TrainerTest, OnLogCanStopTrainingEarly) {
   EXPECT_EQ(calls, (std::vector<long>{10, 20}));
   EXPECT_EQ(workload.batches.size(), 20u);
   EXPECT_EQ(split_lines(read_file(options.metrics_path)).size(), 2u);
+}
+
+TEST_F(TrainerTest, OnLogAddsMetricsAndItsTimeIsNotTrainingTime) {
+  LinearRegression workload(16);
+  TrainerOptions options;
+  options.steps = 20;
+  options.log_every = 10;
+  options.metrics_path = dir_.file("metrics.jsonl");
+  options.on_log = [&](long step, std::map<std::string, double>& metrics) {
+    metrics["valid_score"] = static_cast<double>(step) / 2;
+    std::this_thread::sleep_for(std::chrono::milliseconds(400));  // e.g. a validation pass
+    return false;
+  };
+  const TrainSummary summary = train(workload, options);
+  const auto lines = split_lines(read_file(options.metrics_path));
+  ASSERT_EQ(lines.size(), 2u);
+  for (std::size_t i = 0; i < lines.size(); ++i) {
+    const auto line = nlohmann::json::parse(lines[i]);
+    EXPECT_EQ(line.at("valid_score").get<double>(), 5.0 * static_cast<double>(i + 1));
+    // 20 steps of a 16-example linear regression take milliseconds; the 0.8 s of callbacks
+    // must not be in the clock.
+    EXPECT_LT(line.at("seconds").get<double>(), 0.4);
+  }
+  EXPECT_LT(summary.seconds, 0.4);
 }
 
 TEST_F(TrainerTest, DivergenceIsARuntimeError) {
