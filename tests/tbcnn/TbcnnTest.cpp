@@ -394,23 +394,39 @@ TEST(CodeCorpus, ClearErrorsForBadSourceFolders) {
   }
 }
 
-TEST(TrainTbcnn, ReluCompressionIsLosslessAndRecomputeIsAUsageError) {
-  TempDir dir;
+/// Options to train a small model on a corpus of `files` files per class, file i of a class being
+/// `body(i)`, written under `dir`.
+TrainTbcnnOptions tiny_training(const TempDir& dir,
+                                const std::map<std::string, std::string (*)(int)>& classes,
+                                int files) {
   const std::filesystem::path src = dir.file("src");
-  for (int i = 0; i < 6; ++i) {
-    write(src / "a" / ("f" + std::to_string(i) + ".py"),
-          "def f(x):\n    return x + " + std::to_string(i) + "\n");
-    write(src / "b" / ("g" + std::to_string(i) + ".py"), "for i in range(3):\n    print(i)\n");
+  for (const auto& [name, body] : classes) {
+    for (int i = 0; i < files; ++i) write(src / name / ("f" + std::to_string(i) + ".py"), body(i));
   }
   datasets::CorpusOptions co;
   co.src_dir = src.string();
   datasets::write_corpus(dir.file("c.corpus"), datasets::build_corpus(co));
   TrainTbcnnOptions t;
   t.corpus_path = dir.file("c.corpus");
-  t.steps = 3;
   t.batch = 4;
   t.channels = 8;
   t.embedding = 4;
+  return t;
+}
+
+std::string returns_sum(int i) { return "def f(x):\n    return x + " + std::to_string(i) + "\n"; }
+std::string prints_range(int) { return "for i in range(3):\n    print(i)\n"; }
+std::string prints_range_of(int i) {
+  return "for i in range(" + std::to_string(i) + "):\n    print(i)\n";
+}
+std::string nested_loop(int i) {
+  return "def h(x):\n    for y in x:\n        print(y + " + std::to_string(i) + ")\n";
+}
+
+TEST(TrainTbcnn, ReluCompressionIsLosslessAndRecomputeIsAUsageError) {
+  TempDir dir;
+  TrainTbcnnOptions t = tiny_training(dir, {{"a", returns_sum}, {"b", prints_range}}, 6);
+  t.steps = 3;
   t.out_path = dir.file("plain.pt");
   EXPECT_EQ(train_tbcnn(t).compressed_tensors, 0);
   t.memory = {"relu"};
@@ -424,24 +440,9 @@ TEST(TrainTbcnn, ReluCompressionIsLosslessAndRecomputeIsAUsageError) {
 
 TEST(TrainTbcnn, ValidEveryWritesTheModelOfTheBestValidStep) {
   TempDir dir;
-  const std::filesystem::path src = dir.file("src");
-  for (int i = 0; i < 10; ++i) {
-    write(src / "a" / ("f" + std::to_string(i) + ".py"),
-          "def f(x):\n    return x + " + std::to_string(i) + "\n");
-    write(src / "b" / ("g" + std::to_string(i) + ".py"),
-          "for i in range(" + std::to_string(i) + "):\n    print(i)\n");
-    write(src / "c" / ("h" + std::to_string(i) + ".py"),
-          "def h(x):\n    for y in x:\n        print(y + " + std::to_string(i) + ")\n");
-  }
-  datasets::CorpusOptions co;
-  co.src_dir = src.string();
-  datasets::write_corpus(dir.file("c.corpus"), datasets::build_corpus(co));
-  TrainTbcnnOptions t;
-  t.corpus_path = dir.file("c.corpus");
+  TrainTbcnnOptions t =
+      tiny_training(dir, {{"a", returns_sum}, {"b", prints_range_of}, {"c", nested_loop}}, 10);
   t.steps = 40;
-  t.batch = 4;
-  t.channels = 8;
-  t.embedding = 4;
   t.learning_rate = 0.05;
   t.valid_every = 5;  // not a multiple of the trainer's log interval (10)
   t.out_path = dir.file("selected.pt");
