@@ -2,18 +2,17 @@
 
 #include "bench/BenchSupport.h"
 #include "bench/KernelThroughput.h"
-#include "bench/ResNetWorkload.h"
 #include "common/AtomicFile.h"
 #include "common/Errors.h"
 #include "datasets/TraceFile.h"
 #include "memory/CompressingStore.h"
 #include "memory/MemoryTracker.h"
 #include "memory/ReluCompression.h"
-#include "nn/Runtime.h"
 #include "npi/NpiData.h"
 #include "npi/NpiModel.h"
 #include "npi/NpiWorkload.h"
-#include "trainer/FusedAdam.h"
+#include "resnet/ResNetWorkload.h"
+#include "trainer/Stepper.h"
 #include "trainer/MemoryTechniques.h"
 #include "trainer/Threads.h"
 #include "trainer/Trainer.h"
@@ -48,7 +47,7 @@ using nlohmann::json;
 using Clock = std::chrono::steady_clock;
 
 constexpr int kWarmupSteps = 1;
-constexpr double kLearningRate = 1e-3;  // trainer::TrainerOptions defaults
+constexpr double kLearningRate = 1e-3;  // trainer::TrainingOptions defaults
 constexpr long kDefaultNpiBatch = 8;
 constexpr long kDefaultResNetBatch = 32;
 constexpr double kMiB = 1024.0 * 1024.0;
@@ -73,9 +72,9 @@ struct PreparedWorkload {
 
 /// ResNet-18 (CIFAR layout) on `batch` synthetic images, the model built under the parameter tag.
 PreparedWorkload make_resnet(const MemoryBenchOptions& o, long batch) {
-  const nn::ResNetOptions model_options = nn::ResNetOptions().widths(
+  const resnet::ResNetOptions model_options = resnet::ResNetOptions().widths(
       {o.width, 2 * int64_t{o.width}, 4 * int64_t{o.width}, 8 * int64_t{o.width}});
-  SyntheticImages images;
+  resnet::SyntheticImages images;
   images.num_examples = static_cast<std::size_t>(batch);
   images.image_size = o.image_size;
   images.seed = o.seed;
@@ -83,7 +82,7 @@ PreparedWorkload make_resnet(const MemoryBenchOptions& o, long batch) {
   torch::manual_seed(o.seed);
   {
     memory::TagGuard tag(Tag::parameter);
-    w.workload = std::make_unique<ResNetWorkload>(nn::ResNet(model_options), images);
+    w.workload = std::make_unique<resnet::ResNetWorkload>(resnet::ResNet(model_options), images);
   }
   w.batch.resize(static_cast<std::size_t>(batch));
   std::iota(w.batch.begin(), w.batch.end(), 0);
@@ -94,7 +93,7 @@ PreparedWorkload make_resnet(const MemoryBenchOptions& o, long batch) {
               {"num_classes", images.num_classes},
               {"widths", model_options.widths()},
               {"blocks_per_stage", model_options.blocks_per_stage()},
-              {"layers", "engram"}};
+              {"impl", "engram"}};
   return w;
 }
 
@@ -108,7 +107,8 @@ PreparedWorkload make_npi(const MemoryBenchOptions& o, long batch) {
   gen.seed = o.seed;
   auto traces = datasets::generate_traces(task, gen).traces;
   if (static_cast<std::size_t>(batch) > traces.size()) {
-    throw UsageError("--batch: at most " + std::to_string(traces.size()) + " NPI traces");
+    throw InvalidOption("batch", "must be at most " + std::to_string(traces.size()) +
+                                     " for npi (its traces)");
   }
   std::mt19937_64 rng(o.seed);
   std::shuffle(traces.begin(), traces.end(), rng);
@@ -116,7 +116,7 @@ PreparedWorkload make_npi(const MemoryBenchOptions& o, long batch) {
 
   npi::NpiConfig config = npi::NpiConfig::for_task(task);
   config.hidden = o.hidden;
-  config.layers_impl = o.layers;
+  config.layers_impl = o.impl;
   // Only the batch's traces are kept: the data set's tensors are live (activation) bytes.
   auto data = std::make_shared<const npi::NpiDataset>(task, traces);
   PreparedWorkload w;
@@ -133,29 +133,31 @@ PreparedWorkload make_npi(const MemoryBenchOptions& o, long batch) {
               {"batch", batch},
               {"rows", data->num_steps()},
               {"hidden", o.hidden},
-              {"layers", o.layers},
+              {"impl", o.impl},
               {"min_len", gen.min_length},
               {"max_len", gen.max_length}};
   return w;
 }
 
-/// One training step (see the header): trainer::run_step_forward_backward, then the optimizer.
-/// Gradients that autograd allocated (the torch-layer path) are retagged once backward is done;
+/// Retags the gradients that autograd allocated (the torch-layer path) once backward is done;
 /// nn/ layers tag theirs as they store them.
-/// Returns the step's loss.
-double train_step(trainer::Workload& workload, const std::vector<std::size_t>& batch,
-                  const std::vector<at::Tensor>& params, trainer::FusedAdam& optimizer,
-                  MemoryTracker& tracker) {
-  optimizer.zero_grad();
-  const trainer::StepOutput out = trainer::run_step_forward_backward(workload, batch);
-  for (const auto& p : params) tracker.retag(p.grad(), Tag::gradient);
-  {
-    memory::PhaseGuard phase(Phase::optimizer);
-    memory::TagGuard tag(Tag::optimizer_state);
-    memory::SpanGuard span("optimizer", "phase");
-    optimizer.step();
+class GradientRetag final : public trainer::StepHooks {
+ public:
+  GradientRetag(std::vector<at::Tensor> params, MemoryTracker& tracker)
+      : params_(std::move(params)), tracker_(tracker) {}
+  void after(trainer::StepPhase phase) override {
+    if (phase != trainer::StepPhase::backward) return;
+    for (const auto& p : params_) tracker_.retag(p.grad(), Tag::gradient);
   }
-  return out.loss.item<double>();
+
+ private:
+  std::vector<at::Tensor> params_;
+  MemoryTracker& tracker_;
+};
+
+/// One training step (see the header) of the session on the bench's fixed batch; its loss.
+double train_step(trainer::TrainingSession& session, const std::vector<std::size_t>& batch) {
+  return session.step(batch).loss.item<double>();
 }
 
 /// Every parameter's gradient, flattened into one host vector that the tracker does not count
@@ -408,33 +410,36 @@ json measure(const MemoryBenchOptions& o, long batch, const std::string& techniq
   std::int64_t param_count = 0;
   for (const auto& p : params) param_count += p.numel();
   config["parameters"] = param_count;
-  // FusedAdam allocates its state in its constructor.
-  std::optional<trainer::FusedAdam> optimizer;
-  {
-    memory::TagGuard tag(Tag::optimizer_state);
-    optimizer.emplace(params, kLearningRate);
-  }
-  // The technique's stores and plan for every step, warm-up included (none: the current store).
-  trainer::MemoryOptions mo;
-  mo.techniques = {technique};
-  mo.budget_bytes = budget_bytes;
-  mo.swap_bandwidth = o.swap_bandwidth;
-  trainer::MemoryTechniques techniques(mo);
+  // The session of `engram train` with this technique (its plan made on a scratch copy of the
+  // model, so this row's model starts as every other's) and its stores for every step, warm-up
+  // included. No clipping: the step of the peer and of the header.
+  trainer::TrainingOptions to;
+  to.learning_rate = kLearningRate;
+  to.grad_clip = 0;
+  to.batch = static_cast<int>(batch);
+  to.threads = o.threads;
+  to.seed = o.seed;
+  to.memory.techniques = {technique};
+  to.memory.budget_bytes = budget_bytes;
+  to.memory.swap_bandwidth = o.swap_bandwidth;
+  std::optional<PreparedWorkload> scratch;
+  if (trainer::MemoryTechniques(to.memory).uses_units())
+    scratch.emplace(o.workload == "resnet" ? make_resnet(o, batch) : make_npi(o, batch));
+  trainer::TrainingSession session(*w.workload, to, scratch ? scratch->workload.get() : nullptr);
+  scratch.reset();
+  GradientRetag retag(params, tracker);
+  session.stepper().add_hooks(&retag);
+  trainer::MemoryTechniques& techniques = session.memory();
   json plan_json = nullptr;
   if (techniques.uses_units()) {
-    // Planning measures steps; on a scratch copy, so this row's model starts as every other's.
-    PreparedWorkload scratch = o.workload == "resnet" ? make_resnet(o, batch) : make_npi(o, batch);
-    techniques.plan(*scratch.workload, scratch.batch);
-    techniques.apply(*w.workload);
     plan_json = plan_to_json(techniques);
     if (o.explain) explain_out << "[" << technique << "] " << techniques.explain();
   }
   memory::CompressingStore* compressing = techniques.compressing();
   memory::SwapStore* swap = techniques.swap_store();
-  nn::RuntimeGuard use(techniques.store(), nullptr);
 
   for (int i = 0; i < kWarmupSteps; ++i)
-    train_step(*w.workload, w.batch, params, *optimizer, tracker);
+    train_step(session, w.batch);
   std::vector<std::int64_t> peaks, activation_peaks;
   std::vector<double> ms;
   std::vector<memory::CompressionStats> compression;
@@ -444,7 +449,7 @@ json measure(const MemoryBenchOptions& o, long batch, const std::string& techniq
     if (swap) swap->reset_stats();
     tracker.begin_window();
     const auto start = Clock::now();
-    const double loss = train_step(*w.workload, w.batch, params, *optimizer, tracker);
+    const double loss = train_step(session, w.batch);
     ms.push_back(std::chrono::duration<double, std::milli>(Clock::now() - start).count());
     if (swap) swap->wait_for_transfers();  // nothing of this step is left in flight
     last = tracker.end_window();
@@ -466,7 +471,7 @@ json measure(const MemoryBenchOptions& o, long batch, const std::string& techniq
     for (long i = 0; i < o.steps; ++i) {
       swap->reset_stats();
       const auto start = Clock::now();
-      train_step(*w.workload, w.batch, params, *optimizer, tracker);
+      train_step(session, w.batch);
       on_demand_ms.push_back(
           std::chrono::duration<double, std::milli>(Clock::now() - start).count());
       swap->wait_for_transfers();
@@ -643,16 +648,16 @@ std::int64_t resolve_budget(const std::string& budget, std::int64_t none_activat
     used = 0;
   }
   if (used != number.size() || number.empty() || !(value > 0) || !std::isfinite(value)) {
-    throw UsageError(
-        "--budget must be a positive number of bytes or a fraction of none's "
-        "activation peak such as 0.5x, not '" +
-        budget + "'");
+    throw InvalidOption("budget",
+                        "must be a positive number of bytes or a fraction of none's "
+                        "activation peak such as 0.5x, not '" +
+                            budget + "'");
   }
   if (!fraction) return static_cast<std::int64_t>(value);
   if (none_activation_peak < 0) {
-    throw UsageError("--budget " + budget +
-                     " is a fraction of the none row's activation peak: "
-                     "put none first in --techniques");
+    throw InvalidOption("budget", budget +
+                                      " is a fraction of the none row's activation peak: "
+                                      "put none first among the techniques");
   }
   return std::max<std::int64_t>(
       1, static_cast<std::int64_t>(value * static_cast<double>(none_activation_peak)));
@@ -661,43 +666,46 @@ std::int64_t resolve_budget(const std::string& budget, std::int64_t none_activat
 void run_memory_bench(const MemoryBenchOptions& options, std::ostream& out) {
   const auto& workloads = memory_workloads();
   if (std::find(workloads.begin(), workloads.end(), options.workload) == workloads.end()) {
-    throw UsageError("unknown workload '" + options.workload + "' (valid: " + joined(workloads) +
-                     ")");
+    throw InvalidOption("workload", "must be one of " + joined(workloads) + ", not '" +
+                                        options.workload + "'");
   }
-  if (options.techniques.empty()) throw UsageError("--techniques: at least one technique");
+  if (options.techniques.empty()) throw InvalidOption("techniques", "must name at least one technique");
   for (const auto& t : options.techniques) {
     const auto& valid = memory_techniques();
     if (std::find(valid.begin(), valid.end(), t) == valid.end()) {
-      throw UsageError("unknown technique '" + t + "' (valid: " + joined(valid) + ")");
+      throw InvalidOption("techniques", "has an unknown technique '" + t + "' (valid: " +
+                                              joined(valid) + ")");
     }
   }
-  if (options.json_path.empty()) throw UsageError("--json is required");
-  if (!(options.swap_bandwidth >= 0)) throw UsageError("--swap-bandwidth must not be negative");
+  if (options.json_path.empty()) throw InvalidOption("json_path", "is required");
+  if (!(options.swap_bandwidth >= 0))
+    throw InvalidOption("swap_bandwidth", "must not be negative");
   resolve_budget(options.budget, 1);  // the form, before anything runs
   const bool plans = std::any_of(
       options.techniques.begin(), options.techniques.end(),
       [](const std::string& t) { return t == "recompute" || t == "swap" || t == "all"; });
   if (!options.budget.empty() && !plans) {
-    throw UsageError(
-        "--budget applies to recompute, swap and all, none of which is in --techniques");
+    throw InvalidOption("budget",
+                        "applies to recompute, swap and all, none of which is among the "
+                        "techniques");
   }
   if (!options.budget.empty() && options.budget.back() == 'x' &&
       (options.techniques.empty() || options.techniques.front() != "none")) {
-    throw UsageError("--budget " + options.budget +
-                     " is a fraction of the none row's activation "
-                     "peak: put none first in --techniques");
+    throw InvalidOption("budget", options.budget +
+                                      " is a fraction of the none row's activation "
+                                      "peak: put none first among the techniques");
   }
-  if (options.steps < 1) throw UsageError("--steps must be at least 1");
-  if (options.batch < 0) throw UsageError("--batch must be positive");
-  if (options.threads < 1) throw UsageError("--threads must be at least 1");
-  if (options.image_size < 1) throw UsageError("--image-size must be positive");
-  if (options.width < 1) throw UsageError("--width must be positive");
-  if (options.hidden < 1) throw UsageError("--hidden must be at least 1");
-  if (options.layers != "engram" && options.layers != "torch") {
-    throw UsageError("unknown layers '" + options.layers + "' (valid: engram, torch)");
+  if (options.steps < 1) throw InvalidOption("steps", "must be at least 1");
+  if (options.batch < 0) throw InvalidOption("batch", "must be positive");
+  if (options.threads < 1) throw InvalidOption("threads", "must be at least 1");
+  if (options.image_size < 1) throw InvalidOption("image_size", "must be positive");
+  if (options.width < 1) throw InvalidOption("width", "must be positive");
+  if (options.hidden < 1) throw InvalidOption("hidden", "must be at least 1");
+  if (options.impl != "engram" && options.impl != "torch") {
+    throw InvalidOption("impl", "must be engram or torch, not '" + options.impl + "'");
   }
-  if (options.layers != "engram" && options.workload != "npi") {
-    throw UsageError("--layers torch: only the npi workload has a plain-torch implementation");
+  if (options.impl != "engram" && options.workload != "npi") {
+    throw InvalidOption("impl", "torch: only the npi workload has a plain-torch implementation");
   }
   {
     // Fail before minutes of measuring, not after, when the report cannot be written.

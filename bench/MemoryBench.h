@@ -50,8 +50,8 @@
 /// elements at 0, 50% and 90% zeros, with the compressed size against bitmap plus values
 /// (format_overhead).
 ///
-/// Workloads: "resnet", the CIFAR ResNet-18 of nn/ResNet.h on synthetic images
-/// (bench/ResNetWorkload.h), made inside each step; "npi", the addition NPI on `batch` traces
+/// Workloads: "resnet", the CIFAR ResNet-18 of resnet/ResNet.h on synthetic images
+/// (resnet/ResNetWorkload.h), made inside each step; "npi", the addition NPI on `batch` traces
 /// drawn from the task's default training data, whose data set (those traces only) is live
 /// activation bytes at every step's start (see live_bytes_by_tag_at_step_start).
 ///
@@ -91,7 +91,7 @@ struct MemoryBenchOptions {
   int image_size = 32;     ///< resnet: height and width of the synthetic images
   int width = 64;          ///< resnet: channels of the first stage; each later stage doubles it
   int hidden = 256;        ///< npi: LSTM width
-  std::string layers = "engram";  ///< npi: "engram" (nn/) or "torch" (plain torch modules)
+  std::string impl = "engram";  ///< npi: "engram" (nn/) or "torch" (plain torch modules)
   std::uint64_t seed = 1;
   int threads = 1;  ///< intra-op threads, C++ and peer alike
   std::string python = "/usr/bin/python3";

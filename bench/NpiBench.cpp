@@ -4,18 +4,21 @@
 #include "common/AtomicFile.h"
 #include "common/Errors.h"
 #include "datasets/TraceFile.h"
-#include "nn/Runtime.h"
+#include "npi/Npi.h"
 #include "npi/NpiData.h"
 #include "npi/NpiModel.h"
 #include "npi/NpiWorkload.h"
-#include "trainer/FusedAdam.h"
+#include "trainer/BatchSampler.h"
+#include "trainer/Stepper.h"
 #include "trainer/Threads.h"
+#include "trainer/Trainer.h"
 
 #include <torch/torch.h>
 
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cmath>
 #include <ctime>
@@ -32,8 +35,6 @@ using nlohmann::json;
 using Clock = std::chrono::steady_clock;
 
 constexpr int kWarmupSteps = 3;
-constexpr double kLearningRate = 1e-3;  // trainer::TrainerOptions defaults
-constexpr double kGradClip = 1.0;
 /// Relative difference allowed between the first-step losses of the two implementations, which
 /// start from the same weights on the same batch.
 constexpr double kLossTolerance = 1e-4;
@@ -47,27 +48,6 @@ double process_cpu_seconds() {
   timespec ts{};
   ::clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
   return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
-}
-
-/// `count` batches of trace indices drawn as trainer::train draws them: epochs of a seeded shuffle.
-std::vector<std::vector<std::size_t>> sample_batches(std::size_t n, std::size_t batch, long count,
-                                                     std::uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  std::vector<std::size_t> order(n);
-  std::iota(order.begin(), order.end(), 0);
-  std::shuffle(order.begin(), order.end(), rng);
-  std::size_t cursor = 0;
-  std::vector<std::vector<std::size_t>> batches(count);
-  for (auto& indices : batches) {
-    while (indices.size() < batch) {
-      if (cursor == n) {
-        std::shuffle(order.begin(), order.end(), rng);
-        cursor = 0;
-      }
-      indices.push_back(order[cursor++]);
-    }
-  }
-  return batches;
 }
 
 /// Initial weights for the peer: `manifest` lists name and shape of every parameter, `blob`
@@ -123,54 +103,60 @@ struct Measurement {
   Phases phases;
 };
 
-/// The training step of trainer::train (its FusedAdam, clipping at 1.0), timed over the batches
-/// after the warm-up ones. The model starts from the weights `torch::manual_seed(seed)` gives.
+/// Wall time of each phase of the session's steps, from the Stepper's hooks.
+class PhaseTimer final : public trainer::StepHooks {
+ public:
+  void before(trainer::StepPhase) override { start_ = Clock::now(); }
+  void after(trainer::StepPhase phase) override {
+    if (on) seconds[static_cast<std::size_t>(phase)] += seconds_since(start_);
+  }
+  bool on = false;  ///< off during warm-up
+  std::array<double, trainer::kNumStepPhases> seconds{};
+
+ private:
+  Clock::time_point start_;
+};
+
+/// The training step of `engram train npi` (trainer::TrainingSession, its options as
+/// npi::TrainOptions has them but for the batch), timed over the batches after the warm-up ones.
+/// The model starts from the weights `torch::manual_seed(seed)` gives.
 Measurement measure_cpp(const npi::NpiConfig& config, const npi::NpiDataset& data,
-                        const std::vector<std::vector<std::size_t>>& batches, std::uint64_t seed) {
-  torch::manual_seed(seed);
+                        const trainer::TrainingOptions& training,
+                        const std::vector<std::vector<std::size_t>>& batches) {
+  torch::manual_seed(training.seed);
   npi::NpiModel model(config);
   npi::NpiWorkload workload(model, data);
-  auto params = workload.parameters();
-  trainer::FusedAdam optimizer(params, kLearningRate);
+  trainer::TrainingSession session(workload, training);
+  PhaseTimer timer;
+  session.stepper().add_hooks(&timer);
 
   Measurement m;
   double rows = 0, sequences = 0;
+  for (std::size_t i = kWarmupSteps; i < batches.size(); ++i) {
+    // The batches' shapes, as the Stepper will pack them (packing is deterministic), counted
+    // before the clock starts.
+    const npi::NpiBatch batch = data.batch(batches[i]);
+    rows += static_cast<double>(batch.programs.size(0));
+    sequences += static_cast<double>(batch.batch_sizes[0].item<int64_t>());
+  }
   Clock::time_point timed_start;
   double cpu_start = 0;
   for (std::size_t i = 0; i < batches.size(); ++i) {
     if (i == kWarmupSteps) {
       timed_start = Clock::now();
       cpu_start = process_cpu_seconds();
+      timer.on = true;
     }
-    const auto t0 = Clock::now();
-    const npi::NpiBatch batch = data.batch(batches[i]);
-    const auto t1 = Clock::now();
-    optimizer.zero_grad();
-    trainer::StepOutput out = workload.forward(batch);
-    const auto t2 = Clock::now();
-    out.loss.backward();
-    nn::current_runtime().scheduler->finish();  // weight gradients a scheduler held back
-    const auto t3 = Clock::now();
-    torch::nn::utils::clip_grad_norm_(params, kGradClip);
-    const auto t4 = Clock::now();
-    optimizer.step();
-    const double loss = out.loss.item<double>();
-    const auto t5 = Clock::now();
+    const double loss = session.step(batches[i]).loss.item<double>();
     if (i == 0) m.first_loss = loss;
     m.last_loss = loss;
-    if (i >= kWarmupSteps) {
-      using D = std::chrono::duration<double>;
-      m.phases.batch += D(t1 - t0).count();
-      m.phases.forward += D(t2 - t1).count();
-      m.phases.backward += D(t3 - t2).count();
-      m.phases.clip += D(t4 - t3).count();
-      m.phases.optimizer += D(t5 - t4).count();
-      rows += static_cast<double>(batch.programs.size(0));
-      sequences += static_cast<double>(batch.batch_sizes[0].item<int64_t>());
-    }
   }
   m.seconds = seconds_since(timed_start);
   m.cpu_seconds = process_cpu_seconds() - cpu_start;
+  const auto at = [&](trainer::StepPhase p) { return timer.seconds[static_cast<std::size_t>(p)]; };
+  m.phases = {at(trainer::StepPhase::batch), at(trainer::StepPhase::forward),
+              at(trainer::StepPhase::backward), at(trainer::StepPhase::clip),
+              at(trainer::StepPhase::optimizer)};
   m.mean_rows = rows / static_cast<double>(batches.size() - kWarmupSteps);
   m.mean_sequences = sequences / static_cast<double>(batches.size() - kWarmupSteps);
   return m;
@@ -208,17 +194,21 @@ double npi_step_matmul_flops(const npi::NpiConfig& c, double rows, double sequen
 }
 
 void run_npi_bench(const NpiBenchOptions& options, std::ostream& out) {
-  if (options.json_path.empty()) throw UsageError("--json is required");
-  if (options.steps < 1) throw UsageError("--steps must be at least 1");
-  if (options.threads < 1) throw UsageError("--threads must be at least 1");
-  if (options.hidden < 1) throw UsageError("--hidden must be at least 1");
+  if (options.json_path.empty()) throw InvalidOption("json_path", "is required");
+  if (options.steps < 1) throw InvalidOption("steps", "must be at least 1");
+  if (options.threads < 1) throw InvalidOption("threads", "must be at least 1");
+  if (options.hidden < 1) throw InvalidOption("hidden", "must be at least 1");
   if (options.batch_sizes.empty() ||
       std::any_of(options.batch_sizes.begin(), options.batch_sizes.end(),
                   [](int b) { return b < 1; }))
-    throw UsageError("--batch must be at least 1");
+    throw InvalidOption("batch_sizes", "must be at least 1");
   const auto& task = datasets::task_by_name(options.task);
   const std::string peer_path = options.skip_peer ? "" : peer_script("npi_peer.py");
   const bool blas_threads_set = trainer::set_compute_threads(options.threads);
+  // The session `engram train npi` runs, at this bench's threads and seed.
+  trainer::TrainingOptions training = npi::TrainOptions::default_training();
+  training.threads = options.threads;
+  training.seed = options.seed;
 
   // The task's default training data (as `engram data gen` makes it).
   datasets::GenerateOptions gen;
@@ -252,8 +242,8 @@ void run_npi_bench(const NpiBenchOptions& options, std::ostream& out) {
               {"seed", options.seed},
               {"steps", options.steps},
               {"warmup_steps", kWarmupSteps},
-              {"learning_rate", kLearningRate},
-              {"grad_clip", kGradClip},
+              {"learning_rate", training.learning_rate},
+              {"grad_clip", training.grad_clip},
               {"data",
                {{"traces", data.num_traces()},
                 {"rows", data.num_steps()},
@@ -274,13 +264,16 @@ void run_npi_bench(const NpiBenchOptions& options, std::ostream& out) {
   for (const int batch_size : options.batch_sizes) {
     const std::size_t batch =
         std::min<std::size_t>(static_cast<std::size_t>(batch_size), data.num_traces());
-    const auto batches =
-        sample_batches(data.num_traces(), batch, kWarmupSteps + options.steps, options.seed);
-    const Measurement cpp = measure_cpp(config, data, batches, options.seed);
-    // The same model on plain torch modules (--layers torch), measured right after.
+    // The batches a session on this seed draws, given to both implementations and the peer.
+    training.batch = static_cast<int>(batch);
+    trainer::BatchSampler sampler(data.num_traces(), batch, training.seed);
+    std::vector<std::vector<std::size_t>> batches(kWarmupSteps + options.steps);
+    for (auto& b : batches) b = sampler.next();
+    const Measurement cpp = measure_cpp(config, data, training, batches);
+    // The same model on plain torch modules (--impl torch), measured right after.
     npi::NpiConfig torch_config = config;
     torch_config.layers_impl = "torch";
-    const Measurement torch_layers = measure_cpp(torch_config, data, batches, options.seed);
+    const Measurement torch_layers = measure_cpp(torch_config, data, training, batches);
     const double traces_per_step = static_cast<double>(batch);
     json r{
         {"batch", batch},
@@ -328,6 +321,8 @@ void run_npi_bench(const NpiBenchOptions& options, std::ostream& out) {
                                          "--warmup",     std::to_string(kWarmupSteps),
                                          "--threads",    std::to_string(options.threads),
                                          "--seed",       std::to_string(options.seed),
+                                         "--lr",         std::to_string(training.learning_rate),
+                                         "--clip",       std::to_string(training.grad_clip),
                                          "--indices",    indices_path,
                                          "--init",       manifest_path},
                                         dir);

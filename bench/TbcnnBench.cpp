@@ -32,7 +32,7 @@ using Clock = std::chrono::steady_clock;
 std::vector<std::string> read_sources(const std::string& dir, datasets::Language language) {
   namespace fs = std::filesystem;
   std::error_code ec;
-  if (!fs::is_directory(dir, ec)) throw UsageError("--src '" + dir + "' is not a directory");
+  if (!fs::is_directory(dir, ec)) throw InvalidOption("src_dir", "'" + dir + "' is not a directory");
   const auto suffixes = datasets::language_suffixes(language);
   std::vector<fs::path> paths;
   for (const auto& entry : fs::recursive_directory_iterator(dir)) {
@@ -50,7 +50,7 @@ std::vector<std::string> read_sources(const std::string& dir, datasets::Language
     buffer << in.rdbuf();
     if (datasets::is_text(buffer.str())) sources.push_back(buffer.str());
   }
-  if (sources.empty()) throw UsageError("--src '" + dir + "' has no source files of the language");
+  if (sources.empty()) throw InvalidOption("src_dir", "'" + dir + "' has no source files of the language");
   return sources;
 }
 
@@ -81,8 +81,9 @@ double fastest(int repeats, F pass) {
 }  // namespace
 
 void run_tbcnn_bench(const TbcnnBenchOptions& options, std::ostream& out) {
-  if (options.corpus_path.empty()) throw UsageError("--corpus is required");
-  if (options.steps < 1 || options.repeats < 1) throw UsageError("--steps and --repeats >= 1");
+  if (options.corpus_path.empty()) throw InvalidOption("corpus_path", "is required");
+  if (options.steps < 1) throw InvalidOption("steps", "must be at least 1");
+  if (options.repeats < 1) throw InvalidOption("repeats", "must be at least 1");
   const auto language = datasets::parse_language(options.language);
   const auto sources = read_sources(options.src_dir, language);
   std::size_t bytes = 0;
@@ -113,14 +114,13 @@ void run_tbcnn_bench(const TbcnnBenchOptions& options, std::ostream& out) {
   tracker.reset_peak();
   const auto before = tracker.live_bytes();
   bench::ScratchDir dir("tbcnn");
-  tbcnn::TrainTbcnnOptions t;
+  tbcnn::TrainTbcnnOptions t = tbcnn::train_defaults(options.model);  // as `engram train tbcnn`
   t.corpus_path = options.corpus_path;
   t.out_path = dir.file("model.pt");
-  t.model = options.model;
-  t.steps = options.steps;
-  t.batch = options.batch;
-  t.threads = options.threads;
-  t.seed = options.seed;
+  t.training.steps = options.steps;
+  t.training.batch = options.batch;
+  t.training.threads = options.threads;
+  t.training.seed = options.seed;
   const auto trained = tbcnn::train_tbcnn(t);
   const auto peak = tracker.peak_bytes() - before;
 

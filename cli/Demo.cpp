@@ -27,12 +27,12 @@ int run_demo(const DemoOptions& options, std::ostream& out) {
   train.data_path = data_path;
   train.out_path = model_path;
   train.hidden = 64;
-  train.steps = 1500;
-  train.threads = options.threads;
-  train.metrics_path = options.dir + "/metrics.jsonl";
-  train.progress = ::isatty(STDERR_FILENO) != 0;
+  train.training.steps = 1500;
+  train.training.threads = options.threads;
+  train.training.metrics_path = options.dir + "/metrics.jsonl";
+  train.training.progress = ::isatty(STDERR_FILENO) != 0;
   out << "== 2/4  engram train npi --task addition --hidden " << train.hidden << " --steps "
-      << train.steps << "\n"
+      << train.training.steps << "\n"
       << std::flush;
   const auto trained = npi::train_npi(train);
   out << std::fixed << std::setprecision(1) << "trained in " << trained.seconds << " s, final loss "

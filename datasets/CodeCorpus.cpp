@@ -289,7 +289,7 @@ StdlibReport write_stdlib_functions(const StdlibOptions& options) {
   if (!fs::is_directory(lib, ec)) {
     throw InputError("Python library directory '" + options.lib_dir + "' does not exist");
   }
-  if (options.out_dir.empty()) throw InputError("--out is required");
+  if (options.out_dir.empty()) throw InvalidOption("out_dir", "is required");
   fs::path out = fs::path(options.out_dir).lexically_normal();
   if (!out.has_filename()) out = out.parent_path();  // "gen/" -> "gen"
   if (fs::exists(out, ec) && !(fs::is_directory(out, ec) && fs::is_empty(out, ec))) {

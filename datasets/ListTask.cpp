@@ -300,7 +300,7 @@ HigherOrderTask::HigherOrderTask(HigherOrder which, Binding binding)
   if (binding_.reference->domain() != k || binding_.reference->kind() != binding_.primitive->kind())
     throw std::invalid_argument("the reference primitive does not match the bound one");
   if (binding_.init < 0 || binding_.init >= k) {
-    throw UsageError("--init " + std::to_string(binding_.init) + " is outside the domain 0.." +
+    throw InvalidOption("init", std::to_string(binding_.init) + " is outside the domain 0.." +
                      std::to_string(k - 1));
   }
 }

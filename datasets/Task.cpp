@@ -42,6 +42,14 @@ void Task::check_teach_length(long length, const std::string& what) const {
   }
 }
 
+void Task::check_length_option(long length, const std::string& field) const {
+  if (length > max_teach_length()) {
+    throw InvalidOption(field, std::to_string(length) + " is longer than the " +
+                                   std::to_string(max_teach_length()) +
+                                   " that reference programs of " + name() + " run to");
+  }
+}
+
 std::vector<std::string> task_names() {
   std::vector<std::string> names{"addition", "addition-primitive", "sort", "sort-recursive"};
   for (const auto& name : higher_order_task_names()) names.push_back(name);

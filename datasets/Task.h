@@ -34,12 +34,6 @@ class Primitive;
 constexpr int kNumArgs = 3;
 using Args = std::array<int, kNumArgs>;
 
-/// A user-supplied problem that cannot be parsed (for example `--input "12+"`). A usage error.
-class InputError : public UsageError {
- public:
-  using UsageError::UsageError;
-};
-
 /// An ACT that cannot be applied (pointer moved off the tape, write out of range). A runtime error
 /// of the program being executed, not of the user.
 class ActError : public std::runtime_error {
@@ -150,6 +144,8 @@ class Task {
 
   /// Throws InputError if length > max_teach_length(); `what` names the option in the message.
   void check_teach_length(long length, const std::string& what) const;
+  /// The same check for an option: throws InvalidOption(`field`, "<length> is longer than ...").
+  void check_length_option(long length, const std::string& field) const;
 
   /// Index of the program called `name`, or -1.
   int program_index(const std::string& name) const;

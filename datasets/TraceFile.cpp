@@ -1,6 +1,7 @@
 #include "datasets/TraceFile.h"
 
 #include "common/AtomicFile.h"
+#include "datasets/ListTask.h"
 
 #include <nlohmann/json.hpp>
 
@@ -107,14 +108,24 @@ class Validator {
 
 }  // namespace
 
+GenerateOptions default_generate_options(const Task& task) {
+  const bool lists = is_higher_order(task.name());
+  GenerateOptions options;
+  options.min_length = task.min_length();
+  options.max_length = lists ? 10 : 20;
+  options.per_length = task.name() == "addition" || lists ? 32 : 64;
+  return options;
+}
+
 TraceSet generate_traces(const Task& task, const GenerateOptions& options) {
   if (options.min_length < task.min_length()) {
-    throw UsageError("--min-len must be at least " + std::to_string(task.min_length()) + " for " +
-                     task.name());
+    throw InvalidOption("min_length", "must be at least " + std::to_string(task.min_length()) +
+                                          " for " + task.name());
   }
-  if (options.max_length < options.min_length) throw UsageError("--max-len is below --min-len");
-  task.check_teach_length(options.max_length, "--max-len");
-  if (options.per_length < 1) throw UsageError("--per-length must be at least 1");
+  if (options.max_length < options.min_length)
+    throw InvalidOption("max_length", "is below the shortest length");
+  task.check_length_option(options.max_length, "max_length");
+  if (options.per_length < 1) throw InvalidOption("per_length", "must be at least 1");
   TraceSet set;
   set.task = task.name();
   set.options = options;

@@ -39,6 +39,12 @@ struct TraceSet {
 
 /// `per_length` reference traces for every length in [min_length, max_length], deterministic in
 /// seed.
+/// The data sizes a user who gives none gets for `task`: lengths from the task's shortest to 20
+/// (10 for the list tasks), 32 traces per length for addition and the list tasks, 64 otherwise.
+GenerateOptions default_generate_options(const Task& task);
+
+/// Throws InvalidOption naming GenerateOptions' fields ("min_length", "max_length",
+/// "per_length") for sizes the task cannot generate.
 TraceSet generate_traces(const Task& task, const GenerateOptions& options);
 
 /// Writes atomically (temporary file, then rename).

@@ -1,5 +1,7 @@
 #include "memory/MemoryTracker.h"
 
+#include "memory/TorchCompat.h"
+
 #include <c10/core/Allocator.h>
 #include <c10/core/alignment.h>
 #include <c10/core/impl/alloc_cpu.h>
@@ -130,9 +132,12 @@ void tracked_delete(void* data) {
 }
 
 /// c10's default CPU allocator plus a header and the counting.
-class TrackingAllocator final : public c10::Allocator {
+class TrackingAllocator final : public compat::AllocatorBase {
  public:
-  c10::DataPtr allocate(std::size_t nbytes) const override {
+  c10::DeleterFnPtr raw_deleter() const override { return &tracked_delete; }
+
+ protected:
+  c10::DataPtr allocate_bytes(std::size_t nbytes) const override {
     const c10::Device device(c10::DeviceType::CPU);
     if (nbytes == 0) return {nullptr, nullptr, &tracked_delete, device};
     TORCH_CHECK(
@@ -159,8 +164,6 @@ class TrackingAllocator final : public c10::Allocator {
     }
     return {data, data, &tracked_delete, device};
   }
-
-  c10::DeleterFnPtr raw_deleter() const override { return &tracked_delete; }
 };
 
 }  // namespace

@@ -6,7 +6,7 @@
 /// backward runs.
 ///
 /// \code
-///   // One unit per residual block of a ResNet (nn/ResNet.h):
+///   // One unit per residual block of a ResNet (resnet/ResNet.h):
 ///   at::Tensor h = images;
 ///   for (auto& unit : net->units()) {
 ///     // Capture by value: the unit runs again during backward, when this loop is long gone.

@@ -7,7 +7,7 @@
 /// its input, and swaps that.
 ///
 /// \code
-///   std::vector<engram::nn::Unit> units = engram::nn::resnet_units(net);   // stem, every block
+///   std::vector<engram::nn::Unit> units = engram::resnet::resnet_units(net);  // stem, every block
 ///   engram::nn::UnitPlan plan(units.size());
 ///   plan[3].recompute = true;  plan[5].swap = true;
 ///   engram::memory::SwapStore swap;            // needed when some unit swaps

@@ -4,11 +4,9 @@
 #include "common/Errors.h"
 #include "datasets/ProgramExpression.h"
 #include "datasets/TraceFile.h"
-#include "nn/Runtime.h"
 #include "npi/Interpreter.h"
 #include "npi/NpiWorkload.h"
 #include "trainer/Checkpoint.h"
-#include "trainer/MemoryTechniques.h"
 #include "trainer/Threads.h"
 #include "trainer/Trainer.h"
 
@@ -26,28 +24,24 @@ namespace {
 using nlohmann::json;
 
 void save_model(const std::string& path, NpiModel& model) {
-  trainer::Checkpoint ck;
-  ck.kind = "npi";
-  ck.config_json = model->config().to_json();
-  for (const auto& item : model->named_parameters())
-    ck.tensors.emplace_back(item.key(), item.value());
-  trainer::save_checkpoint(path, ck);
+  trainer::save_module(path, "npi", model->config().to_json(), *model);
 }
 
 NpiModel load_model(const std::string& path, const datasets::Task& task) {
-  const auto ck = trainer::load_checkpoint(path, "npi");
-  const NpiConfig config = NpiConfig::from_json(ck.config_json);
-  if (config.task != task.name()) {
-    throw FormatError("'" + path + "' is a model of task '" + config.task + "', not '" +
-                      task.name() + "'");
-  }
-  if (config.num_programs != static_cast<int>(task.programs().size()) ||
-      config.observation_sizes != task.observation_sizes() || config.arg_size != task.arg_size()) {
-    throw FormatError("'" + path + "' does not match this version of task '" + task.name() + "'");
-  }
-  NpiModel model(config);
-  trainer::load_parameters(*model, ck.tensors, path);
-  return model;
+  return trainer::load_module(path, "npi", [&](const std::string& config_json) {
+    const NpiConfig config = NpiConfig::from_json(config_json);
+    if (config.task != task.name()) {
+      throw FormatError("'" + path + "' is a model of task '" + config.task + "', not '" +
+                        task.name() + "'");
+    }
+    if (config.num_programs != static_cast<int>(task.programs().size()) ||
+        config.observation_sizes != task.observation_sizes() ||
+        config.arg_size != task.arg_size()) {
+      throw FormatError("'" + path + "' does not match this version of task '" + task.name() +
+                        "'");
+    }
+    return NpiModel(config);
+  });
 }
 
 std::string format_call(const datasets::Task& task, const datasets::Call& call) {
@@ -73,8 +67,8 @@ std::vector<int> parse_lengths(const std::string& text) {
       used = 0;
     }
     if (item.empty() || used != item.size() || value < 1) {
-      throw UsageError("--length expects positive integers separated by commas, got '" + text +
-                       "'");
+      throw InvalidOption("lengths", "expects positive integers separated by commas, got '" +
+                                         text + "'");
     }
     lengths.push_back(value);
     if (comma == std::string::npos) break;
@@ -83,69 +77,51 @@ std::vector<int> parse_lengths(const std::string& text) {
   return lengths;
 }
 
+TrainOptions train_defaults(const std::string& task) {
+  datasets::task_by_name(task);  // InputError for an unknown task
+  TrainOptions options;
+  options.task = task;
+  if (task == "sort" || task == "sort-recursive") {
+    options.hidden = 64;
+    options.training.batch = 1;
+  }
+  return options;
+}
+
 TrainReport train_npi(const TrainOptions& options) {
   const auto& task = datasets::task_by_name(options.task);
-  if (options.steps < 1) throw UsageError("--steps must be at least 1");
-  if (options.batch < 1) throw UsageError("--batch must be at least 1");
-  if (options.hidden < 1 || options.hidden > 8192) {
-    throw UsageError("--hidden must be between 1 and 8192");
-  }
-  if (!(options.learning_rate > 0) || !std::isfinite(options.learning_rate)) {
-    throw UsageError("--lr must be a positive number");
-  }
-  if (options.layers != "engram" && options.layers != "torch") {
-    throw UsageError("--layers must be engram or torch, not '" + options.layers + "'");
-  }
-  if (options.out_path.empty()) throw UsageError("--out is required");
-  trainer::MemoryOptions memory_options;
-  memory_options.techniques = options.memory;
-  memory_options.budget_bytes = options.memory_budget;
-  memory_options.swap_bandwidth = options.swap_bandwidth;
-  trainer::MemoryTechniques techniques(memory_options);  // UsageError for unknown names
-  if (techniques.uses_units() && options.layers != "engram") {
-    throw UsageError("--memory recompute and swap need --layers engram");
+  trainer::validate(options.training);
+  if (options.training.steps < 1) throw InvalidOption("steps", "must be at least 1");
+  if (options.hidden < 1 || options.hidden > 8192)
+    throw InvalidOption("hidden", "must be between 1 and 8192");
+  if (options.impl != "engram" && options.impl != "torch")
+    throw InvalidOption("impl", "must be engram or torch, not '" + options.impl + "'");
+  if (options.out_path.empty()) throw InvalidOption("out_path", "is required");
+  for (const auto& t : options.training.memory.techniques) {
+    if (options.impl != "engram" && (t == "recompute" || t == "swap" || t == "all"))
+      throw InvalidOption("memory.techniques",
+                          "recompute and swap need impl engram: the torch layers are not cut into "
+                          "units");
   }
   {
     // Fail before training, not after it, when the model cannot be written.
     AtomicFile probe(options.out_path, /*binary=*/true);
   }
-  trainer::set_threads_option(options.threads);
   const auto data = datasets::read_trace_file(options.data_path);
   if (data.task != task.name()) {
     throw FormatError("'" + options.data_path + "' holds traces of task '" + data.task +
                       "', not '" + task.name() + "'");
   }
-  torch::manual_seed(options.seed);
+  torch::manual_seed(options.training.seed);
   NpiConfig config = NpiConfig::for_task(task);
   config.hidden = options.hidden;
-  config.layers_impl = options.layers;
+  config.layers_impl = options.impl;
   NpiModel model(config);
   const NpiDataset dataset(task, data.traces);
   NpiWorkload workload(model, dataset);
-
-  trainer::TrainerOptions t;
-  t.steps = options.steps;
-  t.batch_size = options.batch;
-  t.learning_rate = options.learning_rate;
-  t.seed = options.seed;
-  t.metrics_path = options.metrics_path;
-  t.progress = options.progress;
-  if (techniques.uses_units()) {
-    // Planned on the first batch of the training set's size (forward and backward passes only:
-    // the NPI has no state that they move), then every training step runs under the plan.
-    std::vector<std::size_t> first(
-        std::min<std::size_t>(static_cast<std::size_t>(options.batch), dataset.num_traces()));
-    std::iota(first.begin(), first.end(), 0);
-    techniques.plan(workload, first);
-    techniques.apply(workload);
-  }
-  trainer::TrainSummary summary;
-  {
-    // The technique's store for every layer of nn/ that the training steps run (nn/Runtime.h).
-    nn::RuntimeGuard use(techniques.store(), nullptr);
-    summary = trainer::train(workload, t);
-  }
-  workload.set_unit_runner(nullptr);
+  // The session plans recompute and swap on the first batch (forward and backward passes only:
+  // the NPI has no state that they move) and runs every step under the plan.
+  const trainer::TrainSummary summary = trainer::train(workload, options.training);
   save_model(options.out_path, model);
   return {summary.steps, summary.seconds, summary.final_loss, summary.examples_per_second};
 }
@@ -153,14 +129,14 @@ TrainReport train_npi(const TrainOptions& options) {
 std::vector<LengthReport> evaluate_npi(const EvalOptions& options) {
   const auto bound = datasets::bind_task(options.task, options.binding);
   const auto& task = *bound;
-  if (options.lengths.empty()) throw UsageError("--length is required");
-  if (options.count < 1) throw UsageError("--count must be at least 1");
+  if (options.lengths.empty()) throw InvalidOption("lengths", "is required");
+  if (options.count < 1) throw InvalidOption("count", "must be at least 1");
   for (int length : options.lengths) {
     if (length < task.min_length()) {
-      throw UsageError("--length must be at least " + std::to_string(task.min_length()) + " for " +
-                       task.name());
+      throw InvalidOption("lengths", "must be at least " + std::to_string(task.min_length()) +
+                                         " for " + task.name());
     }
-    task.check_teach_length(length, "--length");
+    task.check_length_option(length, "lengths");
   }
   trainer::set_threads_option(options.threads);
   NpiModel model = load_model(options.model_path, task);
@@ -278,7 +254,7 @@ struct StageRunner {
 PipelineReport run_pipeline(const PipelineOptions& options) {
   const datasets::Expression program = datasets::parse_expression(options.program);
   if (program.is_list()) {
-    throw datasets::InputError(
+    throw InputError(
         "program column 1: the program applies no function; write e.g. "
         "map(double, " +
         program.function + ")");
@@ -287,7 +263,7 @@ PipelineReport run_pipeline(const PipelineOptions& options) {
   const auto semicolon = options.input.find(';');
   const bool two = datasets::uses_second_list(program);
   if (two != (semicolon != std::string::npos)) {
-    throw datasets::InputError(two ? "the program reads ys: give two lists separated by ';', "
+    throw InputError(two ? "the program reads ys: give two lists separated by ';', "
                                      "e.g. --input \"1,2;3,4\""
                                    : "the program reads only xs, but --input has a ';' at "
                                      "column " +
@@ -301,7 +277,7 @@ PipelineReport run_pipeline(const PipelineOptions& options) {
   if (two)
     runner.ys =
         datasets::parse_value_list(options.input.substr(semicolon + 1), options.k, semicolon + 1);
-  if (options.models_dir.empty()) throw UsageError("--models DIR is required with --program");
+  if (options.models_dir.empty()) throw InvalidOption("models_dir", "is required");
   // Every stage's model file and primitive before any stage runs.
   std::vector<const datasets::Expression*> pending{&program};
   while (!pending.empty()) {

@@ -18,6 +18,7 @@
 
 #include "datasets/ListTask.h"
 #include "datasets/Task.h"
+#include "trainer/TrainingOptions.h"
 
 #include <cstdint>
 #include <functional>
@@ -31,28 +32,31 @@ struct TrainOptions {
   std::string task;
   std::string data_path;
   std::string out_path;
-  long steps = 2000;            ///< optimizer steps
-  int batch = 8;                ///< traces per step
-  double learning_rate = 2e-3;  ///< Adam
-  int hidden = 256;             ///< LSTM width
+  int hidden = 256;  ///< LSTM width
   /// "engram" (the layers of nn/) or "torch" (plain torch modules, for comparison).
-  std::string layers = "engram";
-  /// Intra-op threads; 0: all cores. One is the default because the NPI's matrices are small:
-  /// on the 2-core reference machine two threads trained addition 1.8x slower than one.
-  int threads = 1;
-  std::uint64_t seed = 1;
-  std::string metrics_path;  ///< JSON lines; empty: none
-  bool progress = false;
-  /// Memory techniques applied to training (DESIGN.md section 4; trainer/MemoryTechniques.h):
-  /// any of "none", "relu" (ReLU outputs kept compressed for backward), "recompute" and "swap"
-  /// (of the model's units: encoder and core; nn/ layers only), "all"; all lossless: the same
-  /// losses and weights as without.
-  std::vector<std::string> memory;
-  /// Bound on a step's activation_peak_bytes for recompute and swap (0: every unit treated).
-  std::int64_t memory_budget = 0;
-  /// Bytes per second of the spill file (0: unthrottled).
-  double swap_bandwidth = 0;
+  std::string impl = "engram";
+  /// The session: steps, batch (traces per step), learning rate, seed (also the initial
+  /// weights), threads, metrics, and the memory techniques (DESIGN.md section 4;
+  /// trainer/MemoryTechniques.h): "relu" (ReLU outputs kept compressed for backward),
+  /// "recompute" and "swap" (of the model's units: encoder and core; impl "engram" only), "all";
+  /// all lossless: the same losses and weights as without. One thread is the default because the
+  /// NPI's matrices are small: on the 2-core reference machine two threads trained addition 1.8x
+  /// slower than one.
+  trainer::TrainingOptions training = default_training();
+
+  static trainer::TrainingOptions default_training() {
+    trainer::TrainingOptions t;
+    t.steps = 2000;
+    t.batch = 8;
+    t.learning_rate = 2e-3;
+    return t;
+  }
 };
+
+/// The options the claims use for `task` (scripts/reproduce/npi_*.sh), for a user who gives none:
+/// addition and the list tasks as TrainOptions' defaults; sort and sort-recursive 64 wide on one
+/// trace per step. Throws InputError for an unknown task.
+TrainOptions train_defaults(const std::string& task);
 
 struct TrainReport {
   long steps = 0;

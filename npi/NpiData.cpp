@@ -78,6 +78,7 @@ NpiBatch NpiDataset::batch(const std::vector<std::size_t>& traces) const {
   const auto index =
       torch::from_blob(order.data(), {static_cast<long>(order.size())}, torch::kLong);
   NpiBatch b;
+  b.indices = traces;
   const auto active = active_.index_select(0, index);
   b.features = torch::zeros({index.size(0), feature_dim_}).scatter_(1, active, 1.0);
   b.programs = programs_.index_select(0, index);

@@ -6,6 +6,7 @@
 
 #include "datasets/Task.h"
 #include "npi/NpiModel.h"
+#include "trainer/Workload.h"
 
 #include <vector>
 
@@ -16,8 +17,8 @@ namespace engram::npi {
 void feature_indices(const std::vector<int>& observation_sizes, int arg_size,
                      const std::vector<int>& observation, const datasets::Args& args, long* out);
 
-/// One packed training batch.
-struct NpiBatch {
+/// One packed training batch (the trainer's Batch of an NPI step: `indices` are the traces).
+struct NpiBatch : trainer::Batch {
   torch::Tensor features;       ///< [N, feature_dim] one-hot, packed order
   torch::Tensor programs;       ///< [N] running program
   torch::Tensor batch_sizes;    ///< [T]

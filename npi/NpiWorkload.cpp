@@ -2,11 +2,12 @@
 
 namespace engram::npi {
 
-trainer::StepOutput NpiWorkload::forward(const std::vector<std::size_t>& batch) {
-  return forward(data_.batch(batch));
+std::unique_ptr<trainer::Batch> NpiWorkload::make_batch(std::vector<std::size_t> indices) {
+  return std::make_unique<NpiBatch>(data_.batch(indices));
 }
 
-trainer::StepOutput NpiWorkload::forward(const NpiBatch& b) {
+trainer::StepOutput NpiWorkload::forward(const trainer::Batch& batch) {
+  const auto& b = dynamic_cast<const NpiBatch&>(batch);
   namespace F = torch::nn::functional;
   model_->train();
   const NpiHeads out = model_->forward_packed(b.features, b.programs, b.batch_sizes, runner_);

@@ -14,10 +14,10 @@ class NpiWorkload final : public trainer::Workload {
   NpiWorkload(NpiModel model, const NpiDataset& data) : model_(std::move(model)), data_(data) {}
   std::vector<at::Tensor> parameters() override { return model_->parameters(); }
   std::size_t num_examples() const override { return data_.num_traces(); }
-  trainer::StepOutput forward(const std::vector<std::size_t>& batch) override;
-
-  /// Loss and metrics of a prepared batch (also used by the benchmark).
-  trainer::StepOutput forward(const NpiBatch& batch);
+  /// The traces' invocations packed (an NpiBatch).
+  std::unique_ptr<trainer::Batch> make_batch(std::vector<std::size_t> indices) override;
+  /// Loss and metrics of a batch from make_batch().
+  trainer::StepOutput forward(const trainer::Batch& batch) override;
 
   /// "encoder", "core" (NpiModelImpl::units) with the layers of nn/; none with torch modules.
   std::vector<std::string> unit_names() const override { return model_->unit_names(); }

@@ -24,7 +24,6 @@
 #include "datasets/Primitive.h"
 #include "nn/Embedding.h"
 #include "nn/Linear.h"
-#include "trainer/Workload.h"
 
 #include <torch/torch.h>
 
@@ -70,23 +69,5 @@ class PrimitiveNetImpl : public torch::nn::Module {
   nn::Linear hidden1_{nullptr}, hidden2_{nullptr}, out_{nullptr};
 };
 TORCH_MODULE(PrimitiveNet);
-
-/// Training a primitive network as a trainer::Workload: examples are the domain's inputs.
-class PrimitiveWorkload final : public trainer::Workload {
- public:
-  PrimitiveWorkload(PrimitiveNet net, const Examples& examples)
-      : net_(std::move(net)), examples_(examples) {}
-  std::vector<at::Tensor> parameters() override { return net_->parameters(); }
-  std::size_t num_examples() const override {
-    return static_cast<std::size_t>(examples_.targets.size(0));
-  }
-  trainer::StepOutput forward(const std::vector<std::size_t>& batch) override;
-  /// Examples whose argmax equals the exact result, over the whole domain.
-  long count_correct();
-
- private:
-  PrimitiveNet net_;
-  const Examples& examples_;
-};
 
 }  // namespace engram::primitives

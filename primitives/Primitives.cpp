@@ -3,6 +3,7 @@
 #include "common/AtomicFile.h"
 #include "common/Errors.h"
 #include "primitives/PrimitiveNet.h"
+#include "primitives/PrimitiveWorkload.h"
 #include "trainer/Checkpoint.h"
 #include "trainer/Threads.h"
 #include "trainer/Trainer.h"
@@ -24,20 +25,15 @@ json config_to_json(const PrimitiveNetConfig& c) {
   return json{{"family", c.family}, {"embedding", c.embedding}, {"hidden", c.hidden}};
 }
 
-/// One family's network and its tensors as stored in the file.
-struct Stored {
-  PrimitiveNetConfig config;
-  std::vector<std::pair<std::string, at::Tensor>> tensors;  ///< names without the family prefix
-};
-
 struct LibraryFile {
   int k = 0;
-  std::map<std::string, Stored> networks;  ///< by family
+  std::map<std::string, PrimitiveNet> networks;  ///< by family, in eval mode when read
 };
 
 LibraryFile read_library(const std::string& path) {
   const auto ck = trainer::load_checkpoint(path, kKind);
   LibraryFile lib;
+  std::map<std::string, PrimitiveNetConfig> configs;  ///< by family
   try {
     const json config = json::parse(ck.config_json);
     if (!config.at("k").is_number_integer()) throw FormatError("'" + path + "' has no integer K");
@@ -47,14 +43,13 @@ LibraryFile read_library(const std::string& path) {
       const std::string family = net.at("family").get<std::string>();
       if (datasets::find_family(family) == nullptr)
         throw FormatError("'" + path + "' has a network of unknown primitive '" + family + "'");
-      Stored stored;
-      stored.config = PrimitiveNetConfig::for_family(family, lib.k);
-      stored.config.embedding = net.at("embedding").get<int>();
-      stored.config.hidden = net.at("hidden").get<int>();
-      if (stored.config.embedding < 1 || stored.config.embedding > 8192 ||
-          stored.config.hidden < 1 || stored.config.hidden > 8192)
+      PrimitiveNetConfig stored = PrimitiveNetConfig::for_family(family, lib.k);
+      stored.embedding = net.at("embedding").get<int>();
+      stored.hidden = net.at("hidden").get<int>();
+      if (stored.embedding < 1 || stored.embedding > 8192 || stored.hidden < 1 ||
+          stored.hidden > 8192)
         throw FormatError("'" + path + "' has a network of a size out of range");
-      lib.networks[family] = std::move(stored);
+      configs[family] = std::move(stored);
     }
   } catch (const json::exception& e) {
     throw FormatError("'" + path + "' has a malformed primitive library header: " + e.what());
@@ -63,11 +58,15 @@ LibraryFile read_library(const std::string& path) {
     throw FormatError("'" + path + "' has domain size " + std::to_string(lib.k));
   for (const auto& [name, tensor] : ck.tensors) {
     const auto dot = name.find('.');
-    auto it =
-        dot == std::string::npos ? lib.networks.end() : lib.networks.find(name.substr(0, dot));
-    if (it == lib.networks.end())
+    if (dot == std::string::npos || configs.count(name.substr(0, dot)) == 0)
       throw FormatError("'" + path + "' has an unexpected tensor '" + name + "'");
-    it->second.tensors.emplace_back(name.substr(dot + 1), tensor);
+  }
+  // Each network's tensors are stored under its family: "add.out.weight".
+  for (const auto& [family, config] : configs) {
+    PrimitiveNet net(config);
+    trainer::load_parameters(*net, ck, path, family);
+    net->eval();
+    lib.networks.emplace(family, std::move(net));
   }
   return lib;
 }
@@ -76,21 +75,12 @@ void write_library(const std::string& path, const LibraryFile& lib) {
   trainer::Checkpoint ck;
   ck.kind = kKind;
   json nets = json::array();
-  for (const auto& [family, stored] : lib.networks) {
-    nets.push_back(config_to_json(stored.config));
-    for (const auto& [name, tensor] : stored.tensors)
-      ck.tensors.emplace_back(family + "." + name, tensor);
+  for (const auto& [family, net] : lib.networks) {
+    nets.push_back(config_to_json(net->config()));
+    trainer::add_parameters(ck, *net, family);
   }
   ck.config_json = json{{"k", lib.k}, {"networks", nets}}.dump();
   trainer::save_checkpoint(path, ck);
-}
-
-/// Builds the network and loads its tensors; FormatError if they do not fit.
-PrimitiveNet build(const Stored& stored, const std::string& path) {
-  PrimitiveNet net(stored.config);
-  trainer::load_parameters(*net, stored.tensors, path, stored.config.family);
-  net->eval();
-  return net;
 }
 
 FamilyReport score(const PrimitiveNetConfig& config, PrimitiveWorkload& workload) {
@@ -136,20 +126,20 @@ class LearnedPrimitive final : public datasets::Primitive {
 }  // namespace
 
 std::vector<FamilyReport> train_primitives(const TrainPrimitivesOptions& options) {
-  if (options.out_path.empty()) throw UsageError("--out is required");
+  if (options.out_path.empty()) throw InvalidOption("out_path", "is required");
   if (options.k < datasets::kMinDomain || options.k > datasets::kMaxDomain) {
-    throw UsageError("--k must lie in " + std::to_string(datasets::kMinDomain) + ".." +
-                     std::to_string(datasets::kMaxDomain));
+    throw InvalidOption("k", "must lie in " + std::to_string(datasets::kMinDomain) + ".." +
+                                 std::to_string(datasets::kMaxDomain));
   }
-  if (options.max_steps < 1) throw UsageError("--steps must be at least 1");
-  if (options.batch < 1) throw UsageError("--batch must be at least 1");
-  if (options.hidden < 1 || options.hidden > 8192 || options.embedding < 1 ||
-      options.embedding > 8192)
-    throw UsageError("--hidden and --embedding must be between 1 and 8192");
-  if (!(options.learning_rate > 0)) throw UsageError("--lr must be a positive number");
+  trainer::validate(options.training);
+  if (options.training.steps < 1) throw InvalidOption("steps", "must be at least 1");
+  if (options.hidden < 1 || options.hidden > 8192)
+    throw InvalidOption("hidden", "must be between 1 and 8192");
+  if (options.embedding < 1 || options.embedding > 8192)
+    throw InvalidOption("embedding", "must be between 1 and 8192");
   std::vector<std::string> families = options.families;
   if (families.empty()) {
-    if (options.add) throw UsageError("--add needs --primitive naming the families to add");
+    if (options.add) throw InvalidOption("add", "needs the families to add to be named");
     for (const auto& f : datasets::primitive_families()) {
       if (f.in_library) families.push_back(f.name);
     }
@@ -165,51 +155,38 @@ std::vector<FamilyReport> train_primitives(const TrainPrimitivesOptions& options
   lib.k = options.k;
   if (options.add) {
     if (!std::filesystem::exists(options.out_path)) {
-      throw UsageError("--add: no primitive library at '" + options.out_path +
-                       "' (train one first without --add)");
+      throw InvalidOption("add", "finds no primitive library at '" + options.out_path +
+                                     "' (train one first without adding)");
     }
     lib = read_library(options.out_path);
     if (lib.k != options.k) {
-      throw UsageError("--add: '" + options.out_path + "' holds primitives for K = " +
-                       std::to_string(lib.k) + ", not " + std::to_string(options.k));
+      throw InvalidOption("add", "to '" + options.out_path + "': it holds primitives for K = " +
+                                     std::to_string(lib.k) + ", not " + std::to_string(options.k));
     }
   }
   {
     AtomicFile probe(options.out_path, /*binary=*/true);  // fail before training, not after
   }
-  trainer::set_threads_option(options.threads);
-
   std::vector<FamilyReport> reports;
   for (const auto& family : families) {
     auto config = PrimitiveNetConfig::for_family(family, options.k);
     config.hidden = options.hidden;
     config.embedding = options.embedding;
     // Seeded per family, so a network is the same whether trained alone or with the library.
-    torch::manual_seed(options.seed);
+    torch::manual_seed(options.training.seed);
     PrimitiveNet net(config);
     const Examples examples = all_examples(config);
     PrimitiveWorkload workload(net, examples);
-    trainer::TrainerOptions t;
-    t.steps = options.max_steps;
-    t.batch_size = options.batch;
-    t.learning_rate = options.learning_rate;
-    t.seed = options.seed;
-    t.log_every = 100;
-    t.progress = options.progress;
-    t.on_log = [&](long, const std::map<std::string, double>&) {
+    const trainer::LogCallback stop_when_exact = [&](long, const std::map<std::string, double>&) {
       return workload.count_correct() == static_cast<long>(workload.num_examples());
     };
     const auto start = std::chrono::steady_clock::now();
-    const auto summary = trainer::train(workload, t);
+    const auto summary = trainer::train(workload, options.training, stop_when_exact);
     FamilyReport report = score(config, workload);
     report.steps = summary.steps;
     report.seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    Stored stored;
-    stored.config = config;
-    for (const auto& item : net->named_parameters())
-      stored.tensors.emplace_back(item.key(), item.value().detach().clone());
-    lib.networks[family] = std::move(stored);
+    lib.networks.insert_or_assign(family, net);
     if (options.on_family) options.on_family(report);
     reports.push_back(std::move(report));
   }
@@ -224,10 +201,10 @@ std::vector<FamilyReport> evaluate_primitives(const std::string& model_path, int
   for (const auto& f : datasets::primitive_families()) {
     const auto it = lib.networks.find(f.name);
     if (it == lib.networks.end()) continue;
-    PrimitiveNet net = build(it->second, model_path);
-    const Examples examples = all_examples(it->second.config);
+    const PrimitiveNet& net = it->second;
+    const Examples examples = all_examples(net->config());
     PrimitiveWorkload workload(net, examples);
-    reports.push_back(score(it->second.config, workload));
+    reports.push_back(score(net->config(), workload));
   }
   return reports;
 }
@@ -254,7 +231,6 @@ std::string family_reports_json(const std::vector<FamilyReport>& reports) {
 struct PrimitiveLibrary::State {
   std::string path;
   LibraryFile file;
-  std::map<std::string, PrimitiveNet> nets;
 };
 
 PrimitiveLibrary::PrimitiveLibrary(std::shared_ptr<State> state) : state_(std::move(state)) {}
@@ -266,8 +242,6 @@ PrimitiveLibrary PrimitiveLibrary::load(const std::string& path) {
   auto state = std::make_shared<State>();
   state->path = path;
   state->file = read_library(path);
-  for (const auto& [family, stored] : state->file.networks)
-    state->nets.emplace(family, build(stored, path));
   return PrimitiveLibrary(std::move(state));
 }
 
@@ -275,14 +249,14 @@ int PrimitiveLibrary::domain() const { return state_->file.k; }
 
 std::vector<std::string> PrimitiveLibrary::families() const {
   std::vector<std::string> names;
-  for (const auto& [family, net] : state_->nets) names.push_back(family);
+  for (const auto& [family, net] : state_->file.networks) names.push_back(family);
   return names;
 }
 
 std::shared_ptr<const datasets::Primitive> PrimitiveLibrary::get(
     const datasets::PrimitiveRef& ref) const {
-  const auto it = state_->nets.find(ref.family);
-  if (it == state_->nets.end()) {
+  const auto it = state_->file.networks.find(ref.family);
+  if (it == state_->file.networks.end()) {
     throw UsageError("the primitive library '" + state_->path + "' has no network for '" +
                      ref.family + "' (add one: engram train primitives --out " + state_->path +
                      " --k " + std::to_string(domain()) + " --add --primitive " + ref.family + ")");

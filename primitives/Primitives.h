@@ -18,6 +18,7 @@
 /// No torch in this header (the command line includes it).
 
 #include "datasets/Primitive.h"
+#include "trainer/TrainingOptions.h"
 
 #include <cstdint>
 #include <functional>
@@ -48,14 +49,21 @@ struct TrainPrimitivesOptions {
   /// Add the families to the existing library at out_path (same K), leaving its other networks
   /// byte-for-byte as they are; a family already there is retrained.
   bool add = false;
-  long max_steps = 20000;  ///< per family; training stops earlier once exact on the whole domain
-  int batch = 256;
-  double learning_rate = 3e-3;
   int hidden = 256;
   int embedding = 32;
-  int threads = 1;  ///< intra-op threads; 0: all cores
-  std::uint64_t seed = 1;
-  bool progress = false;
+  /// Each family's session: steps (the most per family; training stops earlier once the network
+  /// is exact on its whole domain, checked every log_every steps), batch, learning rate, seed
+  /// (also each network's initial weights), threads.
+  trainer::TrainingOptions training = default_training();
+
+  static trainer::TrainingOptions default_training() {
+    trainer::TrainingOptions t;
+    t.steps = 20000;
+    t.batch = 256;
+    t.learning_rate = 3e-3;
+    t.log_every = 100;
+    return t;
+  }
   /// Called after each family with its report (the command line prints a line).
   std::function<void(const FamilyReport&)> on_family;
 };

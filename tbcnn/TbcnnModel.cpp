@@ -60,9 +60,9 @@ TbcnnConfig TbcnnConfig::from_json(const std::string& text) {
 TbcnnModelImpl::TbcnnModelImpl(TbcnnConfig config) : config_(std::move(config)) {
   const auto& c = config_;
   if (c.model != "tbcnn" && c.model != "localized" && c.model != "bow")
-    throw UsageError("--model must be tbcnn, localized or bow, not '" + c.model + "'");
+    throw InvalidOption("model", "must be tbcnn, localized or bow, not '" + c.model + "'");
   if (c.activation != "relu" && c.activation != "tanh")
-    throw UsageError("--activation must be relu or tanh, not '" + c.activation + "'");
+    throw InvalidOption("activation", "must be relu or tanh, not '" + c.activation + "'");
   const auto vocab = static_cast<int64_t>(c.vocabulary.size());
   const auto classes = static_cast<int64_t>(c.classes.size());
   if (c.model == "bow") {

@@ -148,4 +148,36 @@ void load_parameters(torch::nn::Module& module,
   }
 }
 
+void add_parameters(Checkpoint& checkpoint, const torch::nn::Module& module,
+                    const std::string& prefix) {
+  for (const auto& item : module.named_parameters()) {
+    checkpoint.tensors.emplace_back(prefix.empty() ? item.key() : prefix + "." + item.key(),
+                                    item.value());
+  }
+}
+
+void load_parameters(torch::nn::Module& module, const Checkpoint& checkpoint,
+                     const std::string& path, const std::string& prefix) {
+  if (prefix.empty()) {
+    load_parameters(module, checkpoint.tensors, path);
+    return;
+  }
+  const std::string head = prefix + ".";
+  std::vector<std::pair<std::string, at::Tensor>> tensors;
+  for (const auto& [name, tensor] : checkpoint.tensors) {
+    if (name.compare(0, head.size(), head) == 0)
+      tensors.emplace_back(name.substr(head.size()), tensor);
+  }
+  load_parameters(module, tensors, path, prefix);
+}
+
+void save_module(const std::string& path, const std::string& kind, const std::string& config_json,
+                 const torch::nn::Module& module) {
+  Checkpoint checkpoint;
+  checkpoint.kind = kind;
+  checkpoint.config_json = config_json;
+  add_parameters(checkpoint, module);
+  save_checkpoint(path, checkpoint);
+}
+
 }  // namespace engram::trainer

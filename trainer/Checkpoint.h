@@ -13,6 +13,11 @@
 ///   engram::trainer::Checkpoint ck{"npi", config_json, {{"core.weight", w}}};
 ///   engram::trainer::save_checkpoint("model.pt", ck);
 ///   auto back = engram::trainer::load_checkpoint("model.pt", "npi");
+///   // A model's parameters and its configuration, saved and built back:
+///   engram::trainer::save_module("model.pt", "npi", model->config().to_json(), *model);
+///   auto loaded = engram::trainer::load_module("model.pt", "npi", [](const std::string& json) {
+///     return NpiModel(NpiConfig::from_json(json));   // parameters loaded into it afterwards
+///   });
 /// \endcode
 
 #include <ATen/core/Tensor.h>
@@ -48,5 +53,31 @@ Checkpoint load_checkpoint(const std::string& path, const std::string& expected_
 void load_parameters(torch::nn::Module& module,
                      const std::vector<std::pair<std::string, at::Tensor>>& tensors,
                      const std::string& path, const std::string& family = "");
+
+/// Appends `module`'s named parameters to `checkpoint`'s tensors, each name preceded by `prefix`
+/// and a dot when `prefix` is not empty (several networks in one file, e.g. one per family).
+void add_parameters(Checkpoint& checkpoint, const torch::nn::Module& module,
+                    const std::string& prefix = "");
+
+/// load_parameters of the tensors of `checkpoint` named `prefix`.NAME, as NAME (all of them when
+/// `prefix` is empty); the messages qualify names with `prefix`.
+void load_parameters(torch::nn::Module& module, const Checkpoint& checkpoint,
+                     const std::string& path, const std::string& prefix = "");
+
+/// Writes a checkpoint of `kind` holding `config_json` and `module`'s named parameters.
+void save_module(const std::string& path, const std::string& kind, const std::string& config_json,
+                 const torch::nn::Module& module);
+
+/// Reads a checkpoint of `kind` written by save_module: `build(config_json)` parses the
+/// configuration (throwing FormatError for a bad one) and returns the module it describes (a torch
+/// ModuleHolder such as NpiModel), whose parameters are then loaded from the file; returns it.
+/// Throws as load_checkpoint and load_parameters.
+template <typename Build>
+auto load_module(const std::string& path, const std::string& kind, Build&& build) {
+  const Checkpoint checkpoint = load_checkpoint(path, kind);
+  auto module = build(checkpoint.config_json);
+  load_parameters(*module, checkpoint.tensors, path);
+  return module;
+}
 
 }  // namespace engram::trainer

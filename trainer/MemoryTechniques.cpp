@@ -3,7 +3,7 @@
 #include "common/Errors.h"
 #include "memory/MemoryTracker.h"
 #include "nn/Runtime.h"
-#include "trainer/Trainer.h"
+#include "trainer/Stepper.h"
 
 #include <ATen/ops/randn.h>
 
@@ -31,7 +31,7 @@ memory::MemoryWindow measured_step(Workload& workload, const std::vector<std::si
   tracker.begin_window();
   {
     nn::RuntimeGuard use(store, nullptr);
-    run_step_forward_backward(workload, batch);
+    forward_backward(workload, batch);
   }
   if (backward_end_ns != nullptr) *backward_end_ns = nn::steady_now_ns();
   if (swap != nullptr) swap->wait_for_transfers();
@@ -68,26 +68,11 @@ const std::vector<std::string>& memory_technique_names() {
 }
 
 MemoryTechniques::MemoryTechniques(MemoryOptions options) : options_(std::move(options)) {
+  validate(options_);
   for (const auto& t : options_.techniques) {
-    if (t == "relu") {
-      relu_ = true;
-    } else if (t == "recompute") {
-      recompute_ = true;
-    } else if (t == "swap") {
-      swap_ = true;
-    } else if (t == "all") {
-      relu_ = recompute_ = swap_ = true;
-    } else if (t != "none") {
-      throw UsageError("unknown memory technique '" + t +
-                       "' (valid: none, relu, recompute, swap, all)");
-    }
-  }
-  if (options_.budget_bytes < 0) throw UsageError("the memory budget must not be negative");
-  if (options_.budget_bytes > 0 && !uses_units()) {
-    throw UsageError("a memory budget needs recompute or swap among the techniques");
-  }
-  if (!(options_.swap_bandwidth >= 0)) {
-    throw UsageError("the swap bandwidth must be a non-negative number of bytes per second");
+    relu_ = relu_ || t == "relu" || t == "all";
+    recompute_ = recompute_ || t == "recompute" || t == "all";
+    swap_ = swap_ || t == "swap" || t == "all";
   }
   if (relu_) {
     compressing_ = std::make_unique<memory::CompressingStore>(

@@ -9,12 +9,15 @@
 ///   engram::trainer::MemoryOptions o;
 ///   o.techniques = {"relu", "recompute", "swap"};
 ///   o.budget_bytes = 64 << 20;                    // bound on activation_peak_bytes; 0: none
-///   engram::trainer::MemoryTechniques memory(o);  // UsageError for unknown names
+///   engram::trainer::MemoryTechniques memory(o);  // InvalidOption for unknown names
 ///   memory.plan(workload, batch);                 // measures steps; InfeasibleBudget if too low
+///   memory.apply(workload);
 ///   {
 ///     engram::nn::RuntimeGuard use(memory.store(), nullptr);
 ///     ... training steps ...
 ///   }
+///
+/// A training session (trainer/Trainer.h) does exactly this around its steps; models never do.
 /// \endcode
 ///
 /// Without a budget every unit gets everything allowed: recompute, swap, or recompute+swap (the
@@ -34,6 +37,7 @@
 #include "memory/SwapStore.h"
 #include "memory/UnitPlanner.h"
 #include "nn/Units.h"
+#include "trainer/TrainingOptions.h"
 #include "trainer/Workload.h"
 
 #include <cstdint>
@@ -44,23 +48,14 @@
 
 namespace engram::trainer {
 
-struct MemoryOptions {
-  /// Any of "none", "relu", "recompute", "swap" (and "all" for the three).
-  std::vector<std::string> techniques;
-  std::int64_t budget_bytes = 0;  ///< bound on activation_peak_bytes; 0: every unit treated
-  double swap_bandwidth = 0;      ///< bytes per second for the spill file; 0: unthrottled
-  std::string spill_directory;    ///< empty: the system's temporary directory
-  /// Prefetch by the slack schedule (true) or read swapped tensors back on demand (false).
-  bool slack_schedule = true;
-};
 
 /// The names accepted in MemoryOptions::techniques.
 const std::vector<std::string>& memory_technique_names();
 
 class MemoryTechniques {
  public:
-  /// Throws UsageError for an unknown technique, a negative budget or bandwidth, or a budget
-  /// without recompute or swap.
+  /// Throws InvalidOption (validate(MemoryOptions)) for an unknown technique, a negative budget
+  /// or bandwidth, or a budget without recompute or swap.
   explicit MemoryTechniques(MemoryOptions options);
   ~MemoryTechniques();
   MemoryTechniques(const MemoryTechniques&) = delete;

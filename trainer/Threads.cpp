@@ -25,7 +25,7 @@ bool set_compute_threads(int threads) {
 
 void set_threads_option(int threads) {
   if (threads < 0 || threads > 1024) {
-    throw UsageError("--threads must be 0 (all cores) or between 1 and 1024");
+    throw InvalidOption("threads", "must be 0 (all cores) or between 1 and 1024");
   }
   set_compute_threads(threads);
 }

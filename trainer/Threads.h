@@ -10,7 +10,8 @@ namespace engram::trainer {
 /// Returns whether OpenBLAS was found and told.
 bool set_compute_threads(int threads);
 
-/// The same for a user's `--threads`: throws UsageError unless 0 (every core) or 1..1024.
+/// The same for a user's thread count: throws InvalidOption("threads") unless 0 (every core) or
+/// 1..1024.
 void set_threads_option(int threads);
 
 }  // namespace engram::trainer

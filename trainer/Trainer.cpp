@@ -1,11 +1,13 @@
 #include "trainer/Trainer.h"
 
-#include "memory/MemoryTracker.h"
+#include "common/Errors.h"
 #include "nn/Runtime.h"
-#include "trainer/FusedAdam.h"
+#include "trainer/BatchSampler.h"
+#include "trainer/MemoryTechniques.h"
 #include "trainer/ProgressBar.h"
+#include "trainer/Stepper.h"
+#include "trainer/Threads.h"
 
-#include <torch/torch.h>
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
@@ -14,40 +16,58 @@
 #include <fstream>
 #include <numeric>
 #include <optional>
-#include <random>
 
 namespace engram::trainer {
 
-StepOutput run_step_forward_backward(Workload& workload, const std::vector<std::size_t>& batch) {
-  StepOutput out;
-  {
-    memory::PhaseGuard phase(memory::Phase::forward);
-    memory::SpanGuard span("forward", "phase");
-    out = workload.forward(batch);
-  }
-  memory::PhaseGuard phase(memory::Phase::backward);
-  memory::SpanGuard span("backward", "phase");
-  out.loss.backward();
-  // Weight gradients a scheduler held back (nn/GradScheduler.h) are due before the optimizer.
-  nn::current_runtime().scheduler->finish();
-  return out;
-}
+/// The memory techniques' store as the layers' store while the session lasts.
+struct TrainingSession::RuntimeScope {
+  explicit RuntimeScope(memory::ActivationStore* store) : guard(store, nullptr) {}
+  nn::RuntimeGuard guard;
+};
 
-TrainSummary train(Workload& workload, const TrainerOptions& options) {
+TrainingSession::TrainingSession(Workload& workload, const TrainingOptions& options,
+                                 Workload* planning)
+    : workload_(workload), options_(options) {
+  validate(options_);
   const std::size_t n = workload.num_examples();
   if (n == 0) throw std::runtime_error("no training examples");
-  if (options.steps < 0) throw std::invalid_argument("steps must be non-negative");
-  if (options.log_every < 1) throw std::invalid_argument("log_every must be at least 1");
-  const std::size_t batch = std::min<std::size_t>(std::max(1, options.batch_size), n);
-
-  auto params = workload.parameters();
-  std::optional<FusedAdam> optimizer_holder;
-  {
-    memory::TagGuard tag(memory::Tag::optimizer_state);  // FusedAdam allocates its moments here
-    optimizer_holder.emplace(params, options.learning_rate);
+  set_compute_threads(options_.threads);
+  memory_ = std::make_unique<MemoryTechniques>(options_.memory);
+  if (memory_->uses_units()) {
+    Workload& on = planning != nullptr ? *planning : workload;
+    if (on.unit_names().empty()) {
+      throw InvalidOption("memory.techniques",
+                          "recompute and swap act on a model cut into units, and this model is "
+                          "not (relu applies to any model of nn/ layers)");
+    }
+    // Planned on the first batch of the training set's size (forward and backward passes only,
+    // gradients reset after them), then every step runs under the plan.
+    std::vector<std::size_t> first(std::min<std::size_t>(options_.batch, on.num_examples()));
+    std::iota(first.begin(), first.end(), 0);
+    memory_->plan(on, first);
+    memory_->apply(workload);
   }
-  FusedAdam& optimizer = *optimizer_holder;
+  runtime_ = std::make_unique<RuntimeScope>(memory_->store());
+  sampler_ = std::make_unique<BatchSampler>(n, static_cast<std::size_t>(options_.batch),
+                                            options_.seed);
+  stepper_ = std::make_unique<Stepper>(
+      workload, StepperOptions{options_.learning_rate, options_.grad_clip});
+}
 
+TrainingSession::~TrainingSession() {
+  stepper_.reset();
+  runtime_.reset();
+  if (memory_ && memory_->uses_units()) workload_.set_unit_runner(nullptr);
+}
+
+StepOutput TrainingSession::step() { return stepper_->step(sampler_->next()); }
+
+StepOutput TrainingSession::step(std::vector<std::size_t> indices) {
+  return stepper_->step(std::move(indices));
+}
+
+TrainSummary train(Workload& workload, const TrainingOptions& options, const LogCallback& on_log) {
+  TrainingSession session(workload, options);
   std::ofstream metrics;
   if (!options.metrics_path.empty()) {
     metrics.open(options.metrics_path, std::ios::out | std::ios::trunc);
@@ -55,12 +75,7 @@ TrainSummary train(Workload& workload, const TrainerOptions& options) {
       throw std::runtime_error("cannot write metrics file '" + options.metrics_path + "'");
   }
   ProgressBar bar(options.steps, options.progress);
-
-  std::mt19937_64 rng(options.seed);
-  std::vector<std::size_t> order(n);
-  std::iota(order.begin(), order.end(), 0);
-  std::shuffle(order.begin(), order.end(), rng);
-  std::size_t cursor = 0;
+  const long batch = static_cast<long>(session.sampler().batch_size());
 
   std::map<std::string, double> sums;
   int logged = 0;
@@ -68,29 +83,12 @@ TrainSummary train(Workload& workload, const TrainerOptions& options) {
   auto start = std::chrono::steady_clock::now();
   long examples = 0;
   for (long step = 1; step <= options.steps; ++step) {
-    std::vector<std::size_t> indices;
-    indices.reserve(batch);
-    while (indices.size() < batch) {
-      if (cursor == n) {
-        std::shuffle(order.begin(), order.end(), rng);
-        cursor = 0;
-      }
-      indices.push_back(order[cursor++]);
-    }
-    optimizer.zero_grad();
-    StepOutput out = run_step_forward_backward(workload, indices);
-    {
-      memory::PhaseGuard phase(memory::Phase::optimizer);
-      memory::SpanGuard span("optimizer", "phase");
-      if (options.grad_clip > 0) torch::nn::utils::clip_grad_norm_(params, options.grad_clip);
-      optimizer.step();
-    }
-    examples += static_cast<long>(batch);
-
+    StepOutput out = session.step();
+    examples += batch;
     const double loss = out.loss.item<double>();
     if (!std::isfinite(loss)) {
       throw std::runtime_error("training diverged: loss is " + std::to_string(loss) + " at step " +
-                               std::to_string(step) + " (try a lower --lr)");
+                               std::to_string(step) + " (try a lower learning rate)");
     }
     summary.final_loss = loss;
     summary.steps = step;
@@ -104,8 +102,8 @@ TrainSummary train(Workload& workload, const TrainerOptions& options) {
       const auto now = std::chrono::steady_clock::now();
       const double elapsed = std::chrono::duration<double>(now - start).count();
       bool stop = false;
-      if (options.on_log) {
-        stop = options.on_log(step, mean);
+      if (on_log) {
+        stop = on_log(step, mean);
         start += std::chrono::steady_clock::now() - now;  // the callback's time is not training
       }
       if (metrics.is_open()) {
@@ -121,6 +119,8 @@ TrainSummary train(Workload& workload, const TrainerOptions& options) {
   bar.finish();
   summary.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   summary.examples_per_second = summary.seconds > 0 ? examples / summary.seconds : 0;
+  if (const auto* compressing = session.memory().compressing())
+    summary.compressed_tensors = compressing->stats().compressed_tensors;
   return summary;
 }
 

@@ -1,51 +1,91 @@
 #pragma once
 /// \file
-/// The training loop shared by every model: batch sampling, Adam (trainer/FusedAdam.h), gradient
-/// clipping, JSON-lines metrics and a progress bar.
+/// The training session shared by every model. A session owns everything about training that is
+/// not the model: the options' validation, compute threads, the batch order
+/// (trainer/BatchSampler.h), the memory techniques (trainer/MemoryTechniques.h: planned, applied
+/// to the workload's units and installed as the layers' activation store for the session's
+/// lifetime, undone when it ends) and the one training step (trainer/Stepper.h). trainer::train
+/// runs a session's loop with metrics, a progress bar and a callback every `log_every` steps;
+/// benchmarks hold a session and call its step themselves.
 ///
 /// \code
-///   engram::trainer::TrainerOptions opt;
-///   opt.steps = 2000;  opt.batch_size = 32;  opt.metrics_path = "metrics.jsonl";
+///   engram::trainer::TrainingOptions opt;
+///   opt.steps = 2000;  opt.batch = 32;  opt.metrics_path = "metrics.jsonl";
+///   opt.memory.techniques = {"relu"};
 ///   engram::trainer::TrainSummary s = engram::trainer::train(workload, opt);
+///
+///   engram::trainer::TrainingSession session(workload, opt);   // a benchmark's own loop
+///   for (int i = 0; i < 10; ++i) session.step();
 /// \endcode
 
+#include "trainer/TrainingOptions.h"
 #include "trainer/Workload.h"
 
-#include <cstdint>
+#include <cstddef>
 #include <functional>
+#include <map>
+#include <memory>
 #include <string>
+#include <vector>
 
 namespace engram::trainer {
 
-struct TrainerOptions {
-  long steps = 1000;            ///< optimizer steps
-  int batch_size = 32;          ///< examples per step, sampled without replacement per epoch
-  double learning_rate = 1e-3;  ///< Adam
-  double grad_clip = 1.0;       ///< max global gradient norm; <= 0 disables clipping
-  std::uint64_t seed = 1;       ///< batch order
-  std::string metrics_path;     ///< JSON lines, one object per logged step; empty: none
-  int log_every = 10;           ///< steps between metrics lines
-  bool progress = false;        ///< draw a progress bar on stderr
-  /// Called every `log_every` steps with the step number and the averaged metrics, before the
-  /// metrics line is written: entries it adds (e.g. a validation score) go into that line.
-  /// Returning true stops training early (e.g. once the training set is solved). Time spent in it
-  /// is not counted in TrainSummary::seconds.
-  std::function<bool(long step, std::map<std::string, double>& metrics)> on_log;
+class BatchSampler;
+class MemoryTechniques;
+class Stepper;
+
+class TrainingSession {
+ public:
+  /// Validates `options` (InvalidOption), sets the compute threads, sets up the memory
+  /// techniques and creates the Stepper. Recompute and swap are planned by measuring steps on
+  /// `planning` (a scratch copy of the model, for models whose state a step moves) or, when it
+  /// is nullptr, on `workload` itself, over its first `options.batch` examples; InvalidOption
+  /// when the workload is not cut into units, memory::InfeasibleBudget when the budget is below
+  /// every plan. Throws std::runtime_error when the workload has no examples.
+  TrainingSession(Workload& workload, const TrainingOptions& options,
+                  Workload* planning = nullptr);
+  /// Restores the activation store and detaches the workload from the units' runner.
+  ~TrainingSession();
+  TrainingSession(const TrainingSession&) = delete;
+  TrainingSession& operator=(const TrainingSession&) = delete;
+
+  /// One step over the sampler's next batch.
+  StepOutput step();
+  /// One step over these examples (benchmarks that train on a fixed batch).
+  StepOutput step(std::vector<std::size_t> indices);
+
+  Stepper& stepper() { return *stepper_; }
+  MemoryTechniques& memory() { return *memory_; }
+  BatchSampler& sampler() { return *sampler_; }
+  const TrainingOptions& options() const { return options_; }
+
+ private:
+  struct RuntimeScope;
+  Workload& workload_;
+  TrainingOptions options_;
+  std::unique_ptr<MemoryTechniques> memory_;
+  std::unique_ptr<RuntimeScope> runtime_;
+  std::unique_ptr<BatchSampler> sampler_;
+  std::unique_ptr<Stepper> stepper_;
 };
 
 struct TrainSummary {
   long steps = 0;
   double final_loss = 0;
-  double seconds = 0;
+  double seconds = 0;  ///< training only: not the callbacks' time
   double examples_per_second = 0;
+  long compressed_tensors = 0;  ///< ReLU outputs stored compressed (memory technique relu)
 };
 
-/// One step's forward and backward pass over `batch`, with the memory phases and spans set
-/// (memory/MemoryTracker.h), then the gradient scheduler's finish() (nn/GradScheduler.h), so every
-/// weight gradient is in .grad when it returns. The optimizer step is the caller's.
-StepOutput run_step_forward_backward(Workload& workload, const std::vector<std::size_t>& batch);
+/// Called every `log_every` steps (and at the last) with the step number and the metrics
+/// averaged since the previous call, before the metrics line is written: entries it adds (a
+/// validation score, say) go into that line. Returning true stops training (e.g. once the
+/// training set is solved). Its time is not training time.
+using LogCallback = std::function<bool(long step, std::map<std::string, double>& metrics)>;
 
-/// Runs the loop; throws std::runtime_error if the loss becomes non-finite.
-TrainSummary train(Workload& workload, const TrainerOptions& options);
+/// Runs a session's loop for options.steps steps; throws std::runtime_error if the loss becomes
+/// non-finite or the metrics file cannot be written.
+TrainSummary train(Workload& workload, const TrainingOptions& options,
+                   const LogCallback& on_log = {});
 
 }  // namespace engram::trainer

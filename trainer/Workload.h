@@ -1,13 +1,21 @@
 #pragma once
 /// \file
-/// The contract between a model and the training loop. Every model (NPI, primitives, TBCNN)
-/// implements Workload; the Trainer knows models only through it, so the loop, the optimizer,
-/// metrics and (in later issues) data-parallel reducers are shared.
+/// The contract between a model and the training session: what a model must provide, and no
+/// more. Every model (NPI, primitives, TBCNN, ResNet) implements Workload; the trainer knows
+/// models only through it, so the session (trainer/Trainer.h), the step (trainer/Stepper.h), the
+/// optimizer, the memory techniques, metrics and (in later issues) data-parallel reducers are
+/// shared.
 ///
 /// \code
-///   class MyWorkload : public engram::trainer::Workload { ... };
+///   class MyWorkload : public engram::trainer::Workload {
+///     std::vector<at::Tensor> parameters() override { return model_->parameters(); }
+///     std::size_t num_examples() const override { return data_.size(); }
+///     engram::trainer::StepOutput forward(const engram::trainer::Batch& b) override {
+///       return {loss_of(b.indices), {}};
+///     }
+///   };
 ///   MyWorkload w(...);
-///   engram::trainer::TrainerOptions opt;  opt.steps = 1000;
+///   engram::trainer::TrainingOptions opt;  opt.steps = 1000;
 ///   auto summary = engram::trainer::train(w, opt);
 /// \endcode
 
@@ -15,7 +23,9 @@
 
 #include <cstddef>
 #include <map>
+#include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace engram::nn {
@@ -30,6 +40,15 @@ struct StepOutput {
   std::map<std::string, double> metrics;  ///< e.g. per-head losses, accuracies (no grad)
 };
 
+/// The examples of one step, made ready for forward. A workload that prepares its input before
+/// forward (packing traces into tensors, say) derives from it and returns its own from
+/// make_batch(); the step times that work as its own phase and releases the batch when forward
+/// returns.
+struct Batch {
+  virtual ~Batch() = default;
+  std::vector<std::size_t> indices;  ///< the sampled examples
+};
+
 class Workload {
  public:
   virtual ~Workload() = default;
@@ -37,8 +56,15 @@ class Workload {
   virtual std::vector<at::Tensor> parameters() = 0;
   /// Number of examples the trainer samples batches from.
   virtual std::size_t num_examples() const = 0;
-  /// Forward pass and loss over the examples with these indices.
-  virtual StepOutput forward(const std::vector<std::size_t>& batch) = 0;
+  /// The batch of the examples with these indices. The default keeps the indices only, and
+  /// forward() makes its input itself.
+  virtual std::unique_ptr<Batch> make_batch(std::vector<std::size_t> indices) {
+    auto batch = std::make_unique<Batch>();
+    batch->indices = std::move(indices);
+    return batch;
+  }
+  /// Forward pass and loss over a batch from make_batch().
+  virtual StepOutput forward(const Batch& batch) = 0;
 
   /// Swap and recompute (trainer/MemoryTechniques.h) act on a model cut into units (nn/Units.h):
   /// a workload that is names its units here, in forward order; empty: not cut into units.

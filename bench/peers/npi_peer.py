@@ -35,8 +35,6 @@ import torch.nn.functional as F
 from torch import nn
 from torch.nn.utils.rnn import PackedSequence
 
-LEARNING_RATE = 1e-3  # trainer::TrainerOptions defaults
-GRAD_CLIP = 1.0
 
 
 class NpiModel(nn.Module):
@@ -211,6 +209,10 @@ def main():
     parser.add_argument("--warmup", type=int, default=3, help="untimed steps before")
     parser.add_argument("--threads", type=int, default=1, help="intra-op threads")
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--lr", type=float, default=2e-3,
+                        help="Adam's learning rate (the C++ session's, passed by the bench)")
+    parser.add_argument("--clip", type=float, default=1.0,
+                        help="max global gradient norm (the C++ session's); 0: none")
     parser.add_argument("--indices", help="JSON list of lists of trace indices, one per step")
     parser.add_argument("--init", help="manifest of initial weights (.json beside a .bin)")
     args = parser.parse_args()
@@ -244,7 +246,7 @@ def main():
     if args.init:
         load_parameters(model, args.init)
     params = list(model.parameters())
-    optimizer = torch.optim.Adam(params, lr=LEARNING_RATE, foreach=True)
+    optimizer = torch.optim.Adam(params, lr=args.lr, foreach=True)
 
     phases = dict.fromkeys(["batch", "forward", "backward", "clip", "optimizer"], 0.0)
     rows = 0
@@ -262,7 +264,8 @@ def main():
         t2 = time.perf_counter()
         loss.backward()
         t3 = time.perf_counter()
-        torch.nn.utils.clip_grad_norm_(params, GRAD_CLIP)
+        if args.clip > 0:
+            torch.nn.utils.clip_grad_norm_(params, args.clip)
         t4 = time.perf_counter()
         optimizer.step()
         last_loss = loss.item()

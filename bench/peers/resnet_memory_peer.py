@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Python PyTorch peer of `engram bench memory --workload resnet`: the same CIFAR ResNet-18
-(nn/ResNet.h: same layout, module names and parameter count), the same synthetic batch
-(bench/ResNetWorkload.h) and the same step, measured by PyTorch's own profiler, so that the
+(resnet/ResNet.h: same layout, module names and parameter count), the same synthetic batch
+(resnet/ResNetWorkload.h) and the same step, measured by PyTorch's own profiler, so that the
 activation peak Engram's allocator reports can be checked against it in the same invocation.
 
     /usr/bin/python3 bench/peers/resnet_memory_peer.py --batch 32 --image-size 32 \
@@ -83,7 +83,7 @@ class BasicBlock(nn.Module):
 
 
 class ResNet(nn.Module):
-    """nn::ResNetImpl: stem, stage1..stageN of BasicBlocks, global average pool, fc."""
+    """resnet::ResNetImpl: stem, stage1..stageN of BasicBlocks, global average pool, fc."""
 
     def __init__(self, widths, blocks_per_stage, num_classes, in_channels):
         super().__init__()
@@ -107,7 +107,7 @@ class ResNet(nn.Module):
 
 
 def make_batch(batch, channels, size, num_classes, seed):
-    """bench::ResNetWorkload::batch: example i from a generator seeded seed * 1000003 + i."""
+    """resnet::ResNetWorkload::batch: example i from a generator seeded seed * 1000003 + i."""
     images = torch.empty(batch, channels, size, size)
     labels = torch.empty(batch, dtype=torch.long)
     for i in range(batch):

@@ -50,19 +50,30 @@ def main():
     write_result(out, claim, {"runs": runs})
 
 
+def head():
+    git = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
+                         cwd=os.path.dirname(os.path.abspath(__file__)))
+    return git.stdout.strip()
+
+
 def write_result(out, claim, figures):
-    """Writes {claim, date, commit, machine, **figures} to `out` atomically."""
-    commit = os.environ.get("ENGRAM_REPRO_COMMIT", "")
-    if not commit:
-        git = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
-                             text=True, cwd=os.path.dirname(os.path.abspath(__file__)))
-        commit = git.stdout.strip()
+    """Writes {claim, date, commit, [commit_at_end], machine, **figures} to `out` atomically.
+
+    `commit` is the commit the run started from (common.sh's ENGRAM_REPRO_COMMIT, whose binary the
+    run used); when HEAD moved while the run went on, `commit_at_end` is the commit checked out
+    when the file was written. Whatever a results file says is written here or by its script:
+    results/ is never edited by hand.
+    """
+    end = head()
+    commit = os.environ.get("ENGRAM_REPRO_COMMIT", "") or end
     result = {
         "claim": claim,
         "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "commit": commit,
-        "machine": machine(),
     }
+    if end and end != commit:
+        result["commit_at_end"] = end
+    result["machine"] = machine()
     result.update(figures)
     tmp = out + ".tmp"
     with open(tmp, "w") as f:

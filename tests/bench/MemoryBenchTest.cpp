@@ -105,7 +105,8 @@ TEST_F(MemoryBenchTest, ResNetAtATinySizeWritesFiguresAndATrace) {
     if (e.value("cat", "") == "phase") phases.insert(e.at("name").get<std::string>());
     if (e.value("ph", "") == "C" && e.value("name", "") == "live bytes") counter = true;
   }
-  EXPECT_EQ(phases, (std::set<std::string>{"forward", "backward", "optimizer"}));
+  // The Stepper's phases (trainer/Stepper.h), each a span of the trace.
+  EXPECT_EQ(phases, (std::set<std::string>{"batch", "forward", "backward", "clip", "optimizer"}));
   EXPECT_TRUE(counter);
 }
 
@@ -118,7 +119,7 @@ TEST_F(MemoryBenchTest, NpiAtATinySizeWritesFigures) {
   expect_report(j, "npi", 1);
   EXPECT_EQ(j.at("config").at("batch"), 2);
   EXPECT_EQ(j.at("config").at("hidden"), 16);
-  EXPECT_EQ(j.at("config").at("layers"), "engram");
+  EXPECT_EQ(j.at("config").at("impl"), "engram");
 }
 
 TEST_F(MemoryBenchTest, ReluCompressionIsLosslessAndSavesWhatBitmapPlusValuesPredicts) {
@@ -239,7 +240,7 @@ TEST_F(MemoryBenchTest, UnknownTechniquesAndWorkloadsExitWithTwo) {
   for (const auto& args : std::vector<std::vector<std::string>>{
            {"--workload", "resnet", "--techniques", "none,compress", "--json", json_path},
            {"--workload", "vgg", "--json", json_path},
-           {"--workload", "resnet", "--layers", "torch", "--json", json_path},
+           {"--workload", "resnet", "--impl", "torch", "--json", json_path},
            {"--workload", "resnet", "--techniques", "none,swap", "--budget", "half", "--json",
             json_path},
            {"--workload", "resnet", "--techniques", "swap,none", "--budget", "0.5x", "--json",

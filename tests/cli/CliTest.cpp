@@ -1,5 +1,6 @@
 // The command line end to end, in-process: engram_main with captured output, as a user runs it.
 #include "cli/Cli.h"
+#include "cli/Command.h"
 
 #include "datasets/TraceFile.h"
 #include "tests/support/TempDir.h"
@@ -178,7 +179,7 @@ TEST_F(CliTest, TrainingWithReluCompressionIsLossless) {
   EXPECT_EQ(losses[0], losses[1]) << "bit-identical losses";
   expect_error({"train", "npi", "--task", "addition", "--data", data_, "--out", model_, "--memory",
                 "relu,zip"},
-               2, "unknown memory technique 'zip'");
+               2, "--memory has an unknown technique 'zip'");
 }
 
 // Recompute and swap of the NPI's units (encoder, core), with and without a budget: the same
@@ -205,11 +206,11 @@ TEST_F(CliTest, TrainingWithRecomputeAndSwapWritesTheSameModel) {
     EXPECT_EQ(read_file(out), read_file(plain)) << extra[1];
   }
   expect_error({"train", "npi", "--task", "addition", "--data", data_, "--out", model_, "--memory",
-                "recompute", "--layers", "torch"},
-               2, "--memory recompute and swap need --layers engram");
+                "recompute", "--impl", "torch"},
+               2, "recompute and swap need impl engram");
   expect_error({"train", "npi", "--task", "addition", "--data", data_, "--out", model_, "--memory",
                 "relu", "--memory-budget", "1000"},
-               2, "a memory budget needs recompute or swap");
+               2, "--memory-budget needs recompute or swap");
   // Far below anything: the error names the smallest feasible budget, and nothing is written.
   const Outcome o = expect_error({"train", "npi", "--task", "addition", "--data", data_, "--out",
                                   model_, "--memory", "swap", "--memory-budget", "1000"},
@@ -221,6 +222,114 @@ TEST_F(CliTest, TrainingWithRecomputeAndSwapWritesTheSameModel) {
 TEST_F(CliTest, DataGenDefaultsDependOnTheTask) {
   const Outcome o = expect_ok({"data", "gen", "--task", "sort", "--out", data_, "--max-len", "3"});
   EXPECT_EQ(o.out, "wrote 128 sort traces (lengths 2..3) to " + data_ + "\n");
+}
+
+// A newcomer who gives no model options gets the model the claims use: for the sort tasks 64
+// wide (npi::train_defaults), unless --hidden says otherwise.
+TEST_F(CliTest, TrainNpiTakesThePerTaskDefaultsOfTheFlagsNotGiven) {
+  expect_ok({"data", "gen", "--task", "sort-recursive", "--out", data_, "--max-len", "3",
+             "--per-length", "2"});
+  const auto hidden_of = [](const std::string& model) {
+    // The checkpoint's header holds the model's configuration as an escaped JSON string.
+    const std::string bytes = read_file(model);
+    const std::string key = "\\\"hidden\\\":";
+    const auto at = bytes.find(key);
+    return at == std::string::npos ? -1 : std::stoi(bytes.substr(at + key.size(), 8));
+  };
+  expect_ok({"train", "npi", "--task", "sort-recursive", "--data", data_, "--out", model_,
+             "--steps", "1"});
+  EXPECT_EQ(hidden_of(model_), 64);
+  expect_ok({"train", "npi", "--task", "sort-recursive", "--data", data_, "--out", model_,
+             "--steps", "1", "--hidden", "16"});
+  EXPECT_EQ(hidden_of(model_), 16);
+  // The help says where defaults vary.
+  const Outcome help = expect_ok({"help", "train", "npi"});
+  EXPECT_NE(help.out.find("default: per task"), std::string::npos) << help.out;
+  EXPECT_NE(expect_ok({"help", "train", "tbcnn"}).out.find("0.05 for bow"), std::string::npos);
+}
+
+// The training session's flags are registered once for every train command, and an invalid
+// value the library reports by its field (InvalidOption) comes out naming the flag.
+TEST_F(CliTest, EveryTrainCommandTakesTheTrainingFlags) {
+  const std::vector<std::vector<std::string>> commands{
+      {"train", "npi", "--task", "addition", "--data", data_, "--out", model_},
+      {"train", "primitives", "--out", model_},
+      {"train", "tbcnn", "--corpus", dir_.file("c.corpus"), "--out", model_}};
+  for (const auto& command : commands) {
+    const Outcome help = expect_ok({"help", command[0], command[1]});
+    for (const char* flag : {"--steps", "--batch", "--lr", "--clip", "--seed", "--threads",
+                             "--metrics", "--log-every"}) {
+      EXPECT_NE(help.out.find(flag), std::string::npos) << flag << " not in\n" << help.out;
+    }
+    const std::vector<std::pair<std::vector<std::string>, std::string>> cases{
+        {{"--lr", "-1"}, "engram: error: --lr must be a positive number\n"},
+        {{"--batch", "0"}, "engram: error: --batch must be at least 1\n"},
+        {{"--threads", "5000"}, "engram: error: --threads must be 0 (all cores) or between 1 and "
+                                "1024\n"},
+        {{"--log-every", "0"}, "engram: error: --log-every must be at least 1\n"}};
+    for (const auto& [change, message] : cases) {
+      std::vector<std::string> args = command;
+      const std::vector<std::string> valid{"--steps",   "1", "--batch",     "2", "--lr",
+                                           "0.1",       "--clip", "1",      "--seed", "3",
+                                           "--threads", "1", "--log-every", "1", "--metrics",
+                                           dir_.file("m.jsonl")};
+      for (std::size_t i = 0; i < valid.size(); i += 2) {
+        if (valid[i] != change[0]) args.insert(args.end(), {valid[i], valid[i + 1]});
+      }
+      args.insert(args.end(), change.begin(), change.end());
+      const Outcome o = expect_error(args, 2, message);
+      EXPECT_EQ(o.err, message);
+    }
+  }
+  expect_error({"train", "npi", "--task", "addition", "--data", data_, "--out", model_,
+                "--memory-budget", "-5", "--memory", "swap"},
+               2, "--memory-budget must not be negative");
+  expect_error({"train", "primitives", "--out", model_, "--memory", "relu"}, 2, "--memory");
+  EXPECT_TRUE(dir_.entries().empty()) << "usage errors write nothing";
+}
+
+TEST_F(CliTest, InvalidOptionsNameTheirFlag) {
+  EXPECT_EQ(flag_for({{"learning_rate", "--lr"}}, "learning_rate"), "--lr");
+  EXPECT_EQ(flag_for({{"learning_rate", "--lr"}}, "no_such_field"), "no_such_field");
+  make_model();
+  expect_error({"eval", "npi", "--model", model_, "--task", "addition", "--length", "3", "--count",
+                "0"},
+               2, "engram: error: --count must be at least 1");
+  expect_error({"eval", "npi", "--model", model_, "--task", "addition", "--length", "3",
+                "--threads", "-3"},
+               2, "engram: error: --threads must be 0");
+  expect_error({"run", "--model", model_, "--task", "addition", "--input", "1+2", "--threads",
+                "2000"},
+               2, "engram: error: --threads must be 0");
+  expect_error({"data", "gen", "--task", "addition", "--out", data_, "--per-length", "0"}, 2,
+               "engram: error: --per-length must be at least 1");
+  expect_error({"data", "gen", "--task", "addition", "--out", data_, "--min-len", "5", "--max-len",
+                "3"},
+               2, "engram: error: --max-len is below the shortest length");
+  // Bench and eval options are usage errors (2), not failures (1).
+  expect_error({"bench", "npi", "--json", dir_.file("b.json"), "--steps", "0"}, 2,
+               "engram: error: --steps must be at least 1");
+  expect_error({"bench", "npi", "--json", dir_.file("b.json"), "--hidden", "0"}, 2,
+               "engram: error: --hidden must be at least 1");
+  expect_error({"bench", "tbcnn", "--json", dir_.file("b.json"), "--corpus", dir_.file("c"),
+                "--repeats", "0"},
+               2, "engram: error: --repeats must be at least 1");
+  expect_error({"bench", "tbcnn", "--json", dir_.file("b.json"), "--corpus", dir_.file("c"),
+                "--src", dir_.file("nowhere")},
+               2, "engram: error: --src '");
+  expect_error({"bench", "memory", "--workload", "vgg", "--json", dir_.file("b.json")}, 2,
+               "engram: error: --workload must be one of");
+  expect_error({"bench", "memory", "--workload", "npi", "--json", dir_.file("b.json"), "--steps",
+                "0"},
+               2, "engram: error: --steps must be at least 1");
+  expect_error({"eval", "tbcnn", "--model", model_, "--corpus", dir_.file("c"), "--statements",
+                "0"},
+               2, "engram: error: --statements must be at least 1");
+  expect_error({"eval", "tbcnn", "--model", model_, "--corpus", dir_.file("c"), "--split",
+                "dev"},
+               2, "unknown split 'dev'");
+  expect_error({"eval", "primitives", "--model", model_, "--threads", "-1"}, 2,
+               "engram: error: --threads must be 0");
 }
 
 TEST_F(CliTest, Help) {
@@ -297,7 +406,7 @@ TEST_F(CliTest, PrimitiveUsageErrorsExitWithTwo) {
   const std::string prims = dir_.file("p.pt");
   // Primitive options on a task without primitives, unknown or mismatched primitives.
   expect_error({"data", "gen", "--task", "addition", "--out", data_, "--primitive", "double"}, 2,
-               "apply to the tasks with primitives");
+               "--primitive applies to the tasks with primitives");
   expect_error({"data", "gen", "--task", "map", "--out", data_, "--primitive", "tripple"}, 2,
                "column 1: unknown primitive 'tripple'");
   expect_error({"data", "gen", "--task", "fold", "--out", data_, "--primitive", "even"}, 2,
@@ -318,7 +427,10 @@ TEST_F(CliTest, PrimitiveUsageErrorsExitWithTwo) {
   // --program: what it needs and what it excludes.
   expect_error({"run", "--program", "map(double, xs)", "--input", "1"}, 2, "--models");
   expect_error({"run", "--program", "map(double, xs)", "--input", "1", "--models", dir_.path()}, 2,
-               "--symbolic-primitives is required");
+               "--primitives (learned networks) or the symbolic primitives are required");
+  expect_error({"run", "--program", "map(double, xs)", "--input", "1", "--models", dir_.path(),
+                "--symbolic-primitives", "--init", "2"},
+               2, "--init does not apply to a program");
   expect_error({"run", "--program", "map(double, xs)", "--input", "1", "--models", dir_.path(),
                 "--symbolic-primitives", "--task", "map"},
                2, "no --task or --model");
@@ -329,7 +441,7 @@ TEST_F(CliTest, PrimitiveUsageErrorsExitWithTwo) {
       {"run", "--program", "xs", "--input", "1", "--models", dir_.path(), "--symbolic-primitives"},
       2, "applies no function");
   expect_error({"run", "--input", "1"}, 2, "--task and --model");
-  expect_error({"train", "primitives", "--out", prims, "--add"}, 2, "--add needs --primitive");
+  expect_error({"train", "primitives", "--out", prims, "--add"}, 2, "--add needs the families");
   expect_error({"train", "primitives", "--out", prims, "--add", "--primitive", "div"}, 2,
                "no primitive library");
   EXPECT_TRUE(dir_.entries().empty()) << "usage errors write nothing";

@@ -64,6 +64,14 @@ TEST_F(EngramBinaryTest, ErrorsAreOneLineOnStderrWithTheirExitCode) {
       run({"run", "--model", dir_.file("m.pt"), "--task", "addition", "--input", "1+2"}), 1);
 }
 
+// The library names the invalid field (learning_rate); the binary names the flag that fills it.
+TEST_F(EngramBinaryTest, AnInvalidOptionNamesItsFlag) {
+  const Process p = run({"train", "npi", "--task", "addition", "--data", dir_.file("d.jsonl"),
+                         "--out", dir_.file("m.pt"), "--lr", "-1"});
+  expect_one_error_line(p, 2);
+  EXPECT_EQ(p.err, "engram: error: --lr must be a positive number\n");
+}
+
 TEST_F(EngramBinaryTest, TrainAndRunEndToEnd) {
   const std::string data = dir_.file("d.jsonl"), model = dir_.file("m.pt");
   Process p = run({"data", "gen", "--task", "sort-recursive", "--out", data, "--max-len", "3",

@@ -2,8 +2,8 @@
 // run, the random state replayed, only the unit's input kept.
 #include "nn/Linear.h"
 #include "nn/Recompute.h"
-#include "nn/ResNet.h"
 #include "nn/Runtime.h"
+#include "resnet/ResNet.h"
 
 #include "tests/support/CountingStore.h"
 
@@ -15,6 +15,9 @@
 
 namespace engram::nn {
 namespace {
+
+using resnet::ResNet;
+using resnet::ResNetOptions;
 
 class RecomputeTest : public ::testing::Test {
  protected:

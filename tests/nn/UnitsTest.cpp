@@ -4,9 +4,9 @@
 #include "memory/CompressingStore.h"
 #include "memory/MemoryTracker.h"
 #include "memory/SwapStore.h"
-#include "nn/ResNet.h"
 #include "nn/Runtime.h"
 #include "nn/Units.h"
+#include "resnet/ResNet.h"
 
 #include <gtest/gtest.h>
 #include <torch/torch.h>
@@ -17,6 +17,9 @@ namespace engram::nn {
 namespace {
 
 using memory::UnitChoice;
+using resnet::ResNet;
+using resnet::ResNetOptions;
+using resnet::resnet_units;
 
 class UnitsTest : public ::testing::Test {
  protected:

@@ -326,7 +326,7 @@ TEST_F(NpiTest, WorkloadLossIsFiniteAndReachesEveryParameter) {
   NpiModel model(small_config(task));
   NpiWorkload workload(model, data);
   EXPECT_EQ(workload.num_examples(), 4u);
-  const auto out = workload.forward(std::vector<std::size_t>{0, 3});
+  const auto out = workload.forward(*workload.make_batch({0, 3}));
   ASSERT_EQ(out.loss.dim(), 0);
   EXPECT_TRUE(std::isfinite(out.loss.item<double>()));
   EXPECT_GT(out.loss.item<double>(), 0);
@@ -390,17 +390,17 @@ TEST_F(NpiTest, OverfitsOneAdditionTraceAndTheInterpreterReproducesIt) {
   const NpiDataset data(task, {trace});
   NpiModel model(small_config(task, 32));
   NpiWorkload workload(model, data);
-  trainer::TrainerOptions options;
+  trainer::TrainingOptions options;
   options.steps = 1000;  // an upper bound: over 40 seeds it took 70 to 220 steps
-  options.batch_size = 1;
+  options.batch = 1;
   options.learning_rate = 2e-2;
   options.log_every = 10;
   double step_error = 1;
-  options.on_log = [&](long, const std::map<std::string, double>& metrics) {
+  const trainer::LogCallback on_log = [&](long, const std::map<std::string, double>& metrics) {
     step_error = metrics.at("step_error");
     return step_error == 0;  // every decision of the last 10 steps matched the trace
   };
-  const auto summary = trainer::train(workload, options);
+  const auto summary = trainer::train(workload, options, on_log);
   ASSERT_EQ(step_error, 0) << "not fitted after " << summary.steps << " steps";
 
   const auto runs = interpret(model, task, {input});
@@ -508,7 +508,7 @@ TEST_F(InterpreterTest, AnImpossibleActStopsTheProblemWithTheReason) {
 
 TEST_F(InterpreterTest, MalformedInputIsAnInputError) {
   NpiModel model = rigged_model(addition(), true, 0, {0, 0, 0});
-  EXPECT_THROW(interpret(model, addition(), {"25+17", "12+"}), datasets::InputError);
+  EXPECT_THROW(interpret(model, addition(), {"25+17", "12+"}), InputError);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -533,11 +533,11 @@ class NpiApiTest : public NpiTest {
     t.task = "addition";
     t.data_path = data_path_;
     t.out_path = model_path_;
-    t.steps = 5;
-    t.batch = 4;
+    t.training.steps = 5;
+    t.training.batch = 4;
     t.hidden = 16;
-    t.threads = 1;
-    t.seed = 3;
+    t.training.threads = 1;
+    t.training.seed = 3;
     return t;
   }
   RunOptions run_options(const std::string& input) const {
@@ -555,14 +555,14 @@ class NpiApiTest : public NpiTest {
 
 TEST_F(NpiApiTest, SavedModelRunsExactlyAsTheModelInMemory) {
   TrainOptions t = train_options();
-  t.steps = 30;  // enough to leave the random start: the runs below make several calls
-  t.learning_rate = 1e-2;
+  t.training.steps = 30;  // enough to leave the random start: the runs below make several calls
+  t.training.learning_rate = 1e-2;
   const TrainReport report = train_npi(t);
   EXPECT_EQ(report.steps, 30);
   EXPECT_TRUE(std::isfinite(report.final_loss));
 
   // The same training in memory, as train_npi does it.
-  torch::manual_seed(t.seed);
+  torch::manual_seed(t.training.seed);
   NpiConfig config;
   config.task = "addition";
   config.num_programs = 6;
@@ -572,12 +572,7 @@ TEST_F(NpiApiTest, SavedModelRunsExactlyAsTheModelInMemory) {
   NpiModel model(config);
   const NpiDataset dataset(addition(), datasets::read_trace_file(t.data_path).traces);
   NpiWorkload workload(model, dataset);
-  trainer::TrainerOptions options;
-  options.steps = t.steps;
-  options.batch_size = t.batch;
-  options.learning_rate = t.learning_rate;
-  options.seed = t.seed;
-  trainer::train(workload, options);
+  trainer::train(workload, t.training);
 
   std::size_t most_calls = 0;
   for (const std::string input : {"25+17", "999+1", "0+0", "12345+678"}) {
@@ -665,10 +660,10 @@ TEST_F(NpiApiTest, FailedTrainingWritesNoModel) {
     EXPECT_EQ(dir_.entries(), std::set<std::string>{"addition.jsonl"}) << what;
   };
   TrainOptions t = train_options();
-  t.steps = 0;
+  t.training.steps = 0;
   expect_no_model(t, "zero steps");
   t = train_options();
-  t.learning_rate = 0;
+  t.training.learning_rate = 0;
   expect_no_model(t, "zero learning rate");
   t = train_options();
   t.data_path = dir_.file("absent.jsonl");
@@ -680,14 +675,14 @@ TEST_F(NpiApiTest, FailedTrainingWritesNoModel) {
   t.out_path = dir_.file("no-such-dir/model.pt");
   expect_no_model(t, "unwritable output");
   t = train_options();
-  t.threads = -1;
+  t.training.threads = -1;
   expect_no_model(t, "negative threads");
 }
 
 TEST_F(NpiApiTest, UnwritableOutputFailsBeforeTraining) {
   // With this many steps, training first would run into the test's timeout.
   TrainOptions t = train_options();
-  t.steps = 100000000;
+  t.training.steps = 100000000;
   t.out_path = dir_.file("no-such-dir/model.pt");
   EXPECT_THROW(train_npi(t), std::runtime_error);
 }

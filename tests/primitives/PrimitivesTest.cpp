@@ -50,7 +50,7 @@ class PrimitiveLibraryTest : public ::testing::Test {
     o.families = families;
     o.hidden = 64;
     o.embedding = 16;
-    o.max_steps = 3000;
+    o.training.steps = 3000;
     return o;
   }
   TempDir dir_;

@@ -381,15 +381,15 @@ TEST(CodeCorpus, ClearErrorsForBadSourceFolders) {
   TempDir dir;
   datasets::CorpusOptions options;
   options.src_dir = dir.file("nowhere");
-  EXPECT_THROW(datasets::build_corpus(options), datasets::InputError);
+  EXPECT_THROW(datasets::build_corpus(options), InputError);
   options.src_dir = dir.path();
-  EXPECT_THROW(datasets::build_corpus(options), datasets::InputError) << "no class folders";
+  EXPECT_THROW(datasets::build_corpus(options), InputError) << "no class folders";
   write(std::filesystem::path(dir.path()) / "full" / "a.py", "x = 1\n");
   std::filesystem::create_directories(std::filesystem::path(dir.path()) / "empty");
   try {
     datasets::build_corpus(options);
     ADD_FAILURE();
-  } catch (const datasets::InputError& e) {
+  } catch (const InputError& e) {
     EXPECT_NE(std::string(e.what()).find("empty"), std::string::npos) << e.what();
   }
 }
@@ -408,7 +408,7 @@ TrainTbcnnOptions tiny_training(const TempDir& dir,
   datasets::write_corpus(dir.file("c.corpus"), datasets::build_corpus(co));
   TrainTbcnnOptions t;
   t.corpus_path = dir.file("c.corpus");
-  t.batch = 4;
+  t.training.batch = 4;
   t.channels = 8;
   t.embedding = 4;
   return t;
@@ -426,15 +426,15 @@ std::string nested_loop(int i) {
 TEST(TrainTbcnn, ReluCompressionIsLosslessAndRecomputeIsAUsageError) {
   TempDir dir;
   TrainTbcnnOptions t = tiny_training(dir, {{"a", returns_sum}, {"b", prints_range}}, 6);
-  t.steps = 3;
+  t.training.steps = 3;
   t.out_path = dir.file("plain.pt");
   EXPECT_EQ(train_tbcnn(t).compressed_tensors, 0);
-  t.memory = {"relu"};
+  t.training.memory.techniques = {"relu"};
   t.out_path = dir.file("relu.pt");
   EXPECT_GT(train_tbcnn(t).compressed_tensors, 0) << "the convolutions' ReLU outputs";
   EXPECT_EQ(testing::read_file(dir.file("plain.pt")), testing::read_file(dir.file("relu.pt")))
       << "the same model bytes";
-  t.memory = {"recompute"};
+  t.training.memory.techniques = {"recompute"};
   EXPECT_THROW(train_tbcnn(t), UsageError);
 }
 
@@ -442,11 +442,11 @@ TEST(TrainTbcnn, ValidEveryWritesTheModelOfTheBestValidStep) {
   TempDir dir;
   TrainTbcnnOptions t =
       tiny_training(dir, {{"a", returns_sum}, {"b", prints_range_of}, {"c", nested_loop}}, 10);
-  t.steps = 40;
-  t.learning_rate = 0.05;
+  t.training.steps = 40;
+  t.training.learning_rate = 0.05;
   t.valid_every = 5;  // not a multiple of the trainer's log interval (10)
   t.out_path = dir.file("selected.pt");
-  t.metrics_path = dir.file("metrics.jsonl");
+  t.training.metrics_path = dir.file("metrics.jsonl");
   const TrainTbcnnReport r = train_tbcnn(t);
 
   std::vector<long> steps;
@@ -459,7 +459,7 @@ TEST(TrainTbcnn, ValidEveryWritesTheModelOfTheBestValidStep) {
   EXPECT_EQ(r.best_valid_accuracy, best.second);
   // The metrics lines carry the same scores.
   std::map<long, double> logged;
-  for (const auto& line : testing::split_lines(testing::read_file(t.metrics_path))) {
+  for (const auto& line : testing::split_lines(testing::read_file(t.training.metrics_path))) {
     const auto j = nlohmann::json::parse(line);
     if (j.contains("valid_accuracy")) logged[j.at("step").get<long>()] = j.at("valid_accuracy");
   }
@@ -469,8 +469,8 @@ TEST(TrainTbcnn, ValidEveryWritesTheModelOfTheBestValidStep) {
   // scoring it on the valid split gives the recorded accuracy.
   TrainTbcnnOptions stopped = t;
   stopped.valid_every = 0;
-  stopped.metrics_path.clear();
-  stopped.steps = r.best_step;
+  stopped.training.metrics_path.clear();
+  stopped.training.steps = r.best_step;
   stopped.out_path = dir.file("stopped.pt");
   train_tbcnn(stopped);
   EXPECT_TRUE(testing::read_file(dir.file("selected.pt")) ==
@@ -518,10 +518,10 @@ TEST(Stdlib, FunctionsOfPackagesWithEnoughFilesDedentedAndWithoutTests) {
   EXPECT_EQ(corpus.report.with_errors, 0);
   EXPECT_TRUE(
       std::filesystem::exists(std::filesystem::path(o.out_dir) / "big" / "big.a__two_L5.py"));
-  EXPECT_THROW(datasets::write_stdlib_functions(o), datasets::InputError) << "out exists";
+  EXPECT_THROW(datasets::write_stdlib_functions(o), InputError) << "out exists";
   o.lib_dir = dir.file("nolib");
   o.out_dir = dir.file("out2");
-  EXPECT_THROW(datasets::write_stdlib_functions(o), datasets::InputError);
+  EXPECT_THROW(datasets::write_stdlib_functions(o), InputError);
 
   // --modules: the same class, its modules whole (the package's test folder still left out).
   o.lib_dir = lib.string();

@@ -1,6 +1,6 @@
 // The ResNet workload of the memory benchmark: synthetic examples that do not depend on the batch
 // they are drawn in, a trainable loss, clear errors.
-#include "bench/ResNetWorkload.h"
+#include "resnet/ResNetWorkload.h"
 
 #include <gtest/gtest.h>
 #include <torch/torch.h>
@@ -8,10 +8,10 @@
 #include <cmath>
 #include <stdexcept>
 
-namespace engram::bench {
+namespace engram::resnet {
 namespace {
 
-nn::ResNet tiny_resnet() { return nn::ResNet(nn::ResNetOptions().widths({4, 8})); }
+ResNet tiny_resnet() { return ResNet(ResNetOptions().widths({4, 8})); }
 
 SyntheticImages tiny_images() {
   SyntheticImages images;
@@ -47,7 +47,7 @@ TEST(ResNetWorkloadTest, AnExampleIsTheSameInEveryBatch) {
 TEST(ResNetWorkloadTest, ForwardGivesATrainableLoss) {
   torch::manual_seed(0);
   ResNetWorkload workload(tiny_resnet(), tiny_images());
-  const trainer::StepOutput out = workload.forward({0, 1, 2});
+  const trainer::StepOutput out = workload.forward(*workload.make_batch({0, 1, 2}));
   ASSERT_EQ(out.loss.dim(), 0);
   EXPECT_TRUE(std::isfinite(out.loss.item<double>()));
   EXPECT_EQ(out.metrics.count("accuracy"), 1u);
@@ -67,4 +67,4 @@ TEST(ResNetWorkloadTest, DataThatDoesNotFitIsRejected) {
 }
 
 }  // namespace
-}  // namespace engram::bench
+}  // namespace engram::resnet

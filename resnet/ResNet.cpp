@@ -1,8 +1,18 @@
-#include "nn/ResNet.h"
+#include "resnet/ResNet.h"
 
 #include <string>
 
-namespace engram::nn {
+namespace engram::resnet {
+
+using nn::BatchNorm2d;
+using nn::BatchNorm2dOptions;
+using nn::Conv2d;
+using nn::Conv2dOptions;
+using nn::Linear;
+using nn::LinearOptions;
+using nn::ReLU;
+using nn::ReLUOptions;
+using nn::Unit;
 
 ResNetStemImpl::ResNetStemImpl(int64_t in_channels_, int64_t out_channels_)
     : in_channels(in_channels_), out_channels(out_channels_) {
@@ -27,7 +37,8 @@ BasicBlockImpl::BasicBlockImpl(BasicBlockOptions options_) : options(options_) {
 void BasicBlockImpl::reset() {
   const int64_t in = options.in_channels(), out = options.out_channels();
   const int64_t stride = options.stride();
-  TORCH_CHECK(in > 0 && out > 0 && stride > 0, "nn::BasicBlock: sizes and stride must be positive");
+  TORCH_CHECK(in > 0 && out > 0 && stride > 0,
+              "resnet::BasicBlock: sizes and stride must be positive");
   conv1 = register_module("conv1",
                           Conv2d(Conv2dOptions(in, out, 3).stride(stride).padding(1).bias(false)));
   bn1 = register_module("bn1", BatchNorm2d(BatchNorm2dOptions(out)));
@@ -61,11 +72,11 @@ ResNetImpl::ResNetImpl(ResNetOptions options_) : options(std::move(options_)) { 
 
 void ResNetImpl::reset() {
   const auto& widths = options.widths();
-  TORCH_CHECK(!widths.empty(), "nn::ResNet: at least one stage width expected");
-  for (const int64_t w : widths) TORCH_CHECK(w > 0, "nn::ResNet: widths must be positive");
+  TORCH_CHECK(!widths.empty(), "resnet::ResNet: at least one stage width expected");
+  for (const int64_t w : widths) TORCH_CHECK(w > 0, "resnet::ResNet: widths must be positive");
   TORCH_CHECK(
       options.num_classes() > 0 && options.in_channels() > 0 && options.blocks_per_stage() > 0,
-      "nn::ResNet: num_classes, in_channels and blocks_per_stage must be positive");
+      "resnet::ResNet: num_classes, in_channels and blocks_per_stage must be positive");
 
   stem = register_module("stem", ResNetStem(options.in_channels(), widths[0]));
   blocks_.clear();
@@ -116,4 +127,4 @@ std::vector<Unit> resnet_units(const ResNet& net) {
 
 at::Tensor ResNetImpl::head(const at::Tensor& features) { return fc(features.mean({2, 3})); }
 
-}  // namespace engram::nn
+}  // namespace engram::resnet

@@ -1,4 +1,4 @@
-#include "bench/ResNetWorkload.h"
+#include "resnet/ResNetWorkload.h"
 
 #include <ATen/CPUGeneratorImpl.h>
 #include <torch/nn/functional/loss.h>
@@ -7,9 +7,9 @@
 #include <stdexcept>
 #include <string>
 
-namespace engram::bench {
+namespace engram::resnet {
 
-ResNetWorkload::ResNetWorkload(nn::ResNet model, SyntheticImages data)
+ResNetWorkload::ResNetWorkload(ResNet model, SyntheticImages data)
     : model_(std::move(model)), data_(data) {
   if (data_.num_examples == 0 || data_.image_size < 1) {
     throw std::invalid_argument("synthetic images: at least one example of at least 1x1 expected");
@@ -41,14 +41,14 @@ std::pair<at::Tensor, at::Tensor> ResNetWorkload::batch(
 
 std::vector<std::string> ResNetWorkload::unit_names() const {
   std::vector<std::string> names;
-  for (const auto& unit : nn::resnet_units(model_)) names.push_back(unit.name);
+  for (const auto& unit : resnet_units(model_)) names.push_back(unit.name);
   return names;
 }
 
-trainer::StepOutput ResNetWorkload::forward(const std::vector<std::size_t>& indices) {
-  auto [images, labels] = batch(indices);
+trainer::StepOutput ResNetWorkload::forward(const trainer::Batch& b) {
+  auto [images, labels] = batch(b.indices);
   const at::Tensor logits = runner_ != nullptr
-                                ? model_->head(runner_->forward(nn::resnet_units(model_), images))
+                                ? model_->head(runner_->forward(resnet_units(model_), images))
                                 : model_(images);
   trainer::StepOutput out;
   out.loss = torch::nn::functional::cross_entropy(logits, labels);
@@ -59,4 +59,4 @@ trainer::StepOutput ResNetWorkload::forward(const std::vector<std::size_t>& indi
   return out;
 }
 
-}  // namespace engram::bench
+}  // namespace engram::resnet

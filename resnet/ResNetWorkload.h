@@ -1,15 +1,15 @@
 #pragma once
 /// \file
-/// The CIFAR ResNet-18 of nn/ResNet.h as a trainer::Workload on synthetic images: the standard
+/// The CIFAR ResNet-18 of resnet/ResNet.h as a trainer::Workload on synthetic images: the standard
 /// reference point of the memory literature, at any batch and image size, with no data set on
 /// disk.
 ///
 /// \code
-///   engram::bench::SyntheticImages images;               // 32x32 RGB, 10 classes, seed 1
+///   engram::resnet::SyntheticImages images;              // 32x32 RGB, 10 classes, seed 1
 ///   images.num_examples = 32;
-///   engram::bench::ResNetWorkload workload(engram::nn::ResNet(engram::nn::ResNetOptions()),
-///   images); engram::trainer::StepOutput out = workload.forward({0, 1, 2, 3});   // cross-entropy
-///   loss out.loss.backward();
+///   engram::resnet::ResNetWorkload workload(engram::resnet::ResNet(), images);
+///   engram::trainer::StepOutput out = workload.forward(*workload.make_batch({0, 1, 2, 3}));
+///   out.loss.backward();
 /// \endcode
 ///
 /// Example i is an image of independent standard normal values and a uniformly drawn label, both
@@ -17,13 +17,13 @@
 /// The images and labels of a batch are made in forward(), so they are part of the step (an
 /// activation of the step's memory, as the input of a loader's batch would be).
 
-#include "nn/ResNet.h"
+#include "resnet/ResNet.h"
 #include "trainer/Workload.h"
 
 #include <cstdint>
 #include <utility>
 
-namespace engram::bench {
+namespace engram::resnet {
 
 struct SyntheticImages {
   std::size_t num_examples = 32;
@@ -37,27 +37,27 @@ class ResNetWorkload final : public trainer::Workload {
  public:
   /// Throws std::invalid_argument when `data` does not fit the model (channels, classes) or has
   /// no examples or no pixels.
-  ResNetWorkload(nn::ResNet model, SyntheticImages data);
+  ResNetWorkload(ResNet model, SyntheticImages data);
 
   std::vector<at::Tensor> parameters() override { return model_->parameters(); }
   std::size_t num_examples() const override { return data_.num_examples; }
   /// Mean cross-entropy over the batch; metric "accuracy".
-  trainer::StepOutput forward(const std::vector<std::size_t>& batch) override;
+  trainer::StepOutput forward(const trainer::Batch& batch) override;
 
   /// Images [B, channels, size, size] (float) and labels [B] (int64) of these examples.
   std::pair<at::Tensor, at::Tensor> batch(const std::vector<std::size_t>& indices) const;
 
-  /// "stem", "stage1.0", ...: nn::resnet_units().
+  /// "stem", "stage1.0", ...: resnet_units().
   std::vector<std::string> unit_names() const override;
   void set_unit_runner(nn::UnitRunner* runner) override { runner_ = runner; }
 
-  nn::ResNet& model() { return model_; }
+  ResNet& model() { return model_; }
   const SyntheticImages& data() const { return data_; }
 
  private:
-  nn::ResNet model_;
+  ResNet model_;
   SyntheticImages data_;
   nn::UnitRunner* runner_ = nullptr;
 };
 
-}  // namespace engram::bench
+}  // namespace engram::resnet

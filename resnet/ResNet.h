@@ -5,10 +5,10 @@
 /// technique and gradient schedule of Engram applies to it.
 ///
 /// \code
-///   engram::nn::ResNet net;                  // ResNetOptions(): widths 64/128/256/512, 10 classes
+///   engram::resnet::ResNet net;              // ResNetOptions(): widths 64/128/256/512, 10 classes
 ///   at::Tensor logits = net(images);                               // [N, 3, H, W] -> [N, 10]
 ///   // Small, for tests:
-///   engram::nn::ResNet tiny(engram::nn::ResNetOptions().widths({8, 16, 32, 64}));
+///   engram::resnet::ResNet tiny(engram::resnet::ResNetOptions().widths({8, 16, 32, 64}));
 ///   // The units a swap/recompute technique cuts the network into:
 ///   at::Tensor h = images;
 ///   for (auto& unit : net->units()) h = unit.forward(h);           // stem, then every block
@@ -45,7 +45,7 @@
 #include <cstdint>
 #include <vector>
 
-namespace engram::nn {
+namespace engram::resnet {
 
 struct ResNetOptions {
   /// Outputs of the classifier.
@@ -66,9 +66,9 @@ class ResNetStemImpl : public torch::nn::Cloneable<ResNetStemImpl> {
   at::Tensor forward(const at::Tensor& x);
 
   int64_t in_channels, out_channels;
-  Conv2d conv{nullptr};
-  BatchNorm2d bn{nullptr};
-  ReLU relu{nullptr};
+  nn::Conv2d conv{nullptr};
+  nn::BatchNorm2d bn{nullptr};
+  nn::ReLU relu{nullptr};
 };
 TORCH_MODULE(ResNetStem);
 
@@ -93,11 +93,11 @@ class BasicBlockImpl : public torch::nn::Cloneable<BasicBlockImpl> {
   bool has_projection() const { return !shortcut_conv.is_empty(); }
 
   BasicBlockOptions options;
-  Conv2d conv1{nullptr}, conv2{nullptr};
-  BatchNorm2d bn1{nullptr}, bn2{nullptr};
-  ReLU relu{nullptr};
-  Conv2d shortcut_conv{nullptr};  ///< empty for the identity shortcut
-  BatchNorm2d shortcut_bn{nullptr};
+  nn::Conv2d conv1{nullptr}, conv2{nullptr};
+  nn::BatchNorm2d bn1{nullptr}, bn2{nullptr};
+  nn::ReLU relu{nullptr};
+  nn::Conv2d shortcut_conv{nullptr};  ///< empty for the identity shortcut
+  nn::BatchNorm2d shortcut_bn{nullptr};
 };
 TORCH_MODULE(BasicBlock);
 
@@ -119,7 +119,7 @@ class ResNetImpl : public torch::nn::Cloneable<ResNetImpl> {
 
   ResNetOptions options;
   ResNetStem stem{nullptr};
-  Linear fc{nullptr};
+  nn::Linear fc{nullptr};
 
  private:
   std::vector<BasicBlock> blocks_;
@@ -128,6 +128,6 @@ TORCH_MODULE(ResNet);
 
 /// units() as nn/Units.h units ("stem", "stage1.0", ...), each holding its module by value so
 /// it can be rerun during backward. head(runner.forward(resnet_units(net), x)) == net(x).
-std::vector<Unit> resnet_units(const ResNet& net);
+std::vector<nn::Unit> resnet_units(const ResNet& net);
 
-}  // namespace engram::nn
+}  // namespace engram::resnet

@@ -1,8 +1,8 @@
-// The CIFAR ResNet-18 of nn/ResNet.h against the same network built from plain torch::nn modules:
-// same outputs, gradients and BatchNorm statistics from the same weights.
+// The CIFAR ResNet-18 of resnet/ResNet.h against the same network built from plain torch::nn
+// modules: same outputs, gradients and BatchNorm statistics from the same weights.
 #include "memory/CompressingStore.h"
-#include "nn/ResNet.h"
 #include "nn/Runtime.h"
+#include "resnet/ResNet.h"
 
 #include <gtest/gtest.h>
 #include <torch/torch.h>
@@ -12,13 +12,13 @@
 #include <string>
 #include <vector>
 
-namespace engram::nn {
+namespace engram::resnet {
 namespace {
 
 namespace tnn = torch::nn;
 
 // The reference: torchvision's BasicBlock in the CIFAR layout, from torch::nn modules, under the
-// module names of nn/ResNet.h so that weights copy over by name.
+// module names of resnet/ResNet.h so that weights copy over by name.
 struct TorchBlockImpl : tnn::Module {
   TorchBlockImpl(int64_t in, int64_t out, int64_t stride) {
     conv1 = register_module(
@@ -142,7 +142,7 @@ class ResNetTest : public ::testing::Test {
     const at::Tensor y_ours = ours(x);
     const at::Tensor y_ref = reference(x);
     torch::nn::functional::cross_entropy(y_ours, labels).backward();
-    current_runtime().scheduler->finish();
+    nn::current_runtime().scheduler->finish();
     torch::nn::functional::cross_entropy(y_ref, labels).backward();
 
     EXPECT_LT(relative_difference(y_ours, y_ref), 1e-6);
@@ -186,11 +186,11 @@ TEST_F(ResNetTest, GradientsAreBitIdenticalUnderTheCompressingStore) {
     net->zero_grad();
     at::Tensor loss;
     {
-      RuntimeGuard use(store, nullptr);
+      nn::RuntimeGuard use(store, nullptr);
       loss = torch::nn::functional::cross_entropy(net(x), labels);
       loss.backward();
     }
-    current_runtime().scheduler->finish();
+    nn::current_runtime().scheduler->finish();
     std::vector<at::Tensor> grads{loss.detach()};
     for (const auto& p : net->parameters()) grads.push_back(p.grad().clone());
     return grads;
@@ -239,10 +239,10 @@ TEST_F(ResNetTest, BuiltOnlyFromLayersOfNn) {
   for (const auto& module : net->modules(/*include_self=*/false)) {
     if (!module->children().empty()) continue;
     ++leaves;
-    const bool ours = dynamic_cast<Conv2dImpl*>(module.get()) != nullptr ||
-                      dynamic_cast<BatchNorm2dImpl*>(module.get()) != nullptr ||
-                      dynamic_cast<ReLUImpl*>(module.get()) != nullptr ||
-                      dynamic_cast<LinearImpl*>(module.get()) != nullptr;
+    const bool ours = dynamic_cast<nn::Conv2dImpl*>(module.get()) != nullptr ||
+                      dynamic_cast<nn::BatchNorm2dImpl*>(module.get()) != nullptr ||
+                      dynamic_cast<nn::ReLUImpl*>(module.get()) != nullptr ||
+                      dynamic_cast<nn::LinearImpl*>(module.get()) != nullptr;
     EXPECT_TRUE(ours) << module->name();
   }
   EXPECT_EQ(leaves, 3 + 8 * 5 + 3 * 2 + 1);  // stem, blocks, projections, fc
@@ -269,4 +269,4 @@ TEST_F(ResNetTest, InvalidOptionsAreRejected) {
 }
 
 }  // namespace
-}  // namespace engram::nn
+}  // namespace engram::resnet

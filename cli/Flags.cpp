@@ -1,0 +1,138 @@
+#include "cli/Flags.h"
+
+#include "datasets/Task.h"
+
+#include <unistd.h>
+
+namespace engram::cli {
+
+std::string flag_for(const FlagTable& flags, const std::string& field) {
+  const auto it = flags.find(field);
+  return it == flags.end() ? field : it->second;
+}
+
+std::string known_tasks() {
+  std::string s;
+  for (const auto& n : datasets::task_names()) s += (s.empty() ? "" : ", ") + n;
+  return s;
+}
+
+bool stderr_is_terminal() { return ::isatty(STDERR_FILENO) != 0; }
+
+namespace {
+
+/// Shows the bound default, or the given text of one that varies.
+CLI::Option* with_default(CLI::Option* option, const std::string& varies) {
+  if (varies.empty()) return option->capture_default_str();
+  option->description(option->get_description() + " (default: " + varies + ")");
+  return option;
+}
+
+bool given(const CLI::Option* option) { return option != nullptr && option->count() > 0; }
+
+}  // namespace
+
+TrainingFlags add_training_flags(CLI::App* command, trainer::TrainingOptions& options,
+                                 const TrainingFlagsSpec& spec, FlagTable& flags) {
+  TrainingFlags f;
+  f.steps = with_default(command->add_option("--steps", options.steps, spec.steps),
+                         spec.steps_default);
+  f.batch = with_default(command->add_option("--batch", options.batch, spec.batch),
+                         spec.batch_default);
+  f.lr = with_default(command->add_option("--lr", options.learning_rate, "Adam learning rate"),
+                      spec.lr_default);
+  f.clip = command
+               ->add_option("--clip", options.grad_clip,
+                            "Largest global gradient norm; 0: no clipping")
+               ->capture_default_str();
+  f.seed = command->add_option("--seed", options.seed, "Random seed (batches, initial weights)")
+               ->capture_default_str();
+  f.threads =
+      command->add_option("--threads", options.threads, "Intra-op threads, 0 for all cores")
+          ->capture_default_str();
+  f.metrics = command->add_option("--metrics", options.metrics_path,
+                                  "Write JSON-lines metrics here");
+  f.log_every =
+      command->add_option("--log-every", options.log_every, "Steps between metrics lines")
+          ->capture_default_str();
+  flags.insert({{"steps", "--steps"},
+                {"batch", "--batch"},
+                {"learning_rate", "--lr"},
+                {"grad_clip", "--clip"},
+                {"seed", "--seed"},
+                {"threads", "--threads"},
+                {"metrics_path", "--metrics"},
+                {"log_every", "--log-every"}});
+  if (!spec.memory.empty()) {
+    f.memory =
+        command->add_option("--memory", options.memory.techniques, spec.memory)->delimiter(',');
+    flags["memory.techniques"] = "--memory";
+  }
+  if (spec.memory_budget) {
+    f.memory_budget = command->add_option(
+        "--memory-budget", options.memory.budget_bytes,
+        "Bound on a step's activation peak in bytes for recompute and swap (the planner picks "
+        "per unit; 0: every unit)");
+    f.swap_bandwidth =
+        command->add_option("--swap-bandwidth", options.memory.swap_bandwidth,
+                            "Throttle the swap spill file to this many bytes per second (0: no)");
+    flags["memory.budget_bytes"] = "--memory-budget";
+    flags["memory.swap_bandwidth"] = "--swap-bandwidth";
+  }
+  return f;
+}
+
+void TrainingFlags::fill_unset(const trainer::TrainingOptions& defaults,
+                               trainer::TrainingOptions& options) const {
+  if (!given(steps)) options.steps = defaults.steps;
+  if (!given(batch)) options.batch = defaults.batch;
+  if (!given(lr)) options.learning_rate = defaults.learning_rate;
+  if (!given(clip)) options.grad_clip = defaults.grad_clip;
+  if (!given(seed)) options.seed = defaults.seed;
+  if (!given(threads)) options.threads = defaults.threads;
+  if (!given(metrics)) options.metrics_path = defaults.metrics_path;
+  if (!given(log_every)) options.log_every = defaults.log_every;
+  if (!given(memory)) options.memory.techniques = defaults.memory.techniques;
+  if (!given(memory_budget)) options.memory.budget_bytes = defaults.memory.budget_bytes;
+  if (!given(swap_bandwidth)) options.memory.swap_bandwidth = defaults.memory.swap_bandwidth;
+}
+
+void add_primitive_flags(CLI::App* command, PrimitiveFlags& p, bool runs_programs,
+                         FlagTable& flags) {
+  auto& r = p.request;
+  r.runs_programs = runs_programs;
+  p.primitive = command->add_option(
+      "--primitive", r.primitive,
+      "High-order tasks: the primitive the program applies, e.g. double or gt(5) (see `engram "
+      "help run`)");
+  if (runs_programs) {
+    p.library = command->add_option("--primitives", r.library,
+                                    "Primitive library from `engram train primitives` (neural)");
+    p.symbolic = command->add_flag(
+        "--symbolic-primitives", r.symbolic,
+        "Apply the exact functions instead of networks, to tell control-flow errors from "
+        "primitive errors");
+  }
+  p.k = command->add_option("--k", r.k,
+                            std::string("High-order tasks: values lie in 0..K-1 (default 10") +
+                                (runs_programs ? "; with --primitives the library's K)" : ")"));
+  p.init = command->add_option("--init", r.init,
+                               "fold, scan: the accumulator's initial value (0)");
+  flags.insert({{"primitive", "--primitive"},
+                {"library", "--primitives"},
+                {"symbolic", "--symbolic-primitives"},
+                {"k", "--k"},
+                {"init", "--init"}});
+}
+
+primitives::BindingRequest PrimitiveFlags::given() const {
+  primitives::BindingRequest r = request;
+  r.primitive_given = cli::given(primitive);
+  r.library_given = cli::given(library);
+  r.symbolic_given = cli::given(symbolic);
+  r.k_given = cli::given(k);
+  r.init_given = cli::given(init);
+  return r;
+}
+
+}  // namespace engram::cli

@@ -1,0 +1,67 @@
+#pragma once
+/// \file
+/// Flags that several commands share, registered by one function each: the training session's
+/// (trainer::TrainingOptions) for every `engram train ...`, and the primitive binding's
+/// (primitives::BindingRequest) for `data gen`, `eval npi` and `run`.
+
+#include "cli/Command.h"
+#include "primitives/Binding.h"
+#include "trainer/TrainingOptions.h"
+
+#include <CLI/CLI.hpp>
+
+#include <string>
+
+namespace engram::cli {
+
+/// "addition, addition-primitive, sort, ..." for help texts.
+std::string known_tasks();
+
+/// Draw progress bars only when stderr is a terminal.
+bool stderr_is_terminal();
+
+/// What a train command offers of the shared training flags, with its own help texts. A help
+/// text's default is shown from the bound value unless a `*_default` text is given (a default
+/// that varies, e.g. "per task: 8, 1 for sort").
+struct TrainingFlagsSpec {
+  std::string steps = "Optimizer steps";
+  std::string batch = "Examples per step";
+  std::string steps_default, batch_default, lr_default;
+  /// --memory's help; empty: the command has no --memory.
+  std::string memory;
+  bool memory_budget = false;  ///< --memory-budget and --swap-bandwidth
+};
+
+/// The options the shared training flags were registered as, to tell which ones the user gave.
+struct TrainingFlags {
+  CLI::Option *steps = nullptr, *batch = nullptr, *lr = nullptr, *clip = nullptr,
+              *seed = nullptr, *threads = nullptr, *metrics = nullptr, *log_every = nullptr,
+              *memory = nullptr, *memory_budget = nullptr, *swap_bandwidth = nullptr;
+
+  /// Every field of `options` whose flag was not given takes its value from `defaults`.
+  void fill_unset(const trainer::TrainingOptions& defaults,
+                  trainer::TrainingOptions& options) const;
+};
+
+/// Adds --steps, --batch, --lr, --clip, --seed, --threads, --metrics, --log-every and, as the
+/// spec says, --memory, --memory-budget and --swap-bandwidth, bound to `options`, and their
+/// entries to `flags`.
+TrainingFlags add_training_flags(CLI::App* command, trainer::TrainingOptions& options,
+                                 const TrainingFlagsSpec& spec, FlagTable& flags);
+
+/// The primitive flags of a command and what they were bound to.
+struct PrimitiveFlags {
+  primitives::BindingRequest request;
+  CLI::Option *primitive = nullptr, *library = nullptr, *symbolic = nullptr, *k = nullptr,
+              *init = nullptr;
+
+  /// The request, with which flags were given.
+  primitives::BindingRequest given() const;
+};
+
+/// Adds --primitive, --k, --init and, for commands that run programs, --primitives and
+/// --symbolic-primitives, and their entries to `flags`.
+void add_primitive_flags(CLI::App* command, PrimitiveFlags& primitive, bool runs_programs,
+                         FlagTable& flags);
+
+}  // namespace engram::cli

@@ -1,0 +1,76 @@
+// engram bench memory: training-step memory per memory technique, beside PyTorch's profiler.
+#include "bench/MemoryBench.h"
+#include "cli/Command.h"
+
+#include <CLI/CLI.hpp>
+
+#include <memory>
+
+namespace engram::cli {
+namespace {
+
+void add_workload_flags(CLI::App* sub, bench::MemoryBenchOptions& mo) {
+  sub->add_option("--steps", mo.steps, "Measured steps (after one warm-up step)")
+      ->capture_default_str();
+  sub->add_option("--batch", mo.batch,
+                  "Examples per step (default: 8 traces for npi, 32 images for resnet)");
+  sub->add_option("--image-size", mo.image_size, "resnet: image height and width")
+      ->capture_default_str();
+  sub->add_option("--width", mo.width,
+                  "resnet: channels of the first stage (stages: 1x, 2x, 4x, 8x)")
+      ->capture_default_str();
+  sub->add_option("--hidden", mo.hidden, "npi: LSTM width")->capture_default_str();
+  sub->add_option("--impl", mo.impl,
+                  "npi: layer implementation, engram (nn/) or torch (plain torch modules)")
+      ->capture_default_str();
+  sub->add_option("--seed", mo.seed, "Random seed")->capture_default_str();
+  sub->add_option("--threads", mo.threads, "Intra-op threads, C++ and peer alike")
+      ->capture_default_str();
+}
+
+}  // namespace
+
+Command register_bench_memory(CLI::App& parent) {
+  auto mo = std::make_shared<bench::MemoryBenchOptions>();
+  CLI::App* sub = parent.add_subcommand(
+      "memory",
+      "Training-step memory (peak, activation peak) per memory technique, exactly counted, "
+      "beside PyTorch's profiler (resnet)");
+  sub->add_option("--workload", mo->workload, "Workload: npi or resnet")->required();
+  sub->add_option("--techniques", mo->techniques,
+                  "Comma-separated memory techniques, one row each: none, relu (ReLU outputs as "
+                  "bitmap plus nonzero values), recompute, swap (units of the network), all (the "
+                  "three)")
+      ->delimiter(',')
+      ->capture_default_str();
+  sub->add_option("--json", mo->json_path, "Write the results here")->required();
+  sub->add_option("--trace", mo->trace_path,
+                  "Write the last measured step as a Chrome trace here");
+  add_workload_flags(sub, *mo);
+  sub->add_option("--python", mo->python, "Interpreter with torch for the peer")
+      ->capture_default_str();
+  sub->add_flag("--no-peer", mo->skip_peer, "Measure C++ only");
+  sub->add_option("--budget", mo->budget,
+                  "Bound on activation_peak_bytes for recompute, swap and all: bytes, or a "
+                  "fraction of none's activation peak such as 0.5x (none first); without it "
+                  "every unit is recomputed or swapped");
+  sub->add_option("--swap-bandwidth", mo->swap_bandwidth,
+                  "Throttle the spill file to this many bytes per second (0: unthrottled)")
+      ->capture_default_str();
+  sub->add_flag("--explain", mo->explain, "Print the swap/recompute plan of each row");
+  return {sub,
+          [mo](std::ostream& out, std::ostream&) {
+            bench::run_memory_bench(*mo, out);
+            return 0;
+          },
+          {{"workload", "--workload"},     {"techniques", "--techniques"},
+           {"json_path", "--json"},        {"trace_path", "--trace"},
+           {"steps", "--steps"},           {"batch", "--batch"},
+           {"image_size", "--image-size"}, {"width", "--width"},
+           {"hidden", "--hidden"},         {"impl", "--impl"},
+           {"seed", "--seed"},             {"threads", "--threads"},
+           {"python", "--python"},         {"budget", "--budget"},
+           {"swap_bandwidth", "--swap-bandwidth"}}};
+}
+
+}  // namespace engram::cli

@@ -1,0 +1,92 @@
+# Where the dependencies come from, for a machine without Debian's packages (README, "Building
+# against LibTorch 2.x / on a GPU machine"). Without these options nothing changes: Debian 12's
+# LibTorch 1.13 and packages are found in /usr.
+#   -DENGRAM_TORCH_FROM_PYTHON=ON  LibTorch of the PyTorch that ENGRAM_PYTHON imports (a pip wheel,
+#                                  with CUDA on a GPU machine): torch.utils.cmake_prefix_path
+#   -DENGRAM_TORCH_DIR=DIR         LibTorch from DIR: a folder holding TorchConfig.cmake, or a prefix
+#   -DENGRAM_DEPS_PREFIX=DIR       every other dependency from DIR, where scripts/unpack-deps.sh
+#                                  unpacked the .deb bundle of scripts/bundle-deps.sh
+option(ENGRAM_TORCH_FROM_PYTHON "Build against the LibTorch of the Python torch package" OFF)
+set(ENGRAM_PYTHON python3 CACHE STRING "Python whose torch ENGRAM_TORCH_FROM_PYTHON uses")
+set(ENGRAM_TORCH_DIR "" CACHE PATH "LibTorch's TorchConfig.cmake folder or prefix")
+set(ENGRAM_DEPS_PREFIX "" CACHE PATH "Prefix of the unpacked dependency bundle")
+
+# A folder with TorchConfig.cmake becomes Torch_DIR; anything else is a prefix to search.
+function(engram_use_torch_dir dir)
+  if(EXISTS ${dir}/TorchConfig.cmake)
+    set(Torch_DIR ${dir} CACHE PATH "LibTorch's TorchConfig.cmake folder" FORCE)
+  elseif(EXISTS ${dir}/Torch/TorchConfig.cmake)
+    set(Torch_DIR ${dir}/Torch CACHE PATH "LibTorch's TorchConfig.cmake folder" FORCE)
+  elseif(EXISTS ${dir}/share/cmake/Torch/TorchConfig.cmake)
+    set(Torch_DIR ${dir}/share/cmake/Torch CACHE PATH "LibTorch's TorchConfig.cmake folder" FORCE)
+  else()
+    message(FATAL_ERROR "engram: no TorchConfig.cmake in ${dir}, ${dir}/Torch or "
+                        "${dir}/share/cmake/Torch")
+  endif()
+  message(STATUS "engram: LibTorch from ${Torch_DIR}")
+endfunction()
+
+if(ENGRAM_TORCH_FROM_PYTHON)
+  execute_process(
+    COMMAND ${ENGRAM_PYTHON} -c
+            "import torch; print(torch.utils.cmake_prefix_path); print(torch.__version__); print(torch.version.cuda); print(int(torch._C._GLIBCXX_USE_CXX11_ABI))"
+    OUTPUT_VARIABLE out RESULT_VARIABLE rc ERROR_VARIABLE err OUTPUT_STRIP_TRAILING_WHITESPACE)
+  if(NOT rc EQUAL 0)
+    message(FATAL_ERROR "engram: ENGRAM_TORCH_FROM_PYTHON: '${ENGRAM_PYTHON}' cannot import torch: ${err}")
+  endif()
+  string(REPLACE "\n" ";" out "${out}")
+  list(GET out 0 prefix)
+  list(GET out 1 version)
+  list(GET out 2 cuda)
+  list(GET out 3 abi)
+  message(STATUS "engram: Python torch ${version} (CUDA ${cuda}, _GLIBCXX_USE_CXX11_ABI=${abi})")
+  if(NOT EXISTS ${prefix}/Torch/TorchConfig.cmake AND NOT ENGRAM_TORCH_DIR)
+    # Debian's python3-torch prints a cmake_prefix_path it does not ship; its LibTorch is
+    # libtorch-dev's, found without options.
+    message(FATAL_ERROR "engram: ${prefix} (torch.utils.cmake_prefix_path) has no "
+                        "Torch/TorchConfig.cmake; give -DENGRAM_TORCH_DIR instead")
+  endif()
+  if(NOT ENGRAM_TORCH_DIR)
+    engram_use_torch_dir(${prefix})
+  endif()
+endif()
+if(ENGRAM_TORCH_DIR)
+  engram_use_torch_dir(${ENGRAM_TORCH_DIR})
+endif()
+
+if(ENGRAM_DEPS_PREFIX)
+  if(NOT EXISTS ${ENGRAM_DEPS_PREFIX}/usr/include)
+    message(FATAL_ERROR "engram: ENGRAM_DEPS_PREFIX=${ENGRAM_DEPS_PREFIX} has no usr/include; "
+                        "unpack the bundle there with scripts/unpack-deps.sh")
+  endif()
+  set(usr ${ENGRAM_DEPS_PREFIX}/usr)
+  # Debian's config files live in lib/x86_64-linux-gnu/cmake and share/cmake; the first is only
+  # searched under a prefix where CMAKE_LIBRARY_ARCHITECTURE is set (Debian, Ubuntu), so it is
+  # also given as a prefix of its own (<prefix>/<name>*/ is searched everywhere).
+  list(PREPEND CMAKE_PREFIX_PATH ${usr} ${usr}/lib/x86_64-linux-gnu/cmake ${usr}/share/cmake)
+  # The unpacked .pc files point into the prefix (scripts/unpack-deps.sh rewrote them); the
+  # bundle's pkg-config is a wrapper in bin/, used only when the machine has none.
+  set(ENV{PKG_CONFIG_PATH}
+      "${usr}/lib/x86_64-linux-gnu/pkgconfig:${usr}/share/pkgconfig:$ENV{PKG_CONFIG_PATH}")
+  list(APPEND CMAKE_PROGRAM_PATH ${ENGRAM_DEPS_PREFIX}/bin)
+  if(EXISTS ${ENGRAM_DEPS_PREFIX}/bin/pkg-config)
+    # The wrapper, not usr/bin/pkg-config: that one needs LD_LIBRARY_PATH for libpkgconf.
+    set(PKG_CONFIG_EXECUTABLE ${ENGRAM_DEPS_PREFIX}/bin/pkg-config CACHE FILEPATH "pkg-config")
+  endif()
+  message(STATUS "engram: other dependencies from ${ENGRAM_DEPS_PREFIX}")
+endif()
+
+# After find_package(Torch): LibTorch's C++ ABI must match the C++ libraries linked with it.
+# TorchConfig.cmake puts -D_GLIBCXX_USE_CXX11_ABI=0 into CMAKE_CXX_FLAGS for wheels built with the
+# old ABI (pip wheels before the manylinux_2_28 ones); Debian's libraries use ABI 1. Header-only
+# and C dependencies (nlohmann-json, CLI11, Boost.Graph, tree-sitter) do not care; GoogleTest's
+# static libraries from the bundle do, so the test executables would not link.
+function(engram_check_torch_abi)
+  if(ENGRAM_DEPS_PREFIX AND ENGRAM_BUILD_TESTS AND "${TORCH_CXX_FLAGS}" MATCHES "_GLIBCXX_USE_CXX11_ABI=0")
+    message(FATAL_ERROR
+            "engram: this LibTorch uses the old C++ ABI (_GLIBCXX_USE_CXX11_ABI=0) and the bundled "
+            "GoogleTest the new one, so the tests cannot link. Configure with "
+            "-DENGRAM_BUILD_TESTS=OFF, or use a PyTorch whose "
+            "torch._C._GLIBCXX_USE_CXX11_ABI is True.")
+  endif()
+endfunction()

@@ -1,0 +1,413 @@
+#!/usr/bin/env python3
+"""Writes the README's result tables from the JSON under results/ (standard library only).
+
+Each table sits between marker comments in README.md:
+    <!-- table:NAME -->
+    ...generated: the table and the line naming the files, commits and machines it comes from...
+    <!-- /table:NAME -->
+and everything between the markers is replaced by what the JSON gives, so no figure of a table is
+typed by hand.
+
+Usage: readme_tables.py [--check] [--readme README.md] [--results DIR]
+  (no option)  rewrites the tables in the README in place
+  --check      writes nothing; exits 1 with a unified diff when a table differs from the JSON
+               (the ctest `readme_tables_match_results` runs this on the source tree's README)
+"""
+import argparse
+import difflib
+import json
+import os
+import re
+import statistics
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+class Results:
+    """Loads results/NAME.json once and remembers which files a table used."""
+
+    def __init__(self, directory):
+        self.directory = directory
+        self.cache = {}
+
+    def __call__(self, name):
+        if name not in self.cache:
+            with open(os.path.join(self.directory, name + ".json")) as f:
+                self.cache[name] = json.load(f)
+        return self.cache[name]
+
+
+# --- formatting --------------------------------------------------------------------------------
+
+def f3(x):
+    return f"{x:.3f}"
+
+
+def secs(x):
+    """Seconds as the README writes them: one decimal under 10 s, whole seconds above."""
+    return f"{x:.1f}" if x < 10 else f"{x:.0f}"
+
+
+def num(x):
+    return f"{x:,}"
+
+
+def bold(text, on):
+    return f"**{text}**" if on else text
+
+
+def grad_diff(x):
+    return "0" if x == 0 else f"{x:.3g}"
+
+
+def mean_std(entry):
+    return f"{entry['accuracy_mean']:.3f} ± {entry['accuracy_std']:.3f}"
+
+
+def table(header, rows):
+    lines = ["| " + " | ".join(header) + " |", "| " + " | ".join("---" for _ in header) + " |"]
+    lines += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
+    return lines
+
+
+def source(res, *names):
+    """The line under a table: each file with the commit and machine it records."""
+    parts = []
+    for name in names:
+        data = res(name)
+        commit = data.get("commit") or (data.get("reproduce") or {}).get("commit")
+        machine = data.get("machine") or {}
+        where = ", ".join(str(p) for p in (machine.get("cpu"), machine.get("cores") and
+                                           f"{machine['cores']} cores") if p)
+        parts.append(f"`results/{name}.json`: "
+                     + (f"commit {commit}" if commit else "commit not recorded")
+                     + (f", {where}" if where else ""))
+    return ["", "Generated from " + "; ".join(parts) + "."]
+
+
+def option(commands, flag):
+    """The value of `flag` in the first command that has it, or None."""
+    for command in commands:
+        words = command.split()
+        if flag in words:
+            i = words.index(flag)
+            return words[i + 1] if i + 1 < len(words) and not words[i + 1].startswith("--") \
+                else True
+    return None
+
+
+def by_technique(data, technique):
+    return next(r for r in data["results"] if r["technique"] == technique)
+
+
+# --- the tables --------------------------------------------------------------------------------
+
+def npi_runs(res, names):
+    rows = []
+    for name in names:
+        for run in res(name)["runs"]:
+            for e in run["eval"]:
+                rows.append([f"`scripts/reproduce/{name}.sh`", run["name"], secs(run["train_seconds"]),
+                             e["length"], e["count"], f3(e["accuracy"]), f3(e["trace_exact"])])
+    header = ["claim", "run", "training (s)", "length", "problems", "accuracy", "trace_exact"]
+    return table(header, rows) + source(res, *names)
+
+
+def npi(res):
+    return npi_runs(res, ["npi_addition", "npi_sort"])
+
+
+def npi_addition_primitive(res):
+    return npi_runs(res, ["npi_addition_primitive"])
+
+
+def memory_baseline(res):
+    resnet, npi_ = res("memory_resnet"), res("memory_npi")
+    r, n = resnet["results"][0], npi_["results"][0]
+    rows = [
+        [f"ResNet-18, batch {resnet['config']['batch']}", num(r["peak_bytes"]),
+         num(r["activation_peak_bytes"]), num(resnet["peer"]["activation_peak_bytes"]),
+         f3(r["activation_peak_ratio_vs_profiler"]), f"{r['step_ms']:.0f}"],
+        [f"NPI {npi_['config']['task']}, {npi_['config']['batch']} traces", num(n["peak_bytes"]),
+         num(n["activation_peak_bytes"]), "-", "-", f"{n['step_ms']:.0f}"],
+    ]
+    header = ["workload", "peak_bytes", "activation_peak_bytes", "torch.profiler's activation peak",
+              "ratio", "step ms"]
+    return table(header, rows) + source(res, "memory_resnet", "memory_npi")
+
+
+def memory_techniques(res):
+    every, budget, tight = res("memory_techniques"), res("memory_budget"), res("memory_budget_tight")
+
+    def row(data, technique, plan, claim=False, label=None):
+        r = by_technique(data, technique)
+        return [label or technique, plan, bold(f3(r["activation_peak_ratio"]), claim),
+                f3(r["time_ratio"]), grad_diff(r["max_abs_grad_diff"])]
+
+    def budget_of(data):
+        return option(data["reproduce"]["commands"], "--budget")
+
+    relu = by_technique(every, "relu")["relu"]
+    peer = every["checkpoint_peer"]
+    b, t = budget_of(budget), budget_of(tight)
+    rows = [
+        row(every, "relu", f"every ReLU output compressed (sparsity {relu['sparsity']:.3f}, "
+                           f"{relu['compression_ratio']:.2f}x)"),
+        row(every, "recompute", "every unit", claim=True),
+        row(every, "swap", "every unit, slack schedule"),
+        row(every, "all", "every unit recompute+swap, ReLU compressed"),
+        ["PyTorch checkpointing (peer)", "every unit", f3(peer["checkpoint_activation_peak_ratio"]),
+         f3(peer["checkpoint_time_ratio"]), "-"],
+        row(budget, "recompute", "planner: stem and stage 1-2 blocks", label=f"recompute, budget {b}"),
+        row(budget, "swap", "planner: every unit, just-in-time swap-in", claim=True,
+            label=f"swap, budget {b}"),
+        row(budget, "all", "planner: every unit swapped, just in time", label=f"all, budget {b}"),
+        row(tight, "swap", "planner: every unit, on-demand swap-in", label=f"swap, budget {t}"),
+        row(tight, "all", "planner: every unit swapped, on demand, ReLU compressed", claim=True,
+            label=f"all, budget {t}"),
+    ]
+    header = ["technique", "plan", "activation peak ratio", "time ratio", "max abs grad diff"]
+    return table(header, rows) + source(res, "memory_techniques", "memory_budget",
+                                        "memory_budget_tight")
+
+
+def memory_relu(res):
+    data = res("memory_relu")
+    r = by_technique(data, "relu")
+    rows = [[f"{k['sparsity']:.0%}", f"{k['format_overhead']:.2%}", f"{k['compress_gbps']:.1f}",
+             f"{k['decompress_gbps']:.1f}", f"{k['memcpy_gbps']:.1f}"]
+            for k in data["relu_kernels"]["results"]]
+    header = ["zeros", "format beyond bitmap plus values", "compress GB/s", "decompress GB/s",
+              "memcpy GB/s"]
+    lines = [f"ResNet-18 with `relu`: saving {f3(r['relu']['saving_vs_prediction'])} of the "
+             f"prediction, time ratio {f3(r['time_ratio'])}, max abs grad diff "
+             f"{grad_diff(r['max_abs_grad_diff'])}. The CPU kernels on "
+             f"{data['relu_kernels']['threads']} thread(s), dense bytes per second:", ""]
+    return lines + table(header, rows) + source(res, "memory_relu")
+
+
+def memory_swap_bandwidth(res):
+    data = res("memory_swap_bandwidth")
+    none, swap = by_technique(data, "none"), by_technique(data, "swap")
+    s = swap["swap"]
+    rows = [["slack schedule", f"{s['stall_ms']:.1f}", f"{swap['step_ms']:.0f}"],
+            ["on demand", f"{s['on_demand_stall_ms']:.1f}", f"{s['on_demand_step_ms']:.0f}"],
+            ["(`none`, no swap)", "-", f"{none['step_ms']:.0f}"]]
+    header = ["swap-in start", "backward stall per step (ms)", "step ms"]
+    return table(header, rows) + source(res, "memory_swap_bandwidth")
+
+
+def high_order(res):
+    data = res("npi_high_order")
+    programs = {}
+    for run in data["runs"]:
+        programs.setdefault(run["name"].rsplit("-seed", 1)[0], []).append(run)
+
+    def cell(values):
+        lo, hi = min(values), max(values)
+        return f"{f3(lo)} for all {len(values)}" if lo == hi else f"{f3(lo)}-{f3(hi)} over {len(values)}"
+
+    rows, heldout = [], []
+    for program, runs in programs.items():
+        evals = [e for r in runs for e in r["eval"]]
+        k100 = {e["primitive"] for e in evals if e["k"] == 100}
+        order = []  # the primitives in the order the script evaluated them
+        for command in runs[0]["commands"]:
+            p = option([command], "--primitive")
+            if isinstance(p, str) and p in k100 and p not in order:
+                order.append(p)
+        main = [e for e in evals if e["primitive"] in k100]
+        k10 = [e["accuracy"] for e in main if e["k"] == 10]
+        k100s = [e["accuracy"] for e in main if e["k"] == 100]
+        times = [r["train_seconds"] for r in runs]
+        rows.append([program.upper(), ", ".join(order), cell(k10), cell(k100s),
+                     f3(min(e["trace_exact"] for e in main)), f"{secs(min(times))}-{secs(max(times))}"])
+        for p in sorted({e["primitive"] for e in evals} - k100):
+            held = [e for e in evals if e["primitive"] == p]
+            heldout.append([f"{program.upper()}, held-out `{p}`", "network added with `--add` after training",
+                            ", ".join(f3(e["accuracy"]) for e in held), "",
+                            f3(min(e["trace_exact"] for e in held)), ""])
+    header = ["program", "primitives", "K = 10: accuracy, seeds " + ", ".join(
+        r["name"].rsplit("-seed", 1)[1] for r in next(iter(programs.values()))),
+              "K = 100: accuracy, seeds " + ", ".join(
+        r["name"].rsplit("-seed", 1)[1] for r in next(iter(programs.values()))),
+              "trace_exact", "training (s)"]
+    return table(header, rows + heldout) + source(res, "npi_high_order")
+
+
+def primitives_networks(res):
+    data = res("primitives_networks")
+    rows = []
+    for run in data["runs"]:
+        prims = run["primitives"]
+        rows.append([run["k"], len(prims), num(sum(p["examples"] for p in prims)),
+                     "yes" if run["all_exact"] else "no", secs(run["train_seconds"])])
+    header = ["K", "networks", "inputs (whole domains)", "all exact", "training (s)"]
+    return table(header, rows) + source(res, "primitives_networks")
+
+
+def longest(data, config):
+    return max(r["train_seconds"] for r in data["runs"] if r["config"] == config)
+
+
+def tbcnn_stdlib(res):
+    data = res("tbcnn_stdlib")
+    s = data["summary"]
+    points = data["claims"]["tbcnn_minus_bow_points"]
+    rows = []
+    for config, label in (("bow", "bag of node types (`--model bow`)"),
+                          ("tbcnn", "TBCNN, node types only"),
+                          ("tbcnn-identifiers", "TBCNN `--identifiers`")):
+        acc = mean_std(s[config])
+        if config == "tbcnn":
+            acc = f"**{acc}** ({points:+.1f} points)"
+        rows.append([label, "classify", acc, f3(s[config]["top5_mean"]), s[config]["classes"],
+                     secs(longest(data, config))])
+    header = ["model", "task", "test accuracy (mean ± std)", "top-5", "classes",
+              "longest training (s)"]
+    return table(header, rows) + source(res, "tbcnn_stdlib")
+
+
+def masked_label(data, config):
+    run = next(r for r in data["runs"] if r["config"] == config)
+    layers = option(run["commands"], "--layers")
+    residual = " residual" if option(run["commands"], "--residual") else ""
+    kind = "localized" if option(run["commands"], "--model") == "localized" \
+        else "whole tree, pivot flag"
+    return f"{kind}, {layers}{residual} layers"
+
+
+def masked(res, name, selected=False, per_seed=False):
+    data = res(name)
+    s = data["summary"]
+    configs = list(s)
+    best = {split: max(s[c][split]["accuracy_mean"] for c in configs) for split in ("valid", "test")}
+    rows = []
+    for c in configs:
+        row = [masked_label(data, c)]
+        for split in ("valid", "test"):
+            row.append(bold(mean_std(s[c][split]), s[c][split]["accuracy_mean"] == best[split]))
+        if per_seed:
+            row += ["/".join(f3(a) for a in s[c][split]["accuracy"]) for split in ("valid", "test")]
+        row.append(f3(s[c]["test"]["top5_mean"]))
+        if selected:
+            row.append("/".join(str(r["selected_step"]) for r in data["runs"] if r["config"] == c))
+        row.append(secs(longest(data, c)))
+        rows.append(row)
+    header = ["model", "valid accuracy (mean ± std)", "test accuracy (mean ± std)"]
+    if per_seed:
+        header += ["valid, seeds 1/2/3", "test, seeds 1/2/3"]
+    header.append("test top-5")
+    if selected:
+        header.append("chosen steps (seeds 1/2/3)")
+    header.append("longest training with scoring (s)" if selected else "longest training (s)")
+    lines = table(header, rows)
+    if "localized" in s:
+        diffs = []
+        for c in configs:
+            if c == "localized":
+                continue
+            d = {split: 100 * (s["localized"][split]["accuracy_mean"] - s[c][split]["accuracy_mean"])
+                 for split in ("valid", "test")}
+            diffs.append(f"{d['valid']:+.1f} valid and {d['test']:+.1f} test against the "
+                         f"{masked_label(data, c)}")
+        lines += ["", "Localized minus the others (points of mean accuracy): " + "; ".join(diffs) + "."]
+    return lines + source(res, name)
+
+
+def tbcnn_masked(res):
+    return masked(res, "tbcnn_masked")
+
+
+def tbcnn_masked_modules(res):
+    return masked(res, "tbcnn_masked_modules", per_seed=True)
+
+
+def tbcnn_masked_modules_selected(res):
+    return masked(res, "tbcnn_masked_modules_selected", selected=True, per_seed=True)
+
+
+def npi_bench(res):
+    data = res("npi_bench")
+    rows = [[r["batch"], f"{r['cpp_traces_per_s']:.1f}", f"{r['cpp_torch_layers_traces_per_s']:.1f}",
+             f"{r['python_traces_per_s']:.1f}", f"{r['ratio']:.2f}", f"{r['layers_speedup_vs_torch']:.2f}"]
+            for r in data["results"]]
+    header = ["traces per step", "C++ (nn/ layers) traces/s", "C++ (torch modules) traces/s",
+              "Python traces/s", "C++ / Python", "nn/ / torch modules"]
+    floor = [[r["batch"], f"{r['mean_rows']:.1f}", f"{r['matmul_gflop_per_step']:.3f}",
+              f"{r['matmul_peak_gflops']:.1f}", f"{r['matmul_floor_ms_per_step']:.2f}",
+              f"{r['cpp_cpu_ms_over_floor']:.2f}x", f"{r['python_cpu_ms_over_floor']:.2f}x"]
+             for r in data["results"]]
+    floor_header = ["traces per step", "rows per step", "matrix-product GFLOP per step",
+                    "`torch::mm` GFLOP/s", "floor ms per step", "C++ CPU time / floor",
+                    "Python CPU time / floor"]
+    return table(header, rows) + [""] + table(floor_header, floor) + source(res, "npi_bench")
+
+
+TABLES = {
+    "npi": npi,
+    "memory_baseline": memory_baseline,
+    "memory_techniques": memory_techniques,
+    "memory_relu": memory_relu,
+    "memory_swap_bandwidth": memory_swap_bandwidth,
+    "npi_high_order": high_order,
+    "primitives_networks": primitives_networks,
+    "npi_addition_primitive": npi_addition_primitive,
+    "tbcnn_stdlib": tbcnn_stdlib,
+    "tbcnn_masked": tbcnn_masked,
+    "tbcnn_masked_modules": tbcnn_masked_modules,
+    "tbcnn_masked_modules_selected": tbcnn_masked_modules_selected,
+    "npi_bench": npi_bench,
+}
+
+BLOCK = re.compile(r"(<!-- table:([a-z0-9_]+) -->\n)(.*?)(<!-- /table:\2 -->)", re.S)
+
+
+def render(text, res):
+    seen = []
+
+    def replace(match):
+        name = match.group(2)
+        if name not in TABLES:
+            sys.exit(f"readme_tables.py: unknown table '{name}' in the README")
+        seen.append(name)
+        return match.group(1) + "\n".join(TABLES[name](res)) + "\n" + match.group(4)
+
+    out = BLOCK.sub(replace, text)
+    missing = sorted(set(TABLES) - set(seen))
+    if missing:
+        sys.exit("readme_tables.py: the README has no markers for " + ", ".join(missing))
+    return out
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--check", action="store_true",
+                        help="exit 1 with a diff when a table differs from the JSON; write nothing")
+    parser.add_argument("--readme", default=os.path.join(ROOT, "README.md"))
+    parser.add_argument("--results", default=os.path.join(ROOT, "results"))
+    args = parser.parse_args()
+    with open(args.readme) as f:
+        text = f.read()
+    new = render(text, Results(args.results))
+    if args.check:
+        if new != text:
+            sys.stdout.writelines(difflib.unified_diff(
+                text.splitlines(True), new.splitlines(True), args.readme,
+                args.readme + " (from results/*.json)"))
+            print(f"{args.readme}: a result table differs from results/*.json; run "
+                  "scripts/reproduce/readme_tables.py to rewrite it", file=sys.stderr)
+            sys.exit(1)
+        print(f"{args.readme}: {len(TABLES)} result tables match results/*.json")
+        return
+    if new != text:
+        tmp = args.readme + ".tmp"
+        with open(tmp, "w") as f:
+            f.write(new)
+        os.replace(tmp, args.readme)
+    print(f"{args.readme}: {len(TABLES)} result tables written from results/*.json")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,91 @@
+#pragma once
+/// \file
+/// One training step, the only one in Engram: `engram train` (trainer/Trainer.h), `bench npi`
+/// and `bench memory` all step through it, so a benchmark times the real step. Phases, in order:
+///
+///   batch      Workload::make_batch (e.g. traces packed into tensors)
+///   forward    Workload::forward; the batch is released when it returns
+///   backward   loss.backward(), then the gradient scheduler's finish() (nn/GradScheduler.h):
+///              every weight gradient is in .grad after it
+///   clip       the global gradient norm clipped to grad_clip (skipped when grad_clip is 0)
+///   optimizer  FusedAdam's update (trainer/FusedAdam.h); gradients reset to undefined before
+///              the next step's backward
+///
+/// Each phase runs inside memory-tracker phase and span guards (memory/MemoryTracker.h), with
+/// the optimizer's allocations tagged optimizer_state. Hooks see every phase begin and end:
+/// timers, gradient retagging, and (next issue) the data-parallel gradient exchange plug in
+/// there. The activation store the layers use is the session's (trainer/Trainer.h), not the
+/// Stepper's.
+///
+/// \code
+///   engram::trainer::Stepper stepper(workload, {/*learning_rate=*/1e-3, /*grad_clip=*/1.0});
+///   PhaseTimer timer;                              // a StepHooks
+///   stepper.add_hooks(&timer);
+///   engram::trainer::StepOutput out = stepper.step({0, 1, 2, 3});
+///   double loss = out.loss.item<double>();
+/// \endcode
+
+#include "trainer/Workload.h"
+
+#include <array>
+#include <cstddef>
+#include <memory>
+#include <vector>
+
+namespace engram::trainer {
+
+class FusedAdam;
+
+enum class StepPhase { batch, forward, backward, clip, optimizer };
+inline constexpr std::size_t kNumStepPhases = 5;
+/// "batch", "forward", "backward", "clip", "optimizer".
+const char* step_phase_name(StepPhase phase);
+
+/// Called around every phase of every step, in the order hooks were added (after: reversed).
+class StepHooks {
+ public:
+  virtual ~StepHooks() = default;
+  virtual void before(StepPhase phase) { (void)phase; }
+  virtual void after(StepPhase phase) { (void)phase; }
+};
+
+struct StepperOptions {
+  double learning_rate = 1e-3;  ///< Adam
+  double grad_clip = 1.0;       ///< max global gradient norm; 0: no clipping
+};
+
+class Stepper {
+ public:
+  /// Creates the optimizer over workload.parameters() (its state tagged optimizer_state).
+  /// `workload` must outlive the Stepper.
+  Stepper(Workload& workload, StepperOptions options);
+  ~Stepper();
+  Stepper(const Stepper&) = delete;
+  Stepper& operator=(const Stepper&) = delete;
+
+  /// `hooks` must outlive its use; nullptr is ignored.
+  void add_hooks(StepHooks* hooks);
+
+  /// One whole step over the examples with these indices; returns the forward's output (the
+  /// loss still attached to its graph's values, the graph itself freed by backward).
+  StepOutput step(std::vector<std::size_t> indices);
+
+  const std::vector<at::Tensor>& parameters() const { return parameters_; }
+  Workload& workload() { return workload_; }
+
+ private:
+  void before(StepPhase phase);
+  void after(StepPhase phase);
+
+  Workload& workload_;
+  StepperOptions options_;
+  std::vector<at::Tensor> parameters_;
+  std::unique_ptr<FusedAdam> optimizer_;
+  std::vector<StepHooks*> hooks_;
+};
+
+/// The batch, forward and backward phases of a step without clip or optimizer (gradients are
+/// accumulated into .grad): what the memory planner measures (trainer/MemoryTechniques.h).
+StepOutput forward_backward(Workload& workload, std::vector<std::size_t> indices);
+
+}  // namespace engram::trainer

@@ -1,0 +1,55 @@
+#pragma once
+/// \file
+/// The options of a training session, shared by every model: each model's train options embed
+/// one TrainingOptions (with the model's own defaults), the command line registers its flags
+/// once for every `engram train ...` command, and trainer::train (trainer/Trainer.h) runs the
+/// session they describe. Plain structs, no torch: the command line includes this header.
+///
+/// \code
+///   engram::trainer::TrainingOptions t;
+///   t.steps = 2000;  t.batch = 8;  t.learning_rate = 2e-3;
+///   t.memory.techniques = {"relu", "recompute"};   // DESIGN.md section 4
+///   engram::trainer::validate(t);                  // InvalidOption naming the field
+/// \endcode
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace engram::trainer {
+
+/// The memory techniques of a session (trainer/MemoryTechniques.h), all lossless.
+struct MemoryOptions {
+  /// Any of "none", "relu", "recompute", "swap" (and "all" for the three).
+  std::vector<std::string> techniques;
+  std::int64_t budget_bytes = 0;  ///< bound on activation_peak_bytes; 0: every unit treated
+  double swap_bandwidth = 0;      ///< bytes per second for the spill file; 0: unthrottled
+  std::string spill_directory;    ///< empty: the system's temporary directory
+  /// Prefetch by the slack schedule (true) or read swapped tensors back on demand (false).
+  bool slack_schedule = true;
+};
+
+struct TrainingOptions {
+  long steps = 1000;            ///< optimizer steps
+  int batch = 32;               ///< examples per step, sampled without replacement per epoch
+  double learning_rate = 1e-3;  ///< Adam (trainer/FusedAdam.h)
+  double grad_clip = 1.0;       ///< max global gradient norm; 0 disables clipping
+  std::uint64_t seed = 1;       ///< batch order (and the model's initial weights, by its caller)
+  /// Intra-op threads (and OpenBLAS's); 0: every core. The models' small matrices often train
+  /// fastest on one.
+  int threads = 1;
+  std::string metrics_path;  ///< JSON lines, one object per logged step; empty: none
+  int log_every = 10;        ///< steps between metrics lines
+  bool progress = false;     ///< draw a progress bar on stderr
+  MemoryOptions memory;
+};
+
+/// Throws InvalidOption (common/Errors.h) naming the first invalid field: steps < 0, batch < 1,
+/// a learning rate that is not a positive finite number, a negative or non-finite grad_clip,
+/// threads outside 0..1024, log_every < 1, an unknown memory technique, a negative budget or
+/// bandwidth, a budget without recompute or swap.
+void validate(const TrainingOptions& options);
+/// The memory part alone (fields named "memory.techniques", ...).
+void validate(const MemoryOptions& options);
+
+}  // namespace engram::trainer
