@@ -160,6 +160,7 @@ TrainTbcnnReport train_tbcnn(const TrainTbcnnOptions& options) {
   if (options.out_path.empty()) throw InvalidOption("out_path", "is required");
   if (options.task != "classify" && options.task != "masked")
     throw InvalidOption("task", "must be classify or masked, not '" + options.task + "'");
+  check_model_and_activation(options.model, options.activation);
   if (options.model == "localized" && options.task != "masked")
     throw InvalidOption("model", "localized needs a pivot: it applies to the masked task only");
   trainer::validate(options.training);

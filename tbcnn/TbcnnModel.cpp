@@ -57,12 +57,16 @@ TbcnnConfig TbcnnConfig::from_json(const std::string& text) {
   }
 }
 
+void check_model_and_activation(const std::string& model, const std::string& activation) {
+  if (model != "tbcnn" && model != "localized" && model != "bow")
+    throw InvalidOption("model", "must be tbcnn, localized or bow, not '" + model + "'");
+  if (activation != "relu" && activation != "tanh")
+    throw InvalidOption("activation", "must be relu or tanh, not '" + activation + "'");
+}
+
 TbcnnModelImpl::TbcnnModelImpl(TbcnnConfig config) : config_(std::move(config)) {
   const auto& c = config_;
-  if (c.model != "tbcnn" && c.model != "localized" && c.model != "bow")
-    throw InvalidOption("model", "must be tbcnn, localized or bow, not '" + c.model + "'");
-  if (c.activation != "relu" && c.activation != "tanh")
-    throw InvalidOption("activation", "must be relu or tanh, not '" + c.activation + "'");
+  check_model_and_activation(c.model, c.activation);
   const auto vocab = static_cast<int64_t>(c.vocabulary.size());
   const auto classes = static_cast<int64_t>(c.classes.size());
   if (c.model == "bow") {

@@ -48,6 +48,10 @@ struct TbcnnConfig {
   static TbcnnConfig from_json(const std::string& text);
 };
 
+/// Throws InvalidOption ("model", "activation") unless `model` is tbcnn, localized or bow and
+/// `activation` relu or tanh: what a model can be built from, checked before any file is read.
+void check_model_and_activation(const std::string& model, const std::string& activation);
+
 class TbcnnModelImpl : public torch::nn::Module {
  public:
   /// Throws UsageError for an unknown model or activation.

@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <sstream>
 #include <string>
+#include <tuple>
 #include <vector>
 
 namespace engram::cli {
@@ -306,6 +307,13 @@ TEST_F(CliTest, InvalidOptionsNameTheirFlag) {
   expect_error({"data", "gen", "--task", "addition", "--out", data_, "--min-len", "5", "--max-len",
                 "3"},
                2, "engram: error: --max-len is below the shortest length");
+  // Checked before any file is read: a missing corpus does not turn a bad model into exit 1.
+  expect_error({"train", "tbcnn", "--corpus", dir_.file("absent.corpus"), "--out",
+                dir_.file("t.pt"), "--model", "foo"},
+               2, "engram: error: --model must be tbcnn, localized or bow, not 'foo'");
+  expect_error({"train", "tbcnn", "--corpus", dir_.file("absent.corpus"), "--out",
+                dir_.file("t.pt"), "--activation", "sigmoid"},
+               2, "engram: error: --activation must be relu or tanh");
   // Bench and eval options are usage errors (2), not failures (1).
   expect_error({"bench", "npi", "--json", dir_.file("b.json"), "--steps", "0"}, 2,
                "engram: error: --steps must be at least 1");
@@ -484,22 +492,28 @@ TEST_F(CliTest, AFailedTrainLeavesNoFiles) {
       {"data", "gen", "--task", "addition", "--out", data_, "--max-len", "2", "--per-length", "2"});
   std::filesystem::create_directory(dir_.file("sub"));
   const auto before = dir_.entries();
-  const std::vector<std::vector<std::string>> failing{
-      {"--data", dir_.file("absent.jsonl")},
-      {"--task", "sort"},
-      {"--steps", "0"},
-      {"--lr", "-1"},
-      {"--threads", "-2"},
-      {"--out", dir_.file("no-such-dir/model.pt")},
-      {"--out", dir_.file("sub")},  // a directory: the rename fails after the file was written
+  // Each case changes one flag of a run that works (CLI11 refuses a flag given twice, so the
+  // flag is replaced, not repeated) and fails for its own reason: 2 for an invalid option, 1 for
+  // a runtime failure.
+  const std::vector<std::tuple<std::string, std::string, int>> failing{
+      {"--data", dir_.file("absent.jsonl"), 1},
+      {"--task", "sort", 1},  // traces of another task
+      {"--steps", "0", 2},
+      {"--lr", "-1", 2},
+      {"--threads", "-2", 2},
+      {"--out", dir_.file("no-such-dir/model.pt"), 1},
+      {"--out", dir_.file("sub"), 1},  // a directory: the rename fails after the file was written
   };
-  for (const auto& change : failing) {
-    std::vector<std::string> args{"train",    "npi",   "--task",    "addition", "--data",
-                                  data_,      "--out", model_,      "--steps",  "2",
-                                  "--hidden", "8",     "--threads", "1"};
-    args.insert(args.end(), change.begin(), change.end());  // a repeated option: the last wins
+  for (const auto& [flag, value, code] : failing) {
+    std::vector<std::string> args{"train",   "npi",      "--task",    "addition", "--data",
+                                  data_,     "--out",    model_,      "--steps",  "2",
+                                  "--hidden", "8",       "--threads", "1",        "--lr",
+                                  "0.002"};
+    const auto at = std::find(args.begin(), args.end(), flag);
+    ASSERT_NE(at, args.end()) << flag;
+    *(at + 1) = value;
     const Outcome o = engram(args);
-    EXPECT_NE(o.code, 0) << describe(args, o);
+    EXPECT_EQ(o.code, code) << describe(args, o);
     EXPECT_EQ(dir_.entries(), before) << describe(args, o);
   }
 }
