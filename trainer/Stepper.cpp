@@ -9,49 +9,45 @@
 namespace engram::trainer {
 namespace {
 
-memory::Phase tracker_phase(StepPhase phase) {
-  switch (phase) {
-    case StepPhase::batch:
-    case StepPhase::forward:
-      return memory::Phase::forward;
-    case StepPhase::backward:
-      return memory::Phase::backward;
-    case StepPhase::clip:
-    case StepPhase::optimizer:
-      return memory::Phase::optimizer;
-  }
-  return memory::Phase::idle;
+using Hooks = std::vector<StepHooks*>;
+
+/// Announces a phase's beginning to the hooks, in the order they were added; its end, in reverse.
+void phase_begins(const Hooks& hooks, StepPhase phase) {
+  for (StepHooks* h : hooks) h->before(phase);
 }
 
-/// Runs batch, forward and backward; `before` and `after` are called around each phase.
-template <typename Before, typename After>
+void phase_ends(const Hooks& hooks, StepPhase phase) {
+  for (auto it = hooks.rbegin(); it != hooks.rend(); ++it) (*it)->after(phase);
+}
+
+/// The batch, forward and backward phases, announced to `hooks`.
 StepOutput run_forward_backward(Workload& workload, std::vector<std::size_t> indices,
-                                Before&& before, After&& after) {
+                                const Hooks& hooks) {
   StepOutput out;
   {
-    memory::PhaseGuard phase(tracker_phase(StepPhase::forward));
+    memory::PhaseGuard phase(memory::Phase::forward);
     std::unique_ptr<Batch> batch;
     {
-      memory::SpanGuard span("batch", "phase");
-      before(StepPhase::batch);
+      memory::SpanGuard span(step_phase_name(StepPhase::batch), "phase");
+      phase_begins(hooks, StepPhase::batch);
       batch = workload.make_batch(std::move(indices));
-      after(StepPhase::batch);
+      phase_ends(hooks, StepPhase::batch);
     }
     {
-      memory::SpanGuard span("forward", "phase");
-      before(StepPhase::forward);
+      memory::SpanGuard span(step_phase_name(StepPhase::forward), "phase");
+      phase_begins(hooks, StepPhase::forward);
       out = workload.forward(*batch);
       batch.reset();  // what forward did not save for backward goes now
-      after(StepPhase::forward);
+      phase_ends(hooks, StepPhase::forward);
     }
   }
-  memory::PhaseGuard phase(tracker_phase(StepPhase::backward));
-  memory::SpanGuard span("backward", "phase");
-  before(StepPhase::backward);
+  memory::PhaseGuard phase(memory::Phase::backward);
+  memory::SpanGuard span(step_phase_name(StepPhase::backward), "phase");
+  phase_begins(hooks, StepPhase::backward);
   out.loss.backward();
   // Weight gradients a scheduler held back (nn/GradScheduler.h) are due before the optimizer.
   nn::current_runtime().scheduler->finish();
-  after(StepPhase::backward);
+  phase_ends(hooks, StepPhase::backward);
   return out;
 }
 
@@ -75,39 +71,28 @@ void Stepper::add_hooks(StepHooks* hooks) {
   if (hooks != nullptr) hooks_.push_back(hooks);
 }
 
-void Stepper::before(StepPhase phase) {
-  for (StepHooks* h : hooks_) h->before(phase);
-}
-
-void Stepper::after(StepPhase phase) {
-  for (auto it = hooks_.rbegin(); it != hooks_.rend(); ++it) (*it)->after(phase);
-}
-
 StepOutput Stepper::step(std::vector<std::size_t> indices) {
   optimizer_->zero_grad();
-  StepOutput out = run_forward_backward(
-      workload_, std::move(indices), [this](StepPhase p) { before(p); },
-      [this](StepPhase p) { after(p); });
+  StepOutput out = run_forward_backward(workload_, std::move(indices), hooks_);
   memory::PhaseGuard phase(memory::Phase::optimizer);
   {
-    memory::SpanGuard span("clip", "phase");
-    before(StepPhase::clip);
+    memory::SpanGuard span(step_phase_name(StepPhase::clip), "phase");
+    phase_begins(hooks_, StepPhase::clip);
     if (options_.grad_clip > 0) torch::nn::utils::clip_grad_norm_(parameters_, options_.grad_clip);
-    after(StepPhase::clip);
+    phase_ends(hooks_, StepPhase::clip);
   }
-  memory::SpanGuard span("optimizer", "phase");
-  before(StepPhase::optimizer);
+  memory::SpanGuard span(step_phase_name(StepPhase::optimizer), "phase");
+  phase_begins(hooks_, StepPhase::optimizer);
   {
     memory::TagGuard tag(memory::Tag::optimizer_state);
     optimizer_->step();
   }
-  after(StepPhase::optimizer);
+  phase_ends(hooks_, StepPhase::optimizer);
   return out;
 }
 
 StepOutput forward_backward(Workload& workload, std::vector<std::size_t> indices) {
-  const auto none = [](StepPhase) {};
-  return run_forward_backward(workload, std::move(indices), none, none);
+  return run_forward_backward(workload, std::move(indices), {});
 }
 
 }  // namespace engram::trainer

@@ -74,9 +74,6 @@ class Stepper {
   Workload& workload() { return workload_; }
 
  private:
-  void before(StepPhase phase);
-  void after(StepPhase phase);
-
   Workload& workload_;
   StepperOptions options_;
   std::vector<at::Tensor> parameters_;
