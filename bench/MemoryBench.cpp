@@ -101,9 +101,7 @@ PreparedWorkload make_resnet(const MemoryBenchOptions& o, long batch) {
 /// `engram data gen` makes it); the model built under the parameter tag.
 PreparedWorkload make_npi(const MemoryBenchOptions& o, long batch) {
   const auto& task = datasets::task_by_name("addition");
-  datasets::GenerateOptions gen;
-  gen.min_length = task.min_length();
-  gen.per_length = 32;
+  datasets::GenerateOptions gen = datasets::default_generate_options(task);
   gen.seed = o.seed;
   auto traces = datasets::generate_traces(task, gen).traces;
   if (static_cast<std::size_t>(batch) > traces.size()) {
@@ -423,7 +421,7 @@ json measure(const MemoryBenchOptions& o, long batch, const std::string& techniq
   to.memory.budget_bytes = budget_bytes;
   to.memory.swap_bandwidth = o.swap_bandwidth;
   std::optional<PreparedWorkload> scratch;
-  if (trainer::MemoryTechniques(to.memory).uses_units())
+  if (trainer::chosen_techniques(to.memory.techniques).uses_units())
     scratch.emplace(o.workload == "resnet" ? make_resnet(o, batch) : make_npi(o, batch));
   trainer::TrainingSession session(*w.workload, to, scratch ? scratch->workload.get() : nullptr);
   scratch.reset();
@@ -681,9 +679,7 @@ void run_memory_bench(const MemoryBenchOptions& options, std::ostream& out) {
   if (!(options.swap_bandwidth >= 0))
     throw InvalidOption("swap_bandwidth", "must not be negative");
   resolve_budget(options.budget, 1);  // the form, before anything runs
-  const bool plans = std::any_of(
-      options.techniques.begin(), options.techniques.end(),
-      [](const std::string& t) { return t == "recompute" || t == "swap" || t == "all"; });
+  const bool plans = trainer::chosen_techniques(options.techniques).uses_units();
   if (!options.budget.empty() && !plans) {
     throw InvalidOption("budget",
                         "applies to recompute, swap and all, none of which is among the "
@@ -743,7 +739,7 @@ void run_memory_bench(const MemoryBenchOptions& options, std::ostream& out) {
   for (std::size_t t = 0; t < options.techniques.size(); ++t) {
     json config;
     const std::string& technique = options.techniques[t];
-    const bool plans = technique == "recompute" || technique == "swap" || technique == "all";
+    const bool plans = trainer::chosen_techniques({technique}).uses_units();
     std::int64_t none_peak = -1;
     for (const auto& row : report["results"]) {
       if (row["technique"] == "none") none_peak = row["activation_peak_bytes"].get<std::int64_t>();

@@ -211,9 +211,7 @@ void run_npi_bench(const NpiBenchOptions& options, std::ostream& out) {
   training.seed = options.seed;
 
   // The task's default training data (as `engram data gen` makes it).
-  datasets::GenerateOptions gen;
-  gen.min_length = task.min_length();
-  gen.per_length = task.name() == "addition" ? 32 : 64;
+  datasets::GenerateOptions gen = datasets::default_generate_options(task);
   gen.seed = options.seed;
   const auto traces = datasets::generate_traces(task, gen);
   const ScratchDir dir("npi");

@@ -90,19 +90,17 @@ TrainOptions train_defaults(const std::string& task) {
 
 TrainReport train_npi(const TrainOptions& options) {
   const auto& task = datasets::task_by_name(options.task);
-  trainer::validate(options.training);
-  if (options.training.steps < 1) throw InvalidOption("steps", "must be at least 1");
+  trainer::validate(options.training, /*min_steps=*/1);
   if (options.hidden < 1 || options.hidden > 8192)
     throw InvalidOption("hidden", "must be between 1 and 8192");
   if (options.impl != "engram" && options.impl != "torch")
     throw InvalidOption("impl", "must be engram or torch, not '" + options.impl + "'");
   if (options.out_path.empty()) throw InvalidOption("out_path", "is required");
-  for (const auto& t : options.training.memory.techniques) {
-    if (options.impl != "engram" && (t == "recompute" || t == "swap" || t == "all"))
-      throw InvalidOption("memory.techniques",
-                          "recompute and swap need impl engram: the torch layers are not cut into "
-                          "units");
-  }
+  if (options.impl != "engram" &&
+      trainer::chosen_techniques(options.training.memory.techniques).uses_units())
+    throw InvalidOption("memory.techniques",
+                        "recompute and swap need impl engram: the torch layers are not cut into "
+                        "units");
   {
     // Fail before training, not after it, when the model cannot be written.
     AtomicFile probe(options.out_path, /*binary=*/true);

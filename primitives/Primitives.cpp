@@ -131,8 +131,7 @@ std::vector<FamilyReport> train_primitives(const TrainPrimitivesOptions& options
     throw InvalidOption("k", "must lie in " + std::to_string(datasets::kMinDomain) + ".." +
                                  std::to_string(datasets::kMaxDomain));
   }
-  trainer::validate(options.training);
-  if (options.training.steps < 1) throw InvalidOption("steps", "must be at least 1");
+  trainer::validate(options.training, /*min_steps=*/1);
   if (options.hidden < 1 || options.hidden > 8192)
     throw InvalidOption("hidden", "must be between 1 and 8192");
   if (options.embedding < 1 || options.embedding > 8192)

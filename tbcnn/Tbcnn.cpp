@@ -163,8 +163,7 @@ TrainTbcnnReport train_tbcnn(const TrainTbcnnOptions& options) {
   check_model_and_activation(options.model, options.activation);
   if (options.model == "localized" && options.task != "masked")
     throw InvalidOption("model", "localized needs a pivot: it applies to the masked task only");
-  trainer::validate(options.training);
-  if (options.training.steps < 1) throw InvalidOption("steps", "must be at least 1");
+  trainer::validate(options.training, /*min_steps=*/1);
   if (options.embedding < 1 || options.embedding > 4096)
     throw InvalidOption("embedding", "must be in 1..4096");
   if (options.channels < 1 || options.channels > 4096)
@@ -175,11 +174,9 @@ TrainTbcnnReport train_tbcnn(const TrainTbcnnOptions& options) {
   if (options.valid_every < 0) throw InvalidOption("valid_every", "must be 0 (never) or more");
   if (options.valid_statements_per_file < 1)
     throw InvalidOption("valid_statements_per_file", "must be at least 1");
-  for (const auto& t : options.training.memory.techniques) {
-    if (t == "recompute" || t == "swap" || t == "all")
-      throw InvalidOption("memory.techniques",
-                          "recompute and swap act on a model cut into units; TBCNN offers relu");
-  }
+  if (trainer::chosen_techniques(options.training.memory.techniques).uses_units())
+    throw InvalidOption("memory.techniques",
+                        "recompute and swap act on a model cut into units; TBCNN offers relu");
   const CodeCorpus corpus = datasets::read_corpus(options.corpus_path);
   { AtomicFile probe(options.out_path, /*binary=*/true); }
   TbcnnConfig config;

@@ -62,18 +62,12 @@ double measure_swap_rate(const MemoryOptions& o) {
 
 }  // namespace
 
-const std::vector<std::string>& memory_technique_names() {
-  static const std::vector<std::string> names{"none", "relu", "recompute", "swap", "all"};
-  return names;
-}
-
 MemoryTechniques::MemoryTechniques(MemoryOptions options) : options_(std::move(options)) {
   validate(options_);
-  for (const auto& t : options_.techniques) {
-    relu_ = relu_ || t == "relu" || t == "all";
-    recompute_ = recompute_ || t == "recompute" || t == "all";
-    swap_ = swap_ || t == "swap" || t == "all";
-  }
+  const TechniqueChoice chosen = chosen_techniques(options_.techniques);
+  relu_ = chosen.relu;
+  recompute_ = chosen.recompute;
+  swap_ = chosen.swap;
   if (relu_) {
     compressing_ = std::make_unique<memory::CompressingStore>(
         memory::CompressingStoreOptions{/*cache_decompressed=*/true});

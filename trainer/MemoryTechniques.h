@@ -49,9 +49,6 @@
 namespace engram::trainer {
 
 
-/// The names accepted in MemoryOptions::techniques.
-const std::vector<std::string>& memory_technique_names();
-
 class MemoryTechniques {
  public:
   /// Throws InvalidOption (validate(MemoryOptions)) for an unknown technique, a negative budget

@@ -2,12 +2,32 @@
 
 #include "common/Errors.h"
 
+#include <algorithm>
 #include <cmath>
+#include <string>
 
 namespace engram::trainer {
 
-void validate(const TrainingOptions& o) {
-  if (o.steps < 0) throw InvalidOption("steps", "must not be negative");
+const std::vector<std::string>& memory_technique_names() {
+  static const std::vector<std::string> names{"none", "relu", "recompute", "swap", "all"};
+  return names;
+}
+
+TechniqueChoice chosen_techniques(const std::vector<std::string>& names) {
+  TechniqueChoice c;
+  for (const auto& t : names) {
+    c.relu = c.relu || t == "relu" || t == "all";
+    c.recompute = c.recompute || t == "recompute" || t == "all";
+    c.swap = c.swap || t == "swap" || t == "all";
+  }
+  return c;
+}
+
+void validate(const TrainingOptions& o, long min_steps) {
+  if (o.steps < min_steps) {
+    throw InvalidOption("steps", min_steps == 0 ? "must not be negative"
+                                                : "must be at least " + std::to_string(min_steps));
+  }
   if (o.batch < 1) throw InvalidOption("batch", "must be at least 1");
   if (!(o.learning_rate > 0) || !std::isfinite(o.learning_rate))
     throw InvalidOption("learning_rate", "must be a positive number");
@@ -20,18 +40,17 @@ void validate(const TrainingOptions& o) {
 }
 
 void validate(const MemoryOptions& o) {
-  bool units = false;
+  const auto& known = memory_technique_names();
   for (const auto& t : o.techniques) {
-    if (t == "recompute" || t == "swap" || t == "all") {
-      units = true;
-    } else if (t != "none" && t != "relu") {
+    if (std::find(known.begin(), known.end(), t) == known.end()) {
+      std::string valid;
+      for (const auto& name : known) valid += (valid.empty() ? "" : ", ") + name;
       throw InvalidOption("memory.techniques",
-                          "has an unknown technique '" + t +
-                              "' (valid: none, relu, recompute, swap, all)");
+                          "has an unknown technique '" + t + "' (valid: " + valid + ")");
     }
   }
   if (o.budget_bytes < 0) throw InvalidOption("memory.budget_bytes", "must not be negative");
-  if (o.budget_bytes > 0 && !units)
+  if (o.budget_bytes > 0 && !chosen_techniques(o.techniques).uses_units())
     throw InvalidOption("memory.budget_bytes", "needs recompute or swap among the techniques");
   if (!(o.swap_bandwidth >= 0))
     throw InvalidOption("memory.swap_bandwidth",

@@ -29,6 +29,18 @@ struct MemoryOptions {
   bool slack_schedule = true;
 };
 
+/// The names accepted in MemoryOptions::techniques: "none", "relu", "recompute", "swap", "all".
+const std::vector<std::string>& memory_technique_names();
+
+/// Which techniques a list of names asks for ("all": the three; "none" and unknown names:
+/// nothing, unknown names being validate()'s to report). The one reading of the names.
+struct TechniqueChoice {
+  bool relu = false, recompute = false, swap = false;
+  /// Recompute or swap: they act on a model cut into units and need a plan.
+  bool uses_units() const { return recompute || swap; }
+};
+TechniqueChoice chosen_techniques(const std::vector<std::string>& names);
+
 struct TrainingOptions {
   long steps = 1000;            ///< optimizer steps
   int batch = 32;               ///< examples per step, sampled without replacement per epoch
@@ -44,11 +56,12 @@ struct TrainingOptions {
   MemoryOptions memory;
 };
 
-/// Throws InvalidOption (common/Errors.h) naming the first invalid field: steps < 0, batch < 1,
+/// Throws InvalidOption (common/Errors.h) naming the first invalid field: steps < min_steps
+/// (0 for the loop itself; the models' train commands ask for at least 1), batch < 1,
 /// a learning rate that is not a positive finite number, a negative or non-finite grad_clip,
 /// threads outside 0..1024, log_every < 1, an unknown memory technique, a negative budget or
 /// bandwidth, a budget without recompute or swap.
-void validate(const TrainingOptions& options);
+void validate(const TrainingOptions& options, long min_steps = 0);
 /// The memory part alone (fields named "memory.techniques", ...).
 void validate(const MemoryOptions& options);
 
