@@ -1,8 +1,14 @@
 #include "cli/Flags.h"
 
+#include "common/Errors.h"
 #include "datasets/Task.h"
+#include "dist/Communicator.h"
 
 #include <unistd.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <map>
 
 namespace engram::cli {
 
@@ -79,7 +85,81 @@ TrainingFlags add_training_flags(CLI::App* command, trainer::TrainingOptions& op
     flags["memory.budget_bytes"] = "--memory-budget";
     flags["memory.swap_bandwidth"] = "--swap-bandwidth";
   }
+  add_dist_flags(command, options.dist, flags);
   return f;
+}
+
+void add_dist_flags(CLI::App* command, dist::DistOptions& d, FlagTable& flags) {
+  const std::string group = "Data-parallel (under torchrun, or WORLD_SIZE > 1)";
+  command->add_option("--dist-backend", d.backend, "Collectives backend: gloo (CPU) or nccl")
+      ->check(CLI::IsMember({"gloo", "nccl"}))
+      ->capture_default_str()
+      ->group(group);
+  command
+      ->add_option("--dist-timeout", d.timeout_seconds,
+                   "Seconds a rank waits for the others (rendezvous, a collective) before it "
+                   "fails naming the rank that stopped answering")
+      ->capture_default_str()
+      ->group(group);
+  const std::map<std::string, dist::GradSync> syncs{{"none", dist::GradSync::none},
+                                                    {"after", dist::GradSync::after},
+                                                    {"overlap", dist::GradSync::overlap}};
+  command
+      ->add_option("--grad-sync", d.grad_sync,
+                   "Gradient exchange: overlap (buckets all-reduced as backward fills them, the "
+                   "default), after (one all-reduce after backward), none (no exchange: a "
+                   "compute-only baseline, replicas drift apart)")
+      ->transform(CLI::CheckedTransformer(syncs, CLI::ignore_case))
+      ->group(group);
+  command
+      ->add_option_function<double>(
+          "--bucket-mb",
+          [&d](double mb) {
+            if (!(mb > 0)) throw InvalidOption("dist.bucket_bytes", "must be a positive size");
+            d.bucket_bytes = static_cast<std::size_t>(std::max(1.0, mb * (1 << 20)));
+          },
+          "Gradient bucket size in MiB (default 25, as PyTorch DDP)")
+      ->group(group);
+  command
+      ->add_option_function<double>(
+          "--first-bucket-mb",
+          [&d](double mb) {
+            if (!(mb > 0))
+              throw InvalidOption("dist.first_bucket_bytes", "must be a positive size");
+            d.first_bucket_bytes = static_cast<std::size_t>(std::max(1.0, mb * (1 << 20)));
+          },
+          "Size of the first bucket (the last layers') in MiB (default 1)")
+      ->group(group);
+  command
+      ->add_option("--link-bandwidth", d.link_bandwidth,
+                   "Emulate a link of this many bytes per second (0: the real one)")
+      ->capture_default_str()
+      ->group(group);
+  command
+      ->add_option("--link-latency", d.link_latency,
+                   "Emulated latency per collective, seconds")
+      ->capture_default_str()
+      ->group(group);
+  command
+      ->add_option("--dist-check-every", d.check_every,
+                   "Steps between checks that every rank holds the same parameters")
+      ->capture_default_str()
+      ->group(group);
+  flags.insert({{"dist.backend", "--dist-backend"},
+                {"dist.timeout_seconds", "--dist-timeout"},
+                {"dist.grad_sync", "--grad-sync"},
+                {"dist.bucket_bytes", "--bucket-mb"},
+                {"dist.first_bucket_bytes", "--first-bucket-mb"},
+                {"dist.link_bandwidth", "--link-bandwidth"},
+                {"dist.link_latency", "--link-latency"},
+                {"dist.check_every", "--dist-check-every"}});
+}
+
+void join_job(trainer::TrainingOptions& options) {
+  const dist::DistEnv env = dist::env_from([](const char* name) { return std::getenv(name); });
+  if (!env.distributed()) return;
+  dist::validate(options.dist);
+  options.communicator = std::make_shared<dist::Communicator>(env, options.dist);
 }
 
 void TrainingFlags::fill_unset(const trainer::TrainingOptions& defaults,

@@ -43,11 +43,21 @@ struct TrainingFlags {
                   trainer::TrainingOptions& options) const;
 };
 
-/// Adds --steps, --batch, --lr, --clip, --seed, --threads, --metrics, --log-every and, as the
-/// spec says, --memory, --memory-budget and --swap-bandwidth, bound to `options`, and their
-/// entries to `flags`.
+/// Adds --steps, --batch, --lr, --clip, --seed, --threads, --metrics, --log-every, as the
+/// spec says --memory, --memory-budget and --swap-bandwidth, and the data-parallel flags
+/// (add_dist_flags), bound to `options`, and their entries to `flags`.
 TrainingFlags add_training_flags(CLI::App* command, trainer::TrainingOptions& options,
                                  const TrainingFlagsSpec& spec, FlagTable& flags);
+
+/// Adds the data-parallel flags (--dist-backend, --dist-timeout, --grad-sync, --bucket-mb,
+/// --first-bucket-mb, --link-bandwidth, --link-latency, --dist-check-every) bound to `options`.
+/// add_training_flags calls it.
+void add_dist_flags(CLI::App* command, dist::DistOptions& options, FlagTable& flags);
+
+/// Joins the data-parallel job torchrun's environment describes (RANK, WORLD_SIZE,
+/// MASTER_ADDR, MASTER_PORT, ...; dist/DistOptions.h), setting options.communicator; in one
+/// process (no WORLD_SIZE, or 1) does nothing. Blocks until every rank has joined.
+void join_job(trainer::TrainingOptions& options);
 
 /// The primitive flags of a command and what they were bound to.
 struct PrimitiveFlags {

@@ -101,7 +101,7 @@ TrainReport train_npi(const TrainOptions& options) {
     throw InvalidOption("memory.techniques",
                         "recompute and swap need impl engram: the torch layers are not cut into "
                         "units");
-  {
+  if (options.training.writes_files()) {
     // Fail before training, not after it, when the model cannot be written.
     AtomicFile probe(options.out_path, /*binary=*/true);
   }
@@ -120,7 +120,7 @@ TrainReport train_npi(const TrainOptions& options) {
   // The session plans recompute and swap on the first batch (forward and backward passes only:
   // the NPI has no state that they move) and runs every step under the plan.
   const trainer::TrainSummary summary = trainer::train(workload, options.training);
-  save_model(options.out_path, model);
+  if (options.training.writes_files()) save_model(options.out_path, model);
   return {summary.steps, summary.seconds, summary.final_loss, summary.examples_per_second};
 }
 

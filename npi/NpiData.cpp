@@ -41,6 +41,8 @@ NpiDataset::NpiDataset(const datasets::Task& task, const std::vector<datasets::T
   for (const auto& t : traces) {
     trace_first_.push_back(inv_start_.size());
     trace_count_.push_back(t.invocations.size());
+    trace_steps_.push_back(0);
+    trace_calls_.push_back(0);
     for (const auto& inv : t.invocations) {
       inv_start_.push_back(row);
       inv_len_.push_back(static_cast<long>(inv.steps.size()));
@@ -48,12 +50,24 @@ NpiDataset::NpiDataset(const datasets::Task& task, const std::vector<datasets::T
         feature_indices(sizes, task.arg_size(), step.observation, inv.args, active + row * slots);
         programs[row] = inv.program;
         end[row] = step.end ? 1.f : 0.f;
+        ++trace_steps_.back();
+        if (!step.end) ++trace_calls_.back();
         callee[row] = step.end ? 0 : step.callee;
         for (int a = 0; a < 3; ++a) args[row * 3 + a] = step.end ? 0 : step.callee_args[a];
         ++row;
       }
     }
   }
+}
+
+std::pair<std::size_t, std::size_t> NpiDataset::count_steps(
+    const std::vector<std::size_t>& traces) const {
+  std::size_t steps = 0, calls = 0;
+  for (auto t : traces) {
+    steps += trace_steps_.at(t);
+    calls += trace_calls_.at(t);
+  }
+  return {steps, calls};
 }
 
 NpiBatch NpiDataset::batch(const std::vector<std::size_t>& traces) const {

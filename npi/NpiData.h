@@ -8,6 +8,7 @@
 #include "npi/NpiModel.h"
 #include "trainer/Workload.h"
 
+#include <utility>
 #include <vector>
 
 namespace engram::npi {
@@ -35,6 +36,8 @@ class NpiDataset {
   std::size_t num_steps() const { return static_cast<std::size_t>(programs_.size(0)); }
   /// All invocations of the given traces, packed.
   NpiBatch batch(const std::vector<std::size_t>& traces) const;
+  /// {steps, call steps} in the given traces (what batch() would pack), without packing.
+  std::pair<std::size_t, std::size_t> count_steps(const std::vector<std::size_t>& traces) const;
 
  private:
   int feature_dim_;
@@ -42,6 +45,7 @@ class NpiDataset {
   torch::Tensor programs_, end_, callee_, args_;
   std::vector<long> inv_start_, inv_len_;
   std::vector<std::size_t> trace_first_, trace_count_;
+  std::vector<std::size_t> trace_steps_, trace_calls_;  ///< per trace: steps, call steps
 };
 
 }  // namespace engram::npi

@@ -1,6 +1,13 @@
 #include "npi/NpiWorkload.h"
 
+#include <algorithm>
+
 namespace engram::npi {
+
+std::vector<double> NpiWorkload::loss_denominators(const std::vector<std::size_t>& indices) const {
+  const auto [steps, calls] = data_.count_steps(indices);
+  return {static_cast<double>(steps), static_cast<double>(calls)};
+}
 
 std::unique_ptr<trainer::Batch> NpiWorkload::make_batch(std::vector<std::size_t> indices) {
   return std::make_unique<NpiBatch>(data_.batch(indices));
@@ -11,8 +18,14 @@ trainer::StepOutput NpiWorkload::forward(const trainer::Batch& batch) {
   namespace F = torch::nn::functional;
   model_->train();
   const NpiHeads out = model_->forward_packed(b.features, b.programs, b.batch_sizes, runner_);
-  const auto calls = b.call_mask.sum().clamp_min(1.0);
-  const auto end_loss = F::binary_cross_entropy_with_logits(out.end_logit, b.end_target);
+  // Sums over the batch's steps (all of them; calls only) over the global batch's counts.
+  const double steps = b.denominator(0, static_cast<double>(b.end_target.size(0)));
+  const double calls = std::max(1.0, b.denominator(1, b.call_mask.sum().item<double>()));
+  const auto end_loss =
+      F::binary_cross_entropy_with_logits(
+          out.end_logit, b.end_target,
+          F::BinaryCrossEntropyWithLogitsFuncOptions().reduction(torch::kSum)) /
+      steps;
   const auto program_loss =
       (F::cross_entropy(out.program_logits, b.callee_target,
                         F::CrossEntropyFuncOptions().reduction(torch::kNone)) *

@@ -18,6 +18,8 @@ class NpiWorkload final : public trainer::Workload {
   std::unique_ptr<trainer::Batch> make_batch(std::vector<std::size_t> indices) override;
   /// Loss and metrics of a batch from make_batch().
   trainer::StepOutput forward(const trainer::Batch& batch) override;
+  /// {steps, call steps} of these traces: what the end loss and the call losses average over.
+  std::vector<double> loss_denominators(const std::vector<std::size_t>& indices) const override;
 
   /// "encoder", "core" (NpiModelImpl::units) with the layers of nn/; none with torch modules.
   std::vector<std::string> unit_names() const override { return model_->unit_names(); }

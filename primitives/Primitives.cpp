@@ -163,7 +163,7 @@ std::vector<FamilyReport> train_primitives(const TrainPrimitivesOptions& options
                                      std::to_string(lib.k) + ", not " + std::to_string(options.k));
     }
   }
-  {
+  if (options.training.writes_files()) {
     AtomicFile probe(options.out_path, /*binary=*/true);  // fail before training, not after
   }
   std::vector<FamilyReport> reports;
@@ -189,7 +189,7 @@ std::vector<FamilyReport> train_primitives(const TrainPrimitivesOptions& options
     if (options.on_family) options.on_family(report);
     reports.push_back(std::move(report));
   }
-  write_library(options.out_path, lib);
+  if (options.training.writes_files()) write_library(options.out_path, lib);
   return reports;
 }
 

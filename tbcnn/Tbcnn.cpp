@@ -178,7 +178,15 @@ TrainTbcnnReport train_tbcnn(const TrainTbcnnOptions& options) {
     throw InvalidOption("memory.techniques",
                         "recompute and swap act on a model cut into units; TBCNN offers relu");
   const CodeCorpus corpus = datasets::read_corpus(options.corpus_path);
-  { AtomicFile probe(options.out_path, /*binary=*/true); }
+  if (options.training.writes_files()) {
+    AtomicFile probe(options.out_path, /*binary=*/true);
+  }
+  if (options.valid_every > 0 && options.training.world_size() > 1) {
+    // The best model on valid is kept by the callback's own state, on the rank that scores it.
+    throw InvalidOption("valid_every",
+                        "selects the best model on one rank, which data-parallel training does "
+                        "not support yet: train without it, or in one process");
+  }
   TbcnnConfig config;
   config.model = options.model;
   config.task = options.task;
@@ -240,7 +248,7 @@ TrainTbcnnReport train_tbcnn(const TrainTbcnnOptions& options) {
     auto params = model->parameters();
     for (std::size_t i = 0; i < params.size(); ++i) params[i].copy_(best[i]);
   }
-  save_model(options.out_path, model);
+  if (t.writes_files()) save_model(options.out_path, model);
   report.steps = summary.steps;
   report.seconds = summary.seconds;
   report.final_loss = summary.final_loss;

@@ -22,7 +22,7 @@ void phase_ends(const Hooks& hooks, StepPhase phase) {
 
 /// The batch, forward and backward phases, announced to `hooks`.
 StepOutput run_forward_backward(Workload& workload, std::vector<std::size_t> indices,
-                                const Hooks& hooks) {
+                                std::vector<double> loss_denominators, const Hooks& hooks) {
   StepOutput out;
   {
     memory::PhaseGuard phase(memory::Phase::forward);
@@ -31,6 +31,7 @@ StepOutput run_forward_backward(Workload& workload, std::vector<std::size_t> ind
       memory::SpanGuard span(step_phase_name(StepPhase::batch), "phase");
       phase_begins(hooks, StepPhase::batch);
       batch = workload.make_batch(std::move(indices));
+      batch->loss_denominators = std::move(loss_denominators);
       phase_ends(hooks, StepPhase::batch);
     }
     {
@@ -71,9 +72,11 @@ void Stepper::add_hooks(StepHooks* hooks) {
   if (hooks != nullptr) hooks_.push_back(hooks);
 }
 
-StepOutput Stepper::step(std::vector<std::size_t> indices) {
+StepOutput Stepper::step(std::vector<std::size_t> indices,
+                         std::vector<double> loss_denominators) {
   optimizer_->zero_grad();
-  StepOutput out = run_forward_backward(workload_, std::move(indices), hooks_);
+  StepOutput out = run_forward_backward(workload_, std::move(indices),
+                                        std::move(loss_denominators), hooks_);
   memory::PhaseGuard phase(memory::Phase::optimizer);
   {
     memory::SpanGuard span(step_phase_name(StepPhase::clip), "phase");
@@ -92,7 +95,7 @@ StepOutput Stepper::step(std::vector<std::size_t> indices) {
 }
 
 StepOutput forward_backward(Workload& workload, std::vector<std::size_t> indices) {
-  return run_forward_backward(workload, std::move(indices), {});
+  return run_forward_backward(workload, std::move(indices), {}, {});
 }
 
 }  // namespace engram::trainer

@@ -68,7 +68,9 @@ class Stepper {
 
   /// One whole step over the examples with these indices; returns the forward's output (the
   /// loss still attached to its graph's values, the graph itself freed by backward).
-  StepOutput step(std::vector<std::size_t> indices);
+  /// `loss_denominators` (trainer/Workload.h): empty, the batch's own counts; a data-parallel
+  /// session passes the global batch's.
+  StepOutput step(std::vector<std::size_t> indices, std::vector<double> loss_denominators = {});
 
   const std::vector<at::Tensor>& parameters() const { return parameters_; }
   Workload& workload() { return workload_; }

@@ -31,6 +31,7 @@
 namespace engram::trainer {
 
 class BatchSampler;
+class DataParallel;
 class MemoryTechniques;
 class Stepper;
 
@@ -41,7 +42,9 @@ class TrainingSession {
   /// `planning` (a scratch copy of the model, for models whose state a step moves) or, when it
   /// is nullptr, on `workload` itself, over its first `options.batch` examples; InvalidOption
   /// when the workload is not cut into units, memory::InfeasibleBudget when the budget is below
-  /// every plan. Throws std::runtime_error when the workload has no examples.
+  /// every plan. Throws std::runtime_error when the workload has no examples. With a
+  /// communicator of several ranks (options.communicator), also joins them
+  /// (trainer/DataParallel.h): std::runtime_error when their configurations differ.
   TrainingSession(Workload& workload, const TrainingOptions& options,
                   Workload* planning = nullptr);
   /// Restores the activation store and detaches the workload from the units' runner.
@@ -49,10 +52,15 @@ class TrainingSession {
   TrainingSession(const TrainingSession&) = delete;
   TrainingSession& operator=(const TrainingSession&) = delete;
 
-  /// One step over the sampler's next batch.
+  /// One step over the sampler's next batch (data-parallel: this rank's share of it).
   StepOutput step();
-  /// One step over these examples (benchmarks that train on a fixed batch).
+  /// One step over these examples (benchmarks that train on a fixed batch); data-parallel:
+  /// `indices` is the global batch and this rank trains on its share.
   StepOutput step(std::vector<std::size_t> indices);
+
+  /// The data parallelism of the session; nullptr in one process (options.communicator unset
+  /// or of one rank).
+  DataParallel* data_parallel() { return data_parallel_.get(); }
 
   Stepper& stepper() { return *stepper_; }
   MemoryTechniques& memory() { return *memory_; }
@@ -67,6 +75,8 @@ class TrainingSession {
   std::unique_ptr<RuntimeScope> runtime_;
   std::unique_ptr<BatchSampler> sampler_;
   std::unique_ptr<Stepper> stepper_;
+  std::unique_ptr<DataParallel> data_parallel_;
+  long steps_ = 0;
 };
 
 struct TrainSummary {

@@ -1,5 +1,7 @@
 #include "trainer/TrainingOptions.h"
 
+#include "dist/Communicator.h"
+
 #include "common/Errors.h"
 
 #include <algorithm>
@@ -37,6 +39,15 @@ void validate(const TrainingOptions& o, long min_steps) {
     throw InvalidOption("threads", "must be 0 (all cores) or between 1 and 1024");
   if (o.log_every < 1) throw InvalidOption("log_every", "must be at least 1");
   validate(o.memory);
+  dist::validate(o.dist);
+}
+
+bool TrainingOptions::writes_files() const {
+  return communicator == nullptr || communicator->rank() == 0;
+}
+
+int TrainingOptions::world_size() const {
+  return communicator == nullptr ? 1 : communicator->world_size();
 }
 
 void validate(const MemoryOptions& o) {

@@ -12,9 +12,16 @@
 ///   engram::trainer::validate(t);                  // InvalidOption naming the field
 /// \endcode
 
+#include "dist/DistOptions.h"
+
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
+
+namespace engram::dist {
+class Communicator;
+}  // namespace engram::dist
 
 namespace engram::trainer {
 
@@ -54,6 +61,15 @@ struct TrainingOptions {
   int log_every = 10;        ///< steps between metrics lines
   bool progress = false;     ///< draw a progress bar on stderr
   MemoryOptions memory;
+  /// Data-parallel training (trainer/DataParallel.h): with a communicator of more than one
+  /// rank, `batch` is per rank, every rank trains on its share of the same global batch, and
+  /// only rank 0 writes files (writes_files()). nullptr: one process.
+  std::shared_ptr<dist::Communicator> communicator;
+  dist::DistOptions dist;
+  /// False on the ranks other than 0 of a data-parallel job: they write no model or metrics.
+  bool writes_files() const;
+  /// The number of ranks training together (1 without a communicator).
+  int world_size() const;
 };
 
 /// Throws InvalidOption (common/Errors.h) naming the first invalid field: steps < min_steps

@@ -47,6 +47,15 @@ struct StepOutput {
 struct Batch {
   virtual ~Batch() = default;
   std::vector<std::size_t> indices;  ///< the sampled examples
+  /// What each term of the loss is averaged over (Workload::loss_denominators). Empty: this
+  /// batch's own counts. Data-parallel training sets the global batch's, so that each rank's
+  /// loss is its share of the global mean and the ranks' summed gradients are the global
+  /// batch's gradient.
+  std::vector<double> loss_denominators;
+  /// loss_denominators[term], or `local` (this batch's own count) when they are not set.
+  double denominator(std::size_t term, double local) const {
+    return loss_denominators.empty() ? local : loss_denominators.at(term);
+  }
 };
 
 class Workload {
@@ -63,8 +72,15 @@ class Workload {
     batch->indices = std::move(indices);
     return batch;
   }
-  /// Forward pass and loss over a batch from make_batch().
+  /// Forward pass and loss over a batch from make_batch(). Each term of the loss is a sum over
+  /// the batch divided by batch.denominator(term, this batch's count).
   virtual StepOutput forward(const Batch& batch) = 0;
+  /// The counts the loss's terms average over, for the examples with these indices (of any
+  /// rank: data-parallel training asks for the global batch's). The default: one term, the
+  /// number of examples. Must agree with what forward() uses.
+  virtual std::vector<double> loss_denominators(const std::vector<std::size_t>& indices) const {
+    return {static_cast<double>(indices.size())};
+  }
 
   /// Swap and recompute (trainer/MemoryTechniques.h) act on a model cut into units (nn/Units.h):
   /// a workload that is names its units here, in forward order; empty: not cut into units.

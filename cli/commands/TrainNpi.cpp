@@ -28,11 +28,13 @@ int run_train_npi(TrainNpi& c, std::ostream& out) {
   c.fill_unset();
   auto& o = c.options;
   o.training.progress = stderr_is_terminal();
+  join_job(o.training);
   const auto report = npi::train_npi(o);
   out << "trained " << o.task << " NPI: " << report.steps << " steps in " << std::fixed
       << std::setprecision(1) << report.seconds << " s (" << report.traces_per_second
-      << " traces/s), final loss " << std::setprecision(5) << report.final_loss << "; wrote "
-      << o.out_path << "\n";
+      << " traces/s), final loss " << std::setprecision(5) << report.final_loss;
+  if (o.training.writes_files()) out << "; wrote " << o.out_path;
+  out << "\n";
   return 0;
 }
 

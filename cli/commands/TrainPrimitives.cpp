@@ -12,6 +12,7 @@ namespace {
 
 int run_train_primitives(primitives::TrainPrimitivesOptions& tp, std::ostream& out) {
   tp.training.progress = stderr_is_terminal();
+  join_job(tp.training);
   tp.on_family = [&](const primitives::FamilyReport& r) {
     out << std::left << std::setw(8) << r.family << std::right << " K=" << r.k << "  "
         << r.correct << "/" << r.examples << (r.exact ? " exact" : " NOT EXACT") << " after "
@@ -21,7 +22,8 @@ int run_train_primitives(primitives::TrainPrimitivesOptions& tp, std::ostream& o
   const auto reports = primitives::train_primitives(tp);
   const bool exact =
       std::all_of(reports.begin(), reports.end(), [](const auto& r) { return r.exact; });
-  out << "wrote " << reports.size() << " primitive network(s) to " << tp.out_path
+  out << (tp.training.writes_files() ? "wrote " : "trained ") << reports.size()
+      << " primitive network(s)" << (tp.training.writes_files() ? " to " + tp.out_path : "")
       << (exact ? "" : " (some are not exact: raise --steps or --hidden)") << "\n";
   return 0;
 }

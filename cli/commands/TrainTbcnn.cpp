@@ -19,12 +19,13 @@ int run_train_tbcnn(TrainTbcnn& c, std::ostream& out) {
   auto& tt = c.options;
   c.training.fill_unset(tbcnn::train_defaults(tt.model).training, tt.training);
   tt.training.progress = stderr_is_terminal();
+  join_job(tt.training);
   const auto r = tbcnn::train_tbcnn(tt);
   out << "trained " << tt.model << " (" << tt.task << ") on " << r.examples
       << " examples: " << r.steps << " steps in " << std::fixed << std::setprecision(1)
       << r.seconds << " s (" << r.trees_per_second << " trees/s, " << std::setprecision(0)
       << r.nodes_per_second << " nodes/s), final loss " << std::setprecision(4) << r.final_loss
-      << "; wrote " << tt.out_path;
+      << (tt.training.writes_files() ? "; wrote " + tt.out_path : "");
   if (tt.valid_every > 0) {
     out << ", the model of step " << r.best_step << " (valid accuracy " << std::setprecision(4)
         << r.best_valid_accuracy << ", the best of " << r.valid_curve.size() << " scored)";

@@ -1,0 +1,339 @@
+#include "dist/Communicator.h"
+
+#include "common/Errors.h"
+#include "common/TorchVersion.h"
+#include "memory/MemoryTracker.h"
+
+#include <ATen/ATen.h>
+#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
+#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
+
+#include <algorithm>
+#include <atomic>
+#include <condition_variable>
+#include <map>
+#include <mutex>
+#include <sstream>
+#include <thread>
+#include <vector>
+
+namespace engram::dist {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// In LibTorch 1.13 a backend is a c10d::ProcessGroup; from 2.0 it is a c10d::Backend that a
+// ProcessGroup holds per device type. Engram talks to the backend directly in both.
+#if ENGRAM_TORCH_AT_LEAST(2, 0)
+using BackendBase = c10d::Backend;
+#else
+using BackendBase = c10d::ProcessGroup;
+#endif
+
+constexpr auto kHeartbeatPeriod = std::chrono::milliseconds(500);
+/// A rank whose counter has not moved for this long is not answering.
+constexpr auto kStaleAfter = std::chrono::milliseconds(1600);
+
+std::chrono::milliseconds to_ms(double seconds) {
+  return std::chrono::milliseconds(static_cast<long long>(seconds * 1000.0));
+}
+
+/// The first line of an exception's message, without LibTorch's backtrace.
+std::string first_line(const std::exception& e) {
+  std::string text;
+  if (const auto* c10 = dynamic_cast<const c10::Error*>(&e))
+    text = c10->what_without_backtrace();
+  else
+    text = e.what();
+  return text.substr(0, text.find('\n'));
+}
+
+std::vector<std::uint8_t> bytes_of(const std::string& s) { return {s.begin(), s.end()}; }
+std::string text_of(const std::vector<std::uint8_t>& b) { return {b.begin(), b.end()}; }
+
+c10::intrusive_ptr<c10d::TCPStore> connect_store(const DistEnv& env, double timeout_seconds,
+                                                 bool counted) {
+  c10d::TCPStoreOptions o;
+  o.port = static_cast<std::uint16_t>(env.master_port);
+  o.isServer = !env.agent_store && env.rank == 0 && counted;
+  o.timeout = to_ms(timeout_seconds);
+  if (counted && !env.agent_store) {
+    o.numWorkers = static_cast<std::size_t>(env.world_size);
+    o.waitWorkers = true;
+  } else {
+    o.waitWorkers = false;
+  }
+  return c10::make_intrusive<c10d::TCPStore>(env.master_addr, o);
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------------
+struct PendingCollective::State {
+  c10::intrusive_ptr<c10d::Work> work;
+  Clock::time_point link_done;  ///< when the emulated link has carried it
+  Communicator* owner = nullptr;
+  std::string name;
+  std::int64_t launched_ns = 0;  ///< on the tracker's clock
+  Clock::time_point launched_at;
+  std::shared_ptr<std::atomic<std::int64_t>> completed_ns;  ///< set by the backend's thread
+  std::function<PeerFailure(const std::string&, const std::string&)> fail;
+  bool waited = false;
+};
+
+PendingCollective::PendingCollective(std::unique_ptr<State> state) : state_(std::move(state)) {}
+PendingCollective::~PendingCollective() = default;
+
+void PendingCollective::wait() {
+  if (state_->waited) return;
+  state_->waited = true;
+  try {
+    state_->work->wait();
+  } catch (const std::exception& e) {
+    throw state_->fail("all-reduce of " + state_->name, first_line(e));
+  }
+  std::this_thread::sleep_until(state_->link_done);  // a timed wait: no CPU spent
+  if (auto* tracker = memory::MemoryTracker::installed()) {
+    // The span ends when both the backend and the emulated link are done with it.
+    const std::int64_t now = tracker->now_ns();
+    const std::int64_t emulated =
+        state_->launched_ns + std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                  state_->link_done - state_->launched_at)
+                                  .count();
+    const std::int64_t real = state_->completed_ns->load();
+    const std::int64_t end = real > 0 ? std::min(std::max(real, emulated), now) : now;
+    tracker->record_span({state_->name, "communication", state_->launched_ns, end, 0});
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+struct Communicator::Impl {
+  c10::intrusive_ptr<c10d::Store> store;  ///< prefixed with this attempt's namespace
+  c10::intrusive_ptr<BackendBase> backend;
+  LinkSchedule link;
+  std::mutex link_mutex;
+
+  // Heartbeats: this rank's counter goes up every period; every rank's last change is watched.
+  std::thread heartbeat;
+  std::mutex beat_mutex;
+  std::condition_variable beat_cv;
+  bool stopping = false;
+  bool store_lost = false;
+  std::vector<std::int64_t> beats;
+  std::vector<Clock::time_point> last_change;
+
+  explicit Impl(LinkModel model) : link(model) {}
+  ~Impl() { stop_heartbeat(); }  // also when the constructor throws after starting it
+
+  void start_heartbeat(const DistEnv& env, double timeout_seconds, const std::string& prefix) {
+    beats.assign(env.world_size, -1);
+    last_change.assign(env.world_size, Clock::now());
+    c10::intrusive_ptr<c10d::Store> client = c10::make_intrusive<c10d::PrefixStore>(
+        prefix + "heartbeat", connect_store(env, timeout_seconds, /*counted=*/false));
+    heartbeat = std::thread([this, client, rank = env.rank, world = env.world_size] {
+      std::unique_lock<std::mutex> lock(beat_mutex);
+      while (!stopping) {
+        lock.unlock();
+        bool lost = false;
+        std::vector<std::int64_t> now(world, -1);
+        try {
+          client->add(std::to_string(rank), 1);
+          for (int r = 0; r < world; ++r) now[r] = client->add(std::to_string(r), 0);
+        } catch (const std::exception&) {
+          lost = true;
+        }
+        lock.lock();
+        if (lost) {
+          store_lost = true;
+          break;
+        }
+        for (int r = 0; r < world; ++r) {
+          if (now[r] != beats[r]) {
+            beats[r] = now[r];
+            last_change[r] = Clock::now();
+          }
+        }
+        beat_cv.wait_for(lock, kHeartbeatPeriod, [this] { return stopping; });
+      }
+    });
+  }
+
+  /// The ranks that stopped beating; waits up to kStaleAfter for a stopped rank to show.
+  std::string who_stopped(const DistEnv& env) {
+    std::unique_lock<std::mutex> lock(beat_mutex);
+    const auto give_up = Clock::now() + kStaleAfter + kHeartbeatPeriod;
+    for (;;) {
+      if (store_lost) {
+        return env.agent_store ? "the rendezvous store at " + env.master_addr + ":" +
+                                     std::to_string(env.master_port) + " is gone"
+                               : "rank 0 (which hosts the rendezvous store) is gone";
+      }
+      std::vector<int> stale;
+      for (int r = 0; r < env.world_size; ++r)
+        if (r != env.rank && Clock::now() - last_change[r] > kStaleAfter) stale.push_back(r);
+      if (!stale.empty()) {
+        std::ostringstream out;
+        out << (stale.size() == 1 ? "rank " : "ranks ");
+        for (std::size_t i = 0; i < stale.size(); ++i) out << (i ? ", " : "") << stale[i];
+        out << " stopped answering";
+        return out.str();
+      }
+      if (Clock::now() > give_up) return "a rank stopped answering (every rank still beats)";
+      beat_cv.wait_for(lock, std::chrono::milliseconds(100));
+    }
+  }
+
+  void stop_heartbeat() {
+    {
+      std::lock_guard<std::mutex> lock(beat_mutex);
+      stopping = true;
+    }
+    beat_cv.notify_all();
+    if (heartbeat.joinable()) heartbeat.join();
+  }
+};
+
+Communicator::Communicator(const DistEnv& env, const DistOptions& options)
+    : env_(env), options_(options), link_{options.link_bandwidth, options.link_latency} {
+  validate(options_);
+  if (options_.backend == "nccl") {
+    throw InvalidOption("dist.backend",
+                        "nccl needs a LibTorch built with CUDA and NCCL; this one has neither "
+                        "(use gloo)");
+  }
+  impl_ = std::make_unique<Impl>(link_);
+  const std::string prefix = "engram/" + std::to_string(env_.restart_count) + "/";
+  try {
+    auto tcp = connect_store(env_, options_.timeout_seconds, /*counted=*/true);
+    impl_->store = c10::make_intrusive<c10d::PrefixStore>(prefix, tcp);
+  } catch (const std::exception& e) {
+    throw PeerFailure("rank " + std::to_string(env_.rank) + " could not join the job at " +
+                      env_.master_addr + ":" + std::to_string(env_.master_port) + ": " +
+                      first_line(e));
+  }
+  impl_->start_heartbeat(env_, options_.timeout_seconds, prefix);
+  // A rank launched with another WORLD_SIZE would wait for ranks that never come: compare first.
+  agree("WORLD_SIZE", std::to_string(env_.world_size));
+
+  auto gloo = c10d::ProcessGroupGloo::Options::create(to_ms(options_.timeout_seconds));
+  if (!env_.gloo_interface.empty()) {
+    gloo->devices.push_back(
+        c10d::ProcessGroupGloo::createDeviceForInterface(env_.gloo_interface));
+  } else if (env_.master_addr == "127.0.0.1" || env_.master_addr == "localhost") {
+    gloo->devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1"));
+  } else {
+    gloo->devices.push_back(c10d::ProcessGroupGloo::createDefaultDevice());
+  }
+  try {
+    impl_->backend = c10::make_intrusive<c10d::ProcessGroupGloo>(
+        c10::make_intrusive<c10d::PrefixStore>("gloo", impl_->store), env_.rank,
+        env_.world_size, gloo);
+  } catch (const std::exception& e) {
+    throw failure("creating the Gloo process group", first_line(e));
+  }
+}
+
+Communicator::~Communicator() = default;
+
+PeerFailure Communicator::failure(const std::string& during, const std::string& what) {
+  return PeerFailure("rank " + std::to_string(env_.rank) + ": " + impl_->who_stopped(env_) +
+                     " during " + during + " (" + what + ")");
+}
+
+std::unique_ptr<PendingCollective> Communicator::allreduce_async(at::Tensor buffer,
+                                                                 std::string name) {
+  auto state = std::make_unique<PendingCollective::State>();
+  const std::size_t bytes = buffer.numel() * buffer.element_size();
+  allreduced_bytes_ += static_cast<std::int64_t>(bytes);
+  auto* tracker = memory::MemoryTracker::installed();
+  state->launched_ns = tracker != nullptr ? tracker->now_ns() : 0;
+  state->launched_at = Clock::now();
+  state->completed_ns = std::make_shared<std::atomic<std::int64_t>>(0);
+  state->name = std::move(name);
+  state->fail = [this](const std::string& during, const std::string& what) {
+    return failure(during, what);
+  };
+  {
+    std::lock_guard<std::mutex> lock(impl_->link_mutex);
+    state->link_done =
+        impl_->link.complete_at(state->launched_at, link_.allreduce_seconds(bytes, env_.world_size));
+  }
+  std::vector<at::Tensor> tensors{std::move(buffer)};
+  try {
+    state->work = impl_->backend->allreduce(tensors);
+  } catch (const std::exception& e) {
+    throw failure("all-reduce of " + state->name, first_line(e));
+  }
+  if (tracker != nullptr) {
+    auto completed = state->completed_ns;
+    state->work->getFuture()->addCallback(
+        [completed, tracker](c10::ivalue::Future&) { completed->store(tracker->now_ns()); });
+  }
+  return std::make_unique<PendingCollective>(std::move(state));
+}
+
+void Communicator::allreduce(at::Tensor buffer) {
+  allreduce_async(std::move(buffer), "all-reduce")->wait();
+}
+
+void Communicator::broadcast(at::Tensor buffer, int root) {
+  std::vector<at::Tensor> tensors{std::move(buffer)};
+  c10d::BroadcastOptions o;
+  o.rootRank = root;
+  try {
+    impl_->backend->broadcast(tensors, o)->wait();
+  } catch (const std::exception& e) {
+    throw failure("broadcast from rank " + std::to_string(root), first_line(e));
+  }
+  std::this_thread::sleep_for(std::chrono::duration<double>(
+      link_.broadcast_seconds(tensors[0].numel() * tensors[0].element_size(), env_.world_size)));
+}
+
+std::string Communicator::broadcast_text(const std::string& text, int root) {
+  at::Tensor size = at::full({1}, static_cast<std::int64_t>(text.size()), at::kLong);
+  broadcast(size, root);
+  at::Tensor data = at::empty({size.item<std::int64_t>()}, at::kByte);
+  if (env_.rank == root) std::copy(text.begin(), text.end(), data.data_ptr<std::uint8_t>());
+  broadcast(data, root);
+  const auto* p = data.data_ptr<std::uint8_t>();
+  return std::string(p, p + data.numel());
+}
+
+void Communicator::barrier() {
+  try {
+    impl_->backend->barrier()->wait();
+  } catch (const std::exception& e) {
+    throw failure("a barrier", first_line(e));
+  }
+}
+
+void Communicator::agree(const std::string& what, const std::string& value) {
+  auto& store = *impl_->store;
+  // Numbered: every rank agrees on the same things in the same order, and a later session of
+  // the same process (one per primitive family, say) must not read an earlier one's values.
+  const std::string key = "agree/" + std::to_string(agreements_++) + "/" + what + "/";
+  std::map<int, std::string> values;
+  try {
+    store.set(key + std::to_string(env_.rank), bytes_of(value));
+    // Rank 0's first, so that a wrong WORLD_SIZE is reported before waiting for absent ranks.
+    values[0] = text_of(store.get(key + "0"));
+    if (values[0] == value && env_.rank == 0) {
+      for (int r = 1; r < env_.world_size; ++r) values[r] = text_of(store.get(key + std::to_string(r)));
+    }
+  } catch (const std::exception& e) {
+    throw failure("the start-up check of " + what, first_line(e));
+  }
+  const auto shown = [](const std::string& v) {
+    return "'" + (v.size() > 60 ? v.substr(0, 57) + "..." : v) + "'";
+  };
+  for (const auto& [r, v] : values) {
+    if (v != value) {
+      throw std::runtime_error("the ranks disagree on " + what + ": rank " + std::to_string(r) +
+                               " has " + shown(v) + ", rank " + std::to_string(env_.rank) +
+                               " has " + shown(value));
+    }
+  }
+}
+
+}  // namespace engram::dist

@@ -1,0 +1,98 @@
+#pragma once
+/// \file
+/// The ranks of a data-parallel job and the collectives between them, over PyTorch's c10d: a
+/// TCPStore rendezvous at MASTER_ADDR:MASTER_PORT (hosted by rank 0, or torchrun's agent), a
+/// ProcessGroupGloo (ProcessGroupNCCL where LibTorch has it) for the collectives. The one place
+/// that includes c10d (Communicator.cpp), so LibTorch 1.13 and 2.x differ only there.
+///
+/// Every collective's completion is delayed as the emulated link says (dist/LinkModel.h). A
+/// failed or timed-out collective throws PeerFailure naming the rank that stopped answering:
+/// each rank beats a counter in the store every half second, and the ranks whose counter stood
+/// still (or rank 0, when its store is gone) are the ones named.
+///
+/// \code
+///   engram::dist::Communicator comm(env, options);          // blocks until every rank joined
+///   comm.agree("task", "addition");                          // throws if a rank says otherwise
+///   at::Tensor g = ...;
+///   auto pending = comm.allreduce_async(g, "bucket 0");      // sum over ranks, in place
+///   ...                                                      // compute goes on
+///   pending->wait();                                         // g holds the sum
+/// \endcode
+
+#include "dist/DistOptions.h"
+#include "dist/LinkModel.h"
+
+#include <ATen/core/Tensor.h>
+
+#include <cstdint>
+#include <memory>
+#include <stdexcept>
+#include <string>
+
+namespace engram::dist {
+
+/// A rank stopped answering (died, hung past the timeout, or left the job).
+class PeerFailure : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+/// A collective in flight. wait() returns when it is complete on this rank and the emulated link
+/// has carried it; it throws PeerFailure when it failed. Waiting twice is harmless.
+class PendingCollective {
+ public:
+  struct State;
+  explicit PendingCollective(std::unique_ptr<State> state);
+  ~PendingCollective();
+  void wait();
+
+ private:
+  std::unique_ptr<State> state_;
+};
+
+class Communicator {
+ public:
+  /// Joins the job `env` describes (validates `options`; InvalidOption). Throws PeerFailure when
+  /// the other ranks do not join within the timeout, std::runtime_error when the backend is not
+  /// in this LibTorch or WORLD_SIZE differs between ranks.
+  Communicator(const DistEnv& env, const DistOptions& options);
+  ~Communicator();
+  Communicator(const Communicator&) = delete;
+  Communicator& operator=(const Communicator&) = delete;
+
+  int rank() const { return env_.rank; }
+  int world_size() const { return env_.world_size; }
+  const DistOptions& options() const { return options_; }
+  const LinkModel& link() const { return link_; }
+
+  /// Starts summing `buffer` (contiguous) over the ranks, in place; `name` labels its trace span.
+  std::unique_ptr<PendingCollective> allreduce_async(at::Tensor buffer, std::string name);
+  /// allreduce_async and wait.
+  void allreduce(at::Tensor buffer);
+  /// `buffer` on every rank becomes root's.
+  void broadcast(at::Tensor buffer, int root);
+  /// Root's text on every rank.
+  std::string broadcast_text(const std::string& text, int root);
+  /// Returns when every rank has called it.
+  void barrier();
+  /// Every rank calls it with its `value` of `what`; throws std::runtime_error naming the ranks
+  /// and both values when they differ ("the ranks disagree on the task: rank 0 has
+  /// 'addition', rank 1 has 'sort'").
+  void agree(const std::string& what, const std::string& value);
+
+  /// Bytes this rank has handed to all-reduces so far.
+  std::int64_t allreduced_bytes() const { return allreduced_bytes_; }
+
+ private:
+  struct Impl;
+  /// The PeerFailure for a collective that threw `what`.
+  PeerFailure failure(const std::string& during, const std::string& what);
+  DistEnv env_;
+  DistOptions options_;
+  LinkModel link_;
+  std::int64_t allreduced_bytes_ = 0;
+  long agreements_ = 0;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace engram::dist

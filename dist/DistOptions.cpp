@@ -1,0 +1,77 @@
+#include "dist/DistOptions.h"
+
+#include "common/Errors.h"
+
+#include <cmath>
+#include <cstdlib>
+#include <limits>
+
+namespace engram::dist {
+namespace {
+
+/// The whole of `text` as an integer in [low, high], or InvalidOption naming `variable`.
+int parse_int(const char* variable, const std::string& text, long low, long high) {
+  char* end = nullptr;
+  errno = 0;
+  const long value = std::strtol(text.c_str(), &end, 10);
+  if (text.empty() || end != text.c_str() + text.size() || errno != 0 || value < low ||
+      value > high) {
+    throw InvalidOption(variable, "is '" + text + "', expected an integer in " +
+                                      std::to_string(low) + ".." + std::to_string(high));
+  }
+  return static_cast<int>(value);
+}
+
+}  // namespace
+
+DistEnv env_from(const std::function<const char*(const char*)>& lookup) {
+  DistEnv env;
+  const auto get = [&](const char* name) -> const char* { return lookup(name); };
+  if (const char* v = get("WORLD_SIZE")) env.world_size = parse_int("WORLD_SIZE", v, 1, 1 << 20);
+  if (const char* v = get("RANK")) env.rank = parse_int("RANK", v, 0, env.world_size - 1);
+  if (const char* v = get("LOCAL_RANK"))
+    env.local_rank = parse_int("LOCAL_RANK", v, 0, env.world_size - 1);
+  if (const char* v = get("MASTER_ADDR")) {
+    if (*v == '\0') throw InvalidOption("MASTER_ADDR", "is empty");
+    env.master_addr = v;
+  }
+  if (const char* v = get("MASTER_PORT")) env.master_port = parse_int("MASTER_PORT", v, 1, 65535);
+  if (const char* v = get("TORCHELASTIC_USE_AGENT_STORE")) env.agent_store = std::string(v) == "True";
+  if (const char* v = get("TORCHELASTIC_RESTART_COUNT"))
+    env.restart_count = parse_int("TORCHELASTIC_RESTART_COUNT", v, 0, 1 << 20);
+  if (const char* v = get("GLOO_SOCKET_IFNAME")) env.gloo_interface = v;
+  return env;
+}
+
+const std::vector<std::string>& grad_sync_names() {
+  static const std::vector<std::string> names{"none", "after", "overlap"};
+  return names;
+}
+
+const char* grad_sync_name(GradSync sync) {
+  return grad_sync_names().at(static_cast<std::size_t>(sync)).c_str();
+}
+
+GradSync grad_sync_from_name(const std::string& name) {
+  const auto& names = grad_sync_names();
+  for (std::size_t i = 0; i < names.size(); ++i)
+    if (names[i] == name) return static_cast<GradSync>(i);
+  throw InvalidOption("dist.grad_sync", "'" + name + "' is not one of none, after, overlap");
+}
+
+void validate(const DistOptions& o) {
+  if (o.backend != "gloo" && o.backend != "nccl")
+    throw InvalidOption("dist.backend", "'" + o.backend + "' is not one of gloo, nccl");
+  if (!std::isfinite(o.timeout_seconds) || o.timeout_seconds <= 0)
+    throw InvalidOption("dist.timeout_seconds", "must be a positive number of seconds");
+  if (o.bucket_bytes == 0) throw InvalidOption("dist.bucket_bytes", "must be at least 1 byte");
+  if (o.first_bucket_bytes == 0)
+    throw InvalidOption("dist.first_bucket_bytes", "must be at least 1 byte");
+  if (!std::isfinite(o.link_bandwidth) || o.link_bandwidth < 0)
+    throw InvalidOption("dist.link_bandwidth", "must be 0 (not emulated) or bytes per second");
+  if (!std::isfinite(o.link_latency) || o.link_latency < 0)
+    throw InvalidOption("dist.link_latency", "must be a non-negative number of seconds");
+  if (o.check_every < 1) throw InvalidOption("dist.check_every", "must be at least 1");
+}
+
+}  // namespace engram::dist

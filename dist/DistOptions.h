@@ -1,0 +1,70 @@
+#pragma once
+/// \file
+/// What data-parallel training is told: where this process stands in the job (DistEnv, read from
+/// torchrun's environment by the command line, never by a library) and how the ranks exchange
+/// gradients (DistOptions). Plain structs, no torch: the command line includes this header.
+///
+/// \code
+///   engram::dist::DistEnv env = engram::dist::env_from(std::getenv);  // RANK, WORLD_SIZE, ...
+///   engram::dist::DistOptions opt;
+///   opt.grad_sync = engram::dist::GradSync::overlap;
+///   opt.link_bandwidth = 125e6;                                    // emulate 1 Gb/s
+///   engram::dist::validate(opt);                                   // InvalidOption
+/// \endcode
+
+#include <cstddef>
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace engram::dist {
+
+/// Where this process stands: torchrun's RANK, LOCAL_RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT.
+struct DistEnv {
+  int rank = 0;
+  int local_rank = 0;
+  int world_size = 1;
+  std::string master_addr = "127.0.0.1";
+  int master_port = 29500;
+  /// torchrun's static rendezvous already serves a store at MASTER_ADDR:MASTER_PORT
+  /// (TORCHELASTIC_USE_AGENT_STORE=True): every rank joins it as a client.
+  bool agent_store = false;
+  int restart_count = 0;        ///< TORCHELASTIC_RESTART_COUNT: keys of earlier attempts ignored
+  std::string gloo_interface;   ///< GLOO_SOCKET_IFNAME: the network interface Gloo binds to
+  bool distributed() const { return world_size > 1; }
+};
+
+/// Reads the variables through `lookup` (std::getenv, or a map in tests). Unset: one process.
+/// Throws InvalidOption naming the variable when one is set but malformed (a rank outside
+/// 0..WORLD_SIZE-1, a port outside 1..65535, text where a number belongs).
+DistEnv env_from(const std::function<const char*(const char*)>& lookup);
+
+/// When gradients are exchanged (DESIGN.md section 5).
+enum class GradSync {
+  none,     ///< never: every rank trains alone (the compute-only baseline of `bench dp`)
+  after,    ///< one all-reduce of every gradient once backward has finished
+  overlap,  ///< buckets in backward order, each all-reduced as soon as its gradients are ready
+};
+/// "none", "after", "overlap".
+const std::vector<std::string>& grad_sync_names();
+const char* grad_sync_name(GradSync sync);
+/// InvalidOption("dist.grad_sync", ...) for a name not in grad_sync_names().
+GradSync grad_sync_from_name(const std::string& name);
+
+struct DistOptions {
+  std::string backend = "gloo";  ///< "gloo" (CPU) or "nccl" (CUDA builds of LibTorch with NCCL)
+  double timeout_seconds = 300;  ///< a collective or the rendezvous waiting longer fails
+  GradSync grad_sync = GradSync::overlap;
+  /// Bucket capacity in bytes, as PyTorch DDP: 25 MiB, the first bucket (the last layers, whose
+  /// gradients backward produces first) 1 MiB so that communication starts early.
+  std::size_t bucket_bytes = 25u << 20;
+  std::size_t first_bucket_bytes = 1u << 20;
+  double link_bandwidth = 0;  ///< emulated link, bytes per second; 0: not emulated
+  double link_latency = 0;    ///< emulated per-collective latency, seconds
+  long check_every = 100;     ///< steps between checks that every replica holds equal parameters
+};
+
+/// InvalidOption naming the field ("dist.backend", "dist.timeout_seconds", ...).
+void validate(const DistOptions& options);
+
+}  // namespace engram::dist

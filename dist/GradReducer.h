@@ -1,0 +1,96 @@
+#pragma once
+/// \file
+/// Sums the weight gradients of every rank, bucket by bucket, while backward goes on (DESIGN.md
+/// section 5): PyTorch DDP's scheme on c10d's asynchronous all-reduce. Gradients are grouped
+/// into buckets in the order backward produces them (learned on the first step and taken from
+/// rank 0, so every rank has the same buckets); a bucket is all-reduced the moment the last of
+/// its gradients is ready, in bucket order on every rank; end_backward() sends what is left,
+/// waits for every bucket and puts the sums back into .grad.
+///
+/// A parameter is ready when the layer that owns it has reported it (the ready callbacks of
+/// nn::GradScheduler) as often as it did on the first step. Parameters no callback reports
+/// (layers outside nn/) are sent by end_backward(). The first step sends everything in one
+/// all-reduce after backward, as `after` does.
+///
+/// \code
+///   engram::dist::GradReducer reducer(comm, parameters, engram::dist::GradSync::overlap);
+///   scheduler.on_ready([&](const auto& task) { reducer.ready(task.parameters); });
+///   reducer.begin_step();
+///   loss.backward();           // buckets go out as they fill
+///   reducer.end_backward();    // every .grad holds the sum over ranks
+/// \endcode
+
+#include "dist/DistOptions.h"
+
+#include <ATen/core/Tensor.h>
+
+#include <cstddef>
+#include <memory>
+#include <mutex>
+#include <unordered_map>
+#include <vector>
+
+namespace engram::dist {
+
+class Communicator;
+class PendingCollective;
+
+/// Consecutive runs of `order` (parameter indices) whose bytes fit a bucket: the first bucket
+/// holds up to `first_cap` bytes, the others up to `cap`; a parameter larger than the cap gets a
+/// bucket of its own. Pure, for tests and for the reducer.
+std::vector<std::vector<std::size_t>> assign_buckets(const std::vector<std::size_t>& order,
+                                                     const std::vector<std::size_t>& bytes,
+                                                     std::size_t first_cap, std::size_t cap);
+
+class GradReducer {
+ public:
+  /// `parameters` in the workload's order, all of one floating type. `comm` must outlive it.
+  GradReducer(Communicator& comm, std::vector<at::Tensor> parameters, const DistOptions& options);
+  ~GradReducer();
+
+  /// Before backward: forget the last step's readiness.
+  void begin_step();
+  /// These parameters' gradients are complete for this step (a layer's weight-gradient task ran).
+  void ready(const std::vector<at::Tensor>& parameters);
+  /// After backward: sends the buckets not yet sent, waits for all of them and writes the sums
+  /// into .grad (a parameter without a gradient gets one: the others' sum).
+  void end_backward();
+
+  /// Parameter indices per bucket, in send order (one bucket before the first step).
+  const std::vector<std::vector<std::size_t>>& buckets() const { return buckets_; }
+  /// Buckets sent during backward (before end_backward) in the last step.
+  std::size_t sent_during_backward() const { return sent_early_; }
+  /// Bytes all-reduced per step.
+  std::size_t bytes_per_step() const { return total_bytes_; }
+  /// Steps done so far.
+  long steps() const { return steps_; }
+
+ private:
+  void launch(std::size_t bucket);
+  void launch_in_order();
+  void learn_buckets();
+
+  Communicator& comm_;
+  std::vector<at::Tensor> parameters_;
+  DistOptions options_;
+  std::unordered_map<const void*, std::size_t> index_of_;  ///< TensorImpl* -> parameter index
+  std::size_t total_bytes_ = 0;
+  long steps_ = 0;
+
+  std::mutex mutex_;
+  // First step: the order and count of ready reports.
+  std::vector<std::size_t> ready_order_;
+  std::vector<int> expected_;  ///< reports per parameter that make it ready (0: end_backward)
+  std::vector<int> seen_;
+
+  std::vector<std::vector<std::size_t>> buckets_;
+  std::vector<std::size_t> bucket_of_;
+  std::vector<std::size_t> waiting_;  ///< per bucket: parameters not yet ready
+  std::vector<at::Tensor> buffers_;
+  std::vector<std::unique_ptr<PendingCollective>> pending_;
+  std::size_t next_launch_ = 0;
+  std::size_t sent_early_ = 0;
+  bool in_backward_ = false;
+};
+
+}  // namespace engram::dist

@@ -1,0 +1,405 @@
+// Data-parallel training: the pure parts (buckets, link model, sharding, torchrun's environment)
+// as unit tests, and jobs of two ranks on loopback as integration tests. A job's ranks are child
+// processes of this binary: main() runs one rank when ENGRAM_DIST_WORKER names a scenario.
+#include "datasets/Task.h"
+#include "datasets/TraceFile.h"
+#include "dist/Communicator.h"
+#include "dist/DistOptions.h"
+#include "dist/GradReducer.h"
+#include "dist/LinkModel.h"
+#include "common/Errors.h"
+#include "npi/NpiData.h"
+#include "npi/NpiModel.h"
+#include "npi/NpiWorkload.h"
+#include "trainer/DataParallel.h"
+#include "trainer/Trainer.h"
+
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include <csignal>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <thread>
+#include <unistd.h>
+
+extern char** environ;
+
+namespace engram {
+namespace {
+
+// ------------------------------------------------------------------------------- unit tests
+
+TEST(DistUnit, BucketsFollowTheOrderAndTheCaps) {
+  // Bytes: p0 400, p1 300, p2 500, p3 2000, p4 100; order as backward produced them.
+  const std::vector<std::size_t> bytes{400, 300, 500, 2000, 100};
+  const auto b = dist::assign_buckets({4, 2, 1, 0, 3}, bytes, /*first_cap=*/600, /*cap=*/1000);
+  // First bucket up to 600: {4 (100), 2 (500)}; then up to 1000: {1, 0}; p3 alone (too big).
+  ASSERT_EQ(b.size(), 3u);
+  EXPECT_EQ(b[0], (std::vector<std::size_t>{4, 2}));
+  EXPECT_EQ(b[1], (std::vector<std::size_t>{1, 0}));
+  EXPECT_EQ(b[2], (std::vector<std::size_t>{3}));
+  // One huge cap: one bucket.
+  EXPECT_EQ(dist::assign_buckets({0, 1, 2}, {1, 1, 1}, 100, 100).size(), 1u);
+}
+
+TEST(DistUnit, LinkModelIsARingAllReduce) {
+  const dist::LinkModel link{/*bandwidth=*/100e6, /*latency=*/0};
+  // A ring all-reduce moves 2(N-1)/N of the buffer through each rank's link: 10 MB on 2 ranks
+  // crosses once, 0.1 s at 100 MB/s; on 4 ranks 1.5 times.
+  EXPECT_NEAR(link.allreduce_seconds(10'000'000, 2), 0.1, 1e-12);
+  EXPECT_NEAR(link.allreduce_seconds(10'000'000, 4), 0.15, 1e-12);
+  const dist::LinkModel slow{0, 0.002};
+  EXPECT_NEAR(slow.allreduce_seconds(123, 2), 0.002, 1e-12);
+  EXPECT_EQ(dist::LinkModel{}.allreduce_seconds(10'000'000, 2), 0);
+  EXPECT_EQ(link.allreduce_seconds(10'000'000, 1), 0);
+}
+
+TEST(DistUnit, LinkScheduleSerialisesCollectives) {
+  dist::LinkSchedule s(dist::LinkModel{1e6, 0});
+  const auto t0 = std::chrono::steady_clock::time_point{} + std::chrono::seconds(100);
+  const auto a = s.complete_at(t0, 0.5);
+  const auto b = s.complete_at(t0 + std::chrono::milliseconds(100), 0.5);  // queued behind a
+  const auto c = s.complete_at(t0 + std::chrono::seconds(5), 0.5);         // link idle by then
+  EXPECT_EQ(a - t0, std::chrono::milliseconds(500));
+  EXPECT_EQ(b - t0, std::chrono::milliseconds(1000));
+  EXPECT_EQ(c - t0, std::chrono::milliseconds(5500));
+}
+
+TEST(DistUnit, EnvironmentIsTorchrunsVariables) {
+  std::map<std::string, std::string> vars{{"RANK", "1"},
+                                          {"LOCAL_RANK", "1"},
+                                          {"WORLD_SIZE", "4"},
+                                          {"MASTER_ADDR", "10.0.0.2"},
+                                          {"MASTER_PORT", "29600"},
+                                          {"TORCHELASTIC_USE_AGENT_STORE", "True"}};
+  auto lookup = [&](const char* n) -> const char* {
+    auto it = vars.find(n);
+    return it == vars.end() ? nullptr : it->second.c_str();
+  };
+  dist::DistEnv env = dist::env_from(lookup);
+  EXPECT_EQ(env.rank, 1);
+  EXPECT_EQ(env.world_size, 4);
+  EXPECT_EQ(env.master_addr, "10.0.0.2");
+  EXPECT_EQ(env.master_port, 29600);
+  EXPECT_TRUE(env.agent_store);
+  EXPECT_TRUE(env.distributed());
+  vars["RANK"] = "4";  // outside 0..3
+  EXPECT_THROW(dist::env_from(lookup), InvalidOption);
+  vars["RANK"] = "1x";
+  EXPECT_THROW(dist::env_from(lookup), InvalidOption);
+  vars = {};
+  EXPECT_FALSE(dist::env_from(lookup).distributed());
+}
+
+TEST(DistUnit, ShardsCoverTheGlobalBatchInOrder) {
+  const std::vector<std::size_t> global{9, 8, 7, 6, 5};
+  const auto a = trainer::shard_of(global, 0, 2);
+  const auto b = trainer::shard_of(global, 1, 2);
+  EXPECT_EQ(a, (std::vector<std::size_t>{9, 8}));
+  EXPECT_EQ(b, (std::vector<std::size_t>{7, 6, 5}));
+  EXPECT_EQ(trainer::shard_of(global, 0, 1), global);
+}
+
+TEST(DistUnit, OptionsAreValidated) {
+  dist::DistOptions o;
+  EXPECT_NO_THROW(dist::validate(o));
+  o.backend = "mpi";
+  EXPECT_THROW(dist::validate(o), InvalidOption);
+  o = {};
+  o.timeout_seconds = 0;
+  EXPECT_THROW(dist::validate(o), InvalidOption);
+  o = {};
+  o.link_bandwidth = -1;
+  EXPECT_THROW(dist::validate(o), InvalidOption);
+  EXPECT_EQ(dist::grad_sync_from_name("after"), dist::GradSync::after);
+  EXPECT_THROW(dist::grad_sync_from_name("sometimes"), InvalidOption);
+}
+
+// ------------------------------------------------------------------------------- one rank
+
+std::string env_or(const char* name, const std::string& otherwise) {
+  const char* v = std::getenv(name);
+  return v != nullptr ? v : otherwise;
+}
+
+void write_floats(const std::string& path, const std::vector<at::Tensor>& parameters) {
+  std::ofstream out(path, std::ios::binary);
+  for (const auto& p : parameters) {
+    const at::Tensor c = p.detach().contiguous();
+    out.write(static_cast<const char*>(c.data_ptr()), c.numel() * c.element_size());
+  }
+}
+
+/// One rank (or the one process) of an NPI job: 20 steps of addition, per-rank batch from
+/// ENGRAM_DIST_BATCH; writes the parameters to ENGRAM_DIST_OUT.params, the reducer's figures to
+/// .stats and a failure's message to .error (exit 1).
+int run_worker() {
+  const std::string out = env_or("ENGRAM_DIST_OUT", "/tmp/engram-dist");
+  try {
+    const auto& task = datasets::task_by_name("addition");
+    const auto set = datasets::generate_traces(task, {1, 6, 4, 1});
+    torch::manual_seed(7);
+    npi::NpiConfig config = npi::NpiConfig::for_task(task);
+    config.hidden = std::stoi(env_or("ENGRAM_DIST_HIDDEN", "32"));
+    npi::NpiModel model(config);
+    const npi::NpiDataset data(task, set.traces);
+    npi::NpiWorkload workload(model, data);
+
+    trainer::TrainingOptions o;
+    o.steps = 20;
+    o.batch = std::stoi(env_or("ENGRAM_DIST_BATCH", "2"));
+    o.learning_rate = 1e-3;  // the default
+    o.seed = 5;
+    o.threads = 1;
+    o.dist.grad_sync = dist::grad_sync_from_name(env_or("ENGRAM_DIST_SYNC", "overlap"));
+    o.dist.timeout_seconds = std::stod(env_or("ENGRAM_DIST_TIMEOUT", "30"));
+    o.dist.bucket_bytes = 16 << 10;  // several buckets for this small model
+    o.dist.first_bucket_bytes = 4 << 10;
+    o.dist.check_every = 5;
+    const dist::DistEnv env = dist::env_from([](const char* n) { return std::getenv(n); });
+    if (env.distributed()) o.communicator = std::make_shared<dist::Communicator>(env, o.dist);
+
+    const long die_at = std::stol(env_or("ENGRAM_DIST_DIE_AT", "0"));
+    const long hang_at = std::stol(env_or("ENGRAM_DIST_HANG_AT", "0"));
+    trainer::TrainingSession session(workload, o);
+    for (long step = 1; step <= o.steps; ++step) {
+      if (env.rank == 1 && step == die_at) std::raise(SIGKILL);
+      if (env.rank == 1 && step == hang_at) std::raise(SIGSTOP);
+      session.step();
+    }
+    if (auto* dp = session.data_parallel()) {
+      if (o.dist.grad_sync != dist::GradSync::none) dp->check_replicas(o.steps);
+      std::ofstream(out + ".stats") << dp->reducer().buckets().size() << ' '
+                                    << dp->reducer().sent_during_backward() << ' '
+                                    << dp->reducer().bytes_per_step() << '\n';
+      dp->communicator().barrier();
+    }
+    if (env.rank == 0) write_floats(out + ".params", session.stepper().parameters());
+    return 0;
+  } catch (const std::exception& e) {
+    std::ofstream(out + ".error") << e.what() << '\n';
+    return 1;
+  }
+}
+
+// ------------------------------------------------------------------------------- jobs
+
+namespace fs = std::filesystem;
+
+struct Rank {
+  pid_t pid = -1;
+  int status = -1;
+  double seconds = 0;  ///< until it exited
+};
+
+/// A loopback port unlikely to be taken by a concurrent test process.
+int free_port() {
+  static int counter = 0;
+  return 20000 + static_cast<int>((::getpid() * 7 + 131 * counter++) % 30000);
+}
+
+class DistJob : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() / ("engram-dist-" + std::to_string(::getpid()));
+    fs::create_directories(dir_);
+  }
+  void TearDown() override {
+    for (auto& r : ranks_)
+      if (r.status == -1 && r.pid > 0) ::kill(r.pid, SIGKILL);
+    fs::remove_all(dir_);
+  }
+
+  /// Starts `world` ranks (world 1: one plain process) with these extra variables per rank.
+  void start(const std::string& name, int world,
+             const std::vector<std::map<std::string, std::string>>& per_rank) {
+    ranks_.assign(world, {});
+    const int port = free_port();
+    start_time_ = std::chrono::steady_clock::now();
+    for (int r = 0; r < world; ++r) {
+      std::map<std::string, std::string> vars;
+      for (char** e = environ; *e != nullptr; ++e) {
+        std::string kv(*e);
+        vars[kv.substr(0, kv.find('='))] = kv.substr(kv.find('=') + 1);
+      }
+      vars["ENGRAM_DIST_WORKER"] = "npi";
+      vars["ENGRAM_DIST_OUT"] = (dir_ / name).string();
+      if (world > 1) {
+        vars["RANK"] = vars["LOCAL_RANK"] = std::to_string(r);
+        vars["WORLD_SIZE"] = std::to_string(world);
+        vars["MASTER_ADDR"] = "127.0.0.1";
+        vars["MASTER_PORT"] = std::to_string(port);
+      } else {
+        vars.erase("WORLD_SIZE");
+      }
+      if (r < static_cast<int>(per_rank.size()))
+        for (const auto& [k, v] : per_rank[r]) vars[k] = v;
+      std::vector<std::string> strings;
+      for (const auto& [k, v] : vars) strings.push_back(k + "=" + v);
+      std::vector<char*> envp;
+      for (auto& s : strings) envp.push_back(s.data());
+      envp.push_back(nullptr);
+      std::string exe = fs::read_symlink("/proc/self/exe").string();
+      char* argv[] = {exe.data(), nullptr};
+      ASSERT_EQ(::posix_spawn(&ranks_[r].pid, exe.c_str(), nullptr, nullptr, argv, envp.data()),
+                0);
+    }
+  }
+
+  /// Waits for every rank up to `seconds`; ranks still running then are killed (status -2).
+  void wait_all(double seconds) {
+    const auto deadline = start_time_ + std::chrono::duration<double>(seconds);
+    for (auto& r : ranks_) {
+      while (r.status == -1) {
+        int status = 0;
+        const pid_t done = ::waitpid(r.pid, &status, WNOHANG);
+        if (done == r.pid) {
+          r.status = status;
+          r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() -
+                                                    start_time_).count();
+        } else if (std::chrono::steady_clock::now() > deadline) {
+          ::kill(r.pid, SIGKILL);
+          ::waitpid(r.pid, &status, 0);
+          r.status = -2;
+        } else {
+          std::this_thread::sleep_for(std::chrono::milliseconds(20));
+        }
+      }
+    }
+  }
+
+  bool exited_with(int rank, int code) const {
+    const int s = ranks_.at(rank).status;
+    return s >= 0 && WIFEXITED(s) && WEXITSTATUS(s) == code;
+  }
+
+  std::vector<float> params(const std::string& name) const {
+    std::ifstream in(dir_ / (name + ".params"), std::ios::binary);
+    std::vector<char> bytes((std::istreambuf_iterator<char>(in)), {});
+    std::vector<float> v(bytes.size() / sizeof(float));
+    std::memcpy(v.data(), bytes.data(), v.size() * sizeof(float));
+    return v;
+  }
+
+  std::string text(const std::string& file) const {
+    std::ifstream in(dir_ / file);
+    return {std::istreambuf_iterator<char>(in), {}};
+  }
+
+  /// Runs a job to completion and expects every rank to succeed.
+  void run_ok(const std::string& name, int world, std::map<std::string, std::string> vars) {
+    start(name, world, std::vector<std::map<std::string, std::string>>(world, vars));
+    wait_all(90);
+    for (int r = 0; r < world; ++r)
+      ASSERT_TRUE(exited_with(r, 0)) << name << " rank " << r << ": " << text(name + ".error");
+  }
+
+  static double max_abs_diff(const std::vector<float>& a, const std::vector<float>& b) {
+    EXPECT_EQ(a.size(), b.size());
+    double d = 0;
+    for (std::size_t i = 0; i < std::min(a.size(), b.size()); ++i)
+      d = std::max(d, static_cast<double>(std::abs(a[i] - b[i])));
+    return d;
+  }
+
+  fs::path dir_;
+  std::vector<Rank> ranks_;
+  std::chrono::steady_clock::time_point start_time_;
+};
+
+TEST_F(DistJob, TwoRanksTrainAsOneProcessOnTheGlobalBatch) {
+  run_ok("one", 1, {{"ENGRAM_DIST_BATCH", "4"}});
+  run_ok("overlap", 2, {{"ENGRAM_DIST_BATCH", "2"}, {"ENGRAM_DIST_SYNC", "overlap"}});
+  run_ok("alone", 2, {{"ENGRAM_DIST_BATCH", "2"}, {"ENGRAM_DIST_SYNC", "none"}});
+  const auto one = params("one"), two = params("overlap"), alone = params("alone");
+  ASSERT_GT(one.size(), 1000u);
+  const double diff = max_abs_diff(one, two);
+  std::cout << "max abs difference, 2 ranks x 2 against 1 process x 4, 20 steps: " << diff << "\n";
+  EXPECT_LT(diff, 1e-5);
+  // Without the exchange rank 0 trains on half the data: far from the one process.
+  EXPECT_GT(max_abs_diff(one, alone), 1e-3);
+}
+
+TEST_F(DistJob, AfterAndOverlapAreBitIdentical) {
+  run_ok("after", 2, {{"ENGRAM_DIST_SYNC", "after"}});
+  run_ok("overlap", 2, {{"ENGRAM_DIST_SYNC", "overlap"}});
+  const auto a = params("after"), b = params("overlap");
+  ASSERT_FALSE(a.empty());
+  EXPECT_EQ(std::memcmp(a.data(), b.data(), a.size() * sizeof(float)), 0);
+  // `after` sends one bucket after backward; `overlap` several, some during backward.
+  std::istringstream after(text("after.stats")), overlap(text("overlap.stats"));
+  std::size_t buckets = 0, early = 0, bytes_after = 0, bytes_overlap = 0;
+  after >> buckets >> early >> bytes_after;
+  EXPECT_EQ(buckets, 1u);
+  EXPECT_EQ(early, 0u);
+  overlap >> buckets >> early >> bytes_overlap;
+  EXPECT_GT(buckets, 3u);
+  EXPECT_GE(early, 1u) << "no bucket left before backward ended";
+  EXPECT_EQ(bytes_after, bytes_overlap);
+}
+
+TEST_F(DistJob, AKilledRankIsNamedByTheOther) {
+  start("killed", 2, {{{"ENGRAM_DIST_TIMEOUT", "20"}},
+                      {{"ENGRAM_DIST_TIMEOUT", "20"}, {"ENGRAM_DIST_DIE_AT", "4"}}});
+  wait_all(60);
+  ASSERT_TRUE(exited_with(0, 1)) << "rank 0 status " << ranks_[0].status;
+  EXPECT_LT(ranks_[0].seconds, 20.0);
+  const std::string error = text("killed.error");
+  EXPECT_NE(error.find("rank 1 stopped answering"), std::string::npos) << error;
+  EXPECT_EQ(std::count(error.begin(), error.end(), '\n'), 1) << "not one line: " << error;
+  EXPECT_FALSE(fs::exists(dir_ / "killed.params"));
+}
+
+TEST_F(DistJob, AHungRankIsNamedWithinTheTimeout) {
+  start("hung", 2, {{{"ENGRAM_DIST_TIMEOUT", "4"}},
+                    {{"ENGRAM_DIST_TIMEOUT", "4"}, {"ENGRAM_DIST_HANG_AT", "4"}}});
+  const auto begin = std::chrono::steady_clock::now();
+  // Rank 1 stops itself; rank 0 must give up on its own.
+  int status = 0;
+  pid_t done = 0;
+  while (done == 0 && std::chrono::steady_clock::now() - begin < std::chrono::seconds(60)) {
+    done = ::waitpid(ranks_[0].pid, &status, WNOHANG);
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  ASSERT_EQ(done, ranks_[0].pid) << "rank 0 did not give up";
+  ranks_[0].status = status;
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count();
+  EXPECT_TRUE(exited_with(0, 1));
+  EXPECT_LT(seconds, 4.0 + 10.0);  // the timeout, the naming's wait, start-up
+  const std::string error = text("hung.error");
+  EXPECT_NE(error.find("rank 1 stopped answering"), std::string::npos) << error;
+  ::kill(ranks_[1].pid, SIGKILL);
+  wait_all(10);
+}
+
+TEST_F(DistJob, DifferentModelsAreRefusedAtStart) {
+  start("mismatch", 2, {{{"ENGRAM_DIST_HIDDEN", "32"}}, {{"ENGRAM_DIST_HIDDEN", "48"}}});
+  wait_all(60);
+  EXPECT_TRUE(exited_with(0, 1));
+  EXPECT_TRUE(exited_with(1, 1));
+  const std::string error = text("mismatch.error");
+  EXPECT_NE(error.find("the ranks disagree on the model's parameter shapes"), std::string::npos) << error;
+}
+
+TEST_F(DistJob, DifferentWorldSizesAreRefusedAtStart) {
+  start("world", 2, {{}, {{"WORLD_SIZE", "3"}}});
+  wait_all(60);
+  EXPECT_TRUE(exited_with(0, 1));
+  EXPECT_NE(text("world.error").find("the ranks disagree on WORLD_SIZE"), std::string::npos)
+      << text("world.error");
+}
+
+}  // namespace
+}  // namespace engram
+
+int main(int argc, char** argv) {
+  if (std::getenv("ENGRAM_DIST_WORKER") != nullptr) return engram::run_worker();
+  ::testing::InitGoogleTest(&argc, argv);
+  return RUN_ALL_TESTS();
+}
