@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# `engram train` as a data-parallel job, end to end, on loopback:
+#   1. torchrun --nproc_per_node 2 --no_python engram train npi ...           (one "node")
+#   2. two torchrun invocations with --nnodes 2 on 127.0.0.1                  (two "nodes")
+#      -> both train and write the same model file, byte for byte.
+#   3. two ranks started by hand (torchrun's variables); rank 1 is killed with SIGKILL mid-
+#      training -> rank 0 exits 1 within --dist-timeout with one line naming rank 1, and no
+#      model file (complete or partial) is left.
+# Usage: cli_jobs.sh ENGRAM_BINARY WORK_DIR
+set -euo pipefail
+engram=$1
+work=$2/cli_jobs.$$
+mkdir -p "$work"
+trap 'kill $(jobs -p) 2>/dev/null || true; rm -rf "$work"' EXIT
+cd "$work"
+fail() { echo "FAIL: $*" >&2; exit 1; }
+port=$((20000 + ($$ * 13) % 30000))
+
+"$engram" data gen --task addition --out traces.jsonl --per-length 4 --max-len 8 >/dev/null
+train=(train npi --task addition --data traces.jsonl --steps 12 --batch 2 --hidden 32 --seed 3)
+
+# Debian's torchrun (PyTorch 1.13 on Python 3.11) cannot parse its own default --redirects 0 /
+# --tee 0 (Std.NONE is not iterated by Python 3.11's IntFlag); 1 (stdout teed) works everywhere.
+torchrun_flags=(--redirects 1 --tee 1 --no_python)
+
+timeout 120 torchrun --nproc_per_node 2 --master_addr 127.0.0.1 --master_port $port \
+  "${torchrun_flags[@]}" "$engram" "${train[@]}" --out one_node.pt > one_node.log 2>&1 ||
+  { cat one_node.log; fail "torchrun --nproc_per_node 2"; }
+grep -q "wrote one_node.pt" one_node.log || { cat one_node.log; fail "rank 0 did not write"; }
+
+pids=()
+for node in 0 1; do
+  timeout 120 torchrun --nnodes 2 --node_rank $node --nproc_per_node 1 \
+    --master_addr 127.0.0.1 --master_port $((port + 1)) "${torchrun_flags[@]}" \
+    "$engram" "${train[@]}" --out two_nodes.pt > node$node.log 2>&1 &
+  pids+=($!)
+done
+for p in "${pids[@]}"; do wait "$p" || { cat node0.log node1.log; fail "two-node torchrun"; }; done
+cmp one_node.pt two_nodes.pt || fail "one node and two nodes wrote different models"
+echo "torchrun: one node and two nodes wrote the same model ($(stat -c %s one_node.pt) bytes)"
+
+# A rank killed mid-training.
+long=(train npi --task addition --data traces.jsonl --steps 1000000 --batch 2 --hidden 32
+      --dist-timeout 20 --out killed.pt)
+for r in 0 1; do
+  (RANK=$r LOCAL_RANK=$r WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$((port + 2)) \
+    exec "$engram" "${long[@]}" > rank$r.out 2> rank$r.err) &
+  eval "pid$r=$!"
+done
+# Bound the test if rank 0 never gives up (no output: it must not hold the test's stdout open).
+(sleep 90; kill -9 "$pid0" "$pid1") > /dev/null 2>&1 &
+watchdog=$!
+sleep 4
+kill -9 "$pid1"
+killed_at=$(date +%s%N)
+set +e
+wait "$pid0" 2>/dev/null
+code=$?
+set -e
+elapsed_ms=$(( ($(date +%s%N) - killed_at) / 1000000 ))
+kill "$watchdog" 2>/dev/null || true
+[ "$code" = 1 ] || { cat rank0.err; fail "rank 0 exited $code, not 1"; }
+[ "$(wc -l < rank0.err)" = 1 ] || { cat rank0.err; fail "rank 0's error is not one line"; }
+grep -q "rank 1 stopped answering" rank0.err || { cat rank0.err; fail "rank 1 not named"; }
+(( elapsed_ms < 20000 )) || fail "rank 0 took ${elapsed_ms} ms after the kill"
+if ls killed.pt* 2>/dev/null; then fail "a model file was left"; fi
+echo "killed rank: rank 0 exited 1 ${elapsed_ms} ms after the kill: $(cat rank0.err)"
