@@ -141,6 +141,11 @@ void add_dist_flags(CLI::App* command, dist::DistOptions& d, FlagTable& flags) {
       ->capture_default_str()
       ->group(group);
   command
+      ->add_flag("--sync-bn", d.sync_batch_norm,
+                 "Batch norm over the global batch (as torch.nn.SyncBatchNorm); off, as in DDP, "
+                 "each rank normalises its own")
+      ->group(group);
+  command
       ->add_option("--dist-check-every", d.check_every,
                    "Steps between checks that every rank holds the same parameters")
       ->capture_default_str()

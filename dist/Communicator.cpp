@@ -236,6 +236,12 @@ Communicator::Communicator(const DistEnv& env, const DistOptions& options)
 
 Communicator::~Communicator() = default;
 
+void Communicator::set_link(LinkModel link) {
+  std::lock_guard<std::mutex> lock(impl_->link_mutex);
+  link_ = link;
+  impl_->link = LinkSchedule(link);
+}
+
 PeerFailure Communicator::failure(const std::string& during, const std::string& what) {
   return PeerFailure("rank " + std::to_string(env_.rank) + ": " + impl_->who_stopped(env_) +
                      " during " + during + " (" + what + ")");

@@ -64,6 +64,8 @@ class Communicator {
   int world_size() const { return env_.world_size; }
   const DistOptions& options() const { return options_; }
   const LinkModel& link() const { return link_; }
+  /// From now on collectives are delayed as `link` says (benchmarks try several on one job).
+  void set_link(LinkModel link);
 
   /// Starts summing `buffer` (contiguous) over the ranks, in place; `name` labels its trace span.
   std::unique_ptr<PendingCollective> allreduce_async(at::Tensor buffer, std::string name);

@@ -62,6 +62,10 @@ struct DistOptions {
   double link_bandwidth = 0;  ///< emulated link, bytes per second; 0: not emulated
   double link_latency = 0;    ///< emulated per-collective latency, seconds
   long check_every = 100;     ///< steps between checks that every replica holds equal parameters
+  /// Batch normalisation over the global batch (as torch.nn.SyncBatchNorm): two small
+  /// all-reduces per layer in forward and one in backward. Off, as in PyTorch DDP: each rank
+  /// normalises its own batch, and training equals one process only without batch norm.
+  bool sync_batch_norm = false;
 };
 
 /// InvalidOption naming the field ("dist.backend", "dist.timeout_seconds", ...).

@@ -10,6 +10,35 @@ using detail::AutogradContext;
 using detail::variable_list;
 using memory::SavedKind;
 
+/// [1, C, 1, 1] for broadcasting a per-channel vector over [N, C, H, W].
+at::Tensor per_channel(const at::Tensor& v) { return v.view({1, -1, 1, 1}); }
+
+/// Synchronised batch statistics (data-parallel training with several replicas): the mean and
+/// biased variance of the global batch, summed over the replicas in double precision (as
+/// ATen's CPU kernel accumulates), and the global number of values per channel.
+struct GlobalStats {
+  at::Tensor mean, invstd;  ///< [C], x's type
+  at::Tensor var;           ///< [C] biased, double
+  double count = 0;
+};
+
+GlobalStats global_stats(const at::Tensor& x, ReplicaSum& replicas, double eps) {
+  const int64_t c = x.size(1);
+  at::Tensor part = at::empty({c + 1}, x.options().dtype(at::kDouble));
+  part.narrow(0, 0, c).copy_(x.sum({0, 2, 3}, false, at::kDouble));
+  part[c] = static_cast<double>(x.numel() / c);
+  replicas.sum(part);
+  GlobalStats s;
+  s.count = part[c].item<double>();
+  const at::Tensor mean = part.narrow(0, 0, c) / s.count;
+  at::Tensor sq = (x.to(at::kDouble) - per_channel(mean)).square().sum({0, 2, 3});
+  replicas.sum(sq);
+  s.var = sq / s.count;
+  s.mean = mean.to(x.scalar_type());
+  s.invstd = (s.var + eps).rsqrt().to(x.scalar_type());
+  return s;
+}
+
 struct BatchNorm2dFunction : public torch::autograd::Function<BatchNorm2dFunction> {
   // `params` is {} or {weight, bias}: undefined tensors cannot be autograd inputs. The running
   // statistics are buffers, not inputs.
@@ -21,8 +50,28 @@ struct BatchNorm2dFunction : public torch::autograd::Function<BatchNorm2dFunctio
     const at::Tensor bias = params.empty() ? at::Tensor() : params[1];
     TORCH_CHECK(x.dim() == 4, "nn::batch_norm2d: input [N, C, H, W] expected, got ", x.sizes());
     detail::capture_runtime(ctx);
-    auto [y, save_mean, save_invstd] =
-        at::native_batch_norm(x, weight, bias, running_mean, running_var, training, momentum, eps);
+    ReplicaSum* replicas = current_runtime().replicas;
+    at::Tensor y, save_mean, save_invstd;
+    if (training && replicas != nullptr) {
+      // The global batch's statistics, as one process on the whole batch would use.
+      const GlobalStats s = global_stats(x, *replicas, eps);
+      save_mean = s.mean;
+      save_invstd = s.invstd;
+      at::Tensor scale = s.invstd;
+      if (weight.defined()) scale = scale * weight;
+      y = (x - per_channel(s.mean)) * per_channel(scale);
+      if (bias.defined()) y = y + per_channel(bias);
+      if (running_mean.has_value() && running_mean->defined()) {
+        at::NoGradGuard no_grad;
+        const double unbiased = s.count > 1 ? s.count / (s.count - 1) : 1.0;
+        running_mean->mul_(1 - momentum).add_(s.mean, momentum);
+        running_var->mul_(1 - momentum).add_((s.var * unbiased).to(x.scalar_type()), momentum);
+      }
+      ctx->saved_data["global_count"] = s.count;
+    } else {
+      std::tie(y, save_mean, save_invstd) = at::native_batch_norm(
+          x, weight, bias, running_mean, running_var, training, momentum, eps);
+    }
     detail::save(ctx, "x", x, SavedKind::activation);
     if (weight.defined()) detail::save(ctx, "weight", weight, SavedKind::parameter);
     if (bias.defined()) detail::save(ctx, "bias", bias, SavedKind::parameter);
@@ -55,6 +104,9 @@ struct BatchNorm2dFunction : public torch::autograd::Function<BatchNorm2dFunctio
     // One call for all three: the weight and bias gradients are the reductions the input
     // gradient needs anyway. In training the statistics are the batch's (save_mean,
     // save_invstd); in evaluation the running ones.
+    if (ctx->saved_data.count("global_count")) {
+      return synchronized_backward(ctx, grad_outputs[0], x, weight, bias, mean, stat, dw, db);
+    }
     auto grads =
         training ? at::native_batch_norm_backward(grad_outputs[0], x, weight, {}, {}, mean, stat,
                                                   true, eps, {ctx->needs_input_grad(0), dw, db})
@@ -68,6 +120,40 @@ struct BatchNorm2dFunction : public torch::autograd::Function<BatchNorm2dFunctio
                             }});
     variable_list result(1 + (weight.defined() ? 2 : 0) + 5);
     result[0] = std::get<0>(grads);
+    return result;
+  }
+
+  /// Backward of the synchronised forward: the input gradient needs the global batch's sums of
+  /// dy and dy * (x - mean); the weight and bias gradients are the local batch's (the gradient
+  /// exchange sums them over the replicas).
+  static variable_list synchronized_backward(AutogradContext* ctx, const at::Tensor& dy,
+                                             const at::Tensor& x, const at::Tensor& weight,
+                                             const at::Tensor& bias, const at::Tensor& mean,
+                                             const at::Tensor& invstd, bool dw, bool db) {
+    const double count = ctx->saved_data["global_count"].toDouble();
+    const int64_t c = x.size(1);
+    const at::Tensor xmu = x - per_channel(mean);
+    at::Tensor sums = at::empty({2 * c}, x.options().dtype(at::kDouble));
+    sums.narrow(0, 0, c).copy_(dy.sum({0, 2, 3}, false, at::kDouble));
+    sums.narrow(0, c, c).copy_((dy * xmu).sum({0, 2, 3}, false, at::kDouble));
+    const at::Tensor dbias = sums.narrow(0, 0, c).to(x.scalar_type());
+    const at::Tensor dweight = (sums.narrow(0, c, c) * invstd.to(at::kDouble)).to(x.scalar_type());
+    ReplicaSum* replicas = detail::captured_runtime(ctx).replicas;
+    replicas->sum(sums);
+    const at::Tensor mean_dy = (sums.narrow(0, 0, c) / count).to(x.scalar_type());
+    const at::Tensor mean_dy_xmu = (sums.narrow(0, c, c) / count).to(x.scalar_type());
+    at::Tensor scale = invstd;
+    if (weight.defined()) scale = scale * weight;
+    const at::Tensor dx = (dy - per_channel(mean_dy) -
+                           xmu * per_channel(invstd * invstd * mean_dy_xmu)) *
+                          per_channel(scale);
+    detail::submit_weight_grad(
+        ctx, WeightGradTask{"batch_norm2d", {weight, bias}, [weight, bias, dweight, dbias, dw, db] {
+                              if (dw) detail::accumulate_grad(weight, dweight);
+                              if (db) detail::accumulate_grad(bias, dbias);
+                            }});
+    variable_list result(1 + (weight.defined() ? 2 : 0) + 5);
+    result[0] = dx;
     return result;
   }
 };

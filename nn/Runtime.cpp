@@ -13,19 +13,21 @@ GradScheduler* default_scheduler() {
   return &scheduler;
 }
 
-thread_local Runtime current{nullptr, nullptr};
+thread_local Runtime current{nullptr, nullptr, nullptr};
 
 }  // namespace
 
 Runtime current_runtime() {
   return Runtime{current.store ? current.store : default_store(),
-                 current.scheduler ? current.scheduler : default_scheduler()};
+                 current.scheduler ? current.scheduler : default_scheduler(), current.replicas};
 }
 
-RuntimeGuard::RuntimeGuard(memory::ActivationStore* store, GradScheduler* scheduler)
+RuntimeGuard::RuntimeGuard(memory::ActivationStore* store, GradScheduler* scheduler,
+                           ReplicaSum* replicas)
     : previous_(current) {
   if (store) current.store = store;
   if (scheduler) current.scheduler = scheduler;
+  if (replicas) current.replicas = replicas;
 }
 
 RuntimeGuard::~RuntimeGuard() { current = previous_; }

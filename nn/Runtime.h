@@ -24,18 +24,30 @@
 
 namespace engram::nn {
 
+/// Sums tensors over the replicas of data-parallel training, for layers whose forward or
+/// backward needs statistics of the global batch (synchronised batch normalisation). The trainer
+/// implements it on its communicator; every replica calls it in the same order.
+class ReplicaSum {
+ public:
+  virtual ~ReplicaSum() = default;
+  /// Replaces `tensor` (contiguous) by its sum over the replicas.
+  virtual void sum(at::Tensor& tensor) = 0;
+};
+
 struct Runtime {
   memory::ActivationStore* store = nullptr;
   GradScheduler* scheduler = nullptr;
+  ReplicaSum* replicas = nullptr;  ///< nullptr: one replica (layers use their local batch)
 };
 
-/// The calling thread's runtime (never null members).
+/// The calling thread's runtime (store and scheduler never null; replicas null in one process).
 Runtime current_runtime();
 
 /// Sets the calling thread's store and/or scheduler for its scope.
 class RuntimeGuard {
  public:
-  RuntimeGuard(memory::ActivationStore* store, GradScheduler* scheduler);
+  RuntimeGuard(memory::ActivationStore* store, GradScheduler* scheduler,
+               ReplicaSum* replicas = nullptr);
   ~RuntimeGuard();
   RuntimeGuard(const RuntimeGuard&) = delete;
   RuntimeGuard& operator=(const RuntimeGuard&) = delete;

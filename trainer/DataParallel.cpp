@@ -3,6 +3,7 @@
 #include "dist/Communicator.h"
 #include "dist/GradReducer.h"
 #include "nn/GradScheduler.h"
+#include "nn/Runtime.h"
 
 #include <ATen/ATen.h>
 
@@ -20,13 +21,24 @@ std::vector<std::pair<std::string, std::string>> configuration(
   training << "steps " << o.steps << ", batch " << o.batch << ", lr " << o.learning_rate
            << ", clip " << o.grad_clip << ", seed " << o.seed << ", grad sync "
            << dist::grad_sync_name(o.dist.grad_sync) << ", buckets " << o.dist.bucket_bytes
-           << "/" << o.dist.first_bucket_bytes << ", memory";
+           << "/" << o.dist.first_bucket_bytes << ", sync batch norm " << o.dist.sync_batch_norm
+           << ", memory";
   for (const auto& t : o.memory.techniques) training << ' ' << t;
   training << " budget " << o.memory.budget_bytes;
   return {{"the model's parameter shapes", shapes.str()},
           {"the number of training examples", std::to_string(workload.num_examples())},
           {"the training options", training.str()}};
 }
+
+/// The layers' sum over replicas, on the communicator.
+class CommunicatorSum : public nn::ReplicaSum {
+ public:
+  explicit CommunicatorSum(dist::Communicator& comm) : comm_(comm) {}
+  void sum(at::Tensor& tensor) override { comm_.allreduce(tensor); }
+
+ private:
+  dist::Communicator& comm_;
+};
 
 }  // namespace
 
@@ -74,6 +86,7 @@ DataParallel::DataParallel(dist::Communicator& comm, Workload& workload,
   }
   reducer_ = std::make_unique<dist::GradReducer>(comm_, parameters_, options.dist);
   scheduler_ = std::make_unique<nn::ImmediateScheduler>();
+  if (options.dist.sync_batch_norm) replicas_ = std::make_unique<CommunicatorSum>(comm_);
   scheduler_->on_ready([this](const nn::WeightGradTask& task) { reducer_->ready(task.parameters); });
 }
 
@@ -84,6 +97,8 @@ std::vector<std::size_t> DataParallel::shard(const std::vector<std::size_t>& glo
 }
 
 nn::GradScheduler* DataParallel::scheduler() { return scheduler_.get(); }
+
+nn::ReplicaSum* DataParallel::replicas() { return replicas_.get(); }
 
 void DataParallel::before(StepPhase phase) {
   if (phase == StepPhase::backward) reducer_->begin_step();

@@ -32,6 +32,7 @@
 
 namespace engram::nn {
 class GradScheduler;
+class ReplicaSum;
 }  // namespace engram::nn
 namespace engram::dist {
 class Communicator;
@@ -57,6 +58,9 @@ class DataParallel : public StepHooks {
   std::vector<std::size_t> shard(const std::vector<std::size_t>& global) const;
   /// The scheduler the layers submit their weight-gradient tasks to while the session lasts.
   nn::GradScheduler* scheduler();
+  /// The layers' sum over replicas (synchronised batch norm); nullptr unless
+  /// options.dist.sync_batch_norm.
+  nn::ReplicaSum* replicas();
   dist::GradReducer& reducer() { return *reducer_; }
   dist::Communicator& communicator() { return comm_; }
 
@@ -71,6 +75,7 @@ class DataParallel : public StepHooks {
   std::vector<at::Tensor> parameters_;
   std::unique_ptr<dist::GradReducer> reducer_;
   std::unique_ptr<nn::GradScheduler> scheduler_;
+  std::unique_ptr<nn::ReplicaSum> replicas_;
 };
 
 }  // namespace engram::trainer

@@ -25,8 +25,9 @@ namespace engram::trainer {
 
 /// The memory techniques' store as the layers' store while the session lasts.
 struct TrainingSession::RuntimeScope {
-  RuntimeScope(memory::ActivationStore* store, nn::GradScheduler* scheduler)
-      : guard(store, scheduler) {}
+  RuntimeScope(memory::ActivationStore* store, nn::GradScheduler* scheduler,
+               nn::ReplicaSum* replicas)
+      : guard(store, scheduler, replicas) {}
   nn::RuntimeGuard guard;
 };
 
@@ -58,13 +59,15 @@ TrainingSession::TrainingSession(Workload& workload, const TrainingOptions& opti
   stepper_ = std::make_unique<Stepper>(
       workload, StepperOptions{options_.learning_rate, options_.grad_clip});
   nn::GradScheduler* scheduler = nullptr;
+  nn::ReplicaSum* replicas = nullptr;
   if (world > 1) {
     data_parallel_ = std::make_unique<DataParallel>(*options_.communicator, workload,
                                                     stepper_->parameters(), options_);
     scheduler = data_parallel_->scheduler();
+    replicas = data_parallel_->replicas();
     stepper_->add_hooks(data_parallel_.get());
   }
-  runtime_ = std::make_unique<RuntimeScope>(memory_->store(), scheduler);
+  runtime_ = std::make_unique<RuntimeScope>(memory_->store(), scheduler, replicas);
 }
 
 TrainingSession::~TrainingSession() {

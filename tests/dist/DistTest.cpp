@@ -11,6 +11,8 @@
 #include "npi/NpiData.h"
 #include "npi/NpiModel.h"
 #include "npi/NpiWorkload.h"
+#include "resnet/ResNet.h"
+#include "resnet/ResNetWorkload.h"
 #include "trainer/DataParallel.h"
 #include "trainer/Trainer.h"
 
@@ -135,20 +137,49 @@ void write_floats(const std::string& path, const std::vector<at::Tensor>& parame
   }
 }
 
-/// One rank (or the one process) of an NPI job: 20 steps of addition, per-rank batch from
+/// The model a worker trains: ENGRAM_DIST_MODEL "npi" (addition) or "resnet" (synthetic
+/// images); ENGRAM_DIST_FULL=1 the benchmark sizes (hidden 256; ResNet-18 on 32x32 images), else
+/// small ones (hidden ENGRAM_DIST_HIDDEN, default 32; a two-stage ResNet on 8x8 images).
+struct WorkerModel {
+  std::unique_ptr<datasets::TraceSet> traces;
+  std::unique_ptr<npi::NpiModel> npi;
+  std::unique_ptr<npi::NpiDataset> data;
+  std::unique_ptr<trainer::Workload> workload;
+};
+
+WorkerModel worker_model() {
+  WorkerModel m;
+  const bool full = env_or("ENGRAM_DIST_FULL", "0") == "1";
+  torch::manual_seed(7);
+  if (env_or("ENGRAM_DIST_MODEL", "npi") == "resnet") {
+    resnet::SyntheticImages images;
+    images.num_examples = 64;
+    resnet::ResNetOptions options;
+    if (!full) {
+      images.image_size = 8;
+      options.widths({8, 16}).blocks_per_stage(1);
+    }
+    m.workload = std::make_unique<resnet::ResNetWorkload>(resnet::ResNet(options), images);
+    return m;
+  }
+  const auto& task = datasets::task_by_name("addition");
+  m.traces = std::make_unique<datasets::TraceSet>(datasets::generate_traces(task, {1, 6, 4, 1}));
+  npi::NpiConfig config = npi::NpiConfig::for_task(task);
+  config.hidden = full ? 256 : std::stoi(env_or("ENGRAM_DIST_HIDDEN", "32"));
+  m.npi = std::make_unique<npi::NpiModel>(config);
+  m.data = std::make_unique<npi::NpiDataset>(task, m.traces->traces);
+  m.workload = std::make_unique<npi::NpiWorkload>(*m.npi, *m.data);
+  return m;
+}
+
+/// One rank (or the one process) of a job: 20 steps of worker_model(), per-rank batch from
 /// ENGRAM_DIST_BATCH; writes the parameters to ENGRAM_DIST_OUT.params, the reducer's figures to
 /// .stats and a failure's message to .error (exit 1).
 int run_worker() {
   const std::string out = env_or("ENGRAM_DIST_OUT", "/tmp/engram-dist");
   try {
-    const auto& task = datasets::task_by_name("addition");
-    const auto set = datasets::generate_traces(task, {1, 6, 4, 1});
-    torch::manual_seed(7);
-    npi::NpiConfig config = npi::NpiConfig::for_task(task);
-    config.hidden = std::stoi(env_or("ENGRAM_DIST_HIDDEN", "32"));
-    npi::NpiModel model(config);
-    const npi::NpiDataset data(task, set.traces);
-    npi::NpiWorkload workload(model, data);
+    WorkerModel m = worker_model();
+    trainer::Workload& workload = *m.workload;
 
     trainer::TrainingOptions o;
     o.steps = 20;
@@ -161,6 +192,7 @@ int run_worker() {
     o.dist.bucket_bytes = 16 << 10;  // several buckets for this small model
     o.dist.first_bucket_bytes = 4 << 10;
     o.dist.check_every = 5;
+    o.dist.sync_batch_norm = env_or("ENGRAM_DIST_SYNC_BN", "0") == "1";
     const dist::DistEnv env = dist::env_from([](const char* n) { return std::getenv(n); });
     if (env.distributed()) o.communicator = std::make_shared<dist::Communicator>(env, o.dist);
 
@@ -204,7 +236,7 @@ int free_port() {
 }
 
 class DistJob : public ::testing::Test {
- protected:
+ public:
   void SetUp() override {
     dir_ = fs::temp_directory_path() / ("engram-dist-" + std::to_string(::getpid()));
     fs::create_directories(dir_);
@@ -312,17 +344,46 @@ class DistJob : public ::testing::Test {
   std::chrono::steady_clock::time_point start_time_;
 };
 
-TEST_F(DistJob, TwoRanksTrainAsOneProcessOnTheGlobalBatch) {
-  run_ok("one", 1, {{"ENGRAM_DIST_BATCH", "4"}});
-  run_ok("overlap", 2, {{"ENGRAM_DIST_BATCH", "2"}, {"ENGRAM_DIST_SYNC", "overlap"}});
-  run_ok("alone", 2, {{"ENGRAM_DIST_BATCH", "2"}, {"ENGRAM_DIST_SYNC", "none"}});
-  const auto one = params("one"), two = params("overlap"), alone = params("alone");
+/// 2 ranks x batch b against 1 process x 2b, 20 steps of `model` from the same seed: the max abs
+/// difference of the parameters, checked below 1e-5; and far above it without the exchange.
+/// ENGRAM_DIST_REPORT (the reproduce script) gets one JSON line per model.
+void expect_equivalent(DistJob& job, const std::string& model, const std::string& b) {
+  std::map<std::string, std::string> base{{"ENGRAM_DIST_MODEL", model},
+                                          {"ENGRAM_DIST_SYNC_BN", "1"},
+                                          {"ENGRAM_DIST_FULL", env_or("ENGRAM_DIST_FULL", "0")}};
+  auto with = [&](std::map<std::string, std::string> extra) {
+    extra.insert(base.begin(), base.end());
+    return extra;
+  };
+  const std::string two_b = std::to_string(2 * std::stoi(b));
+  job.run_ok(model + "-one", 1, with({{"ENGRAM_DIST_BATCH", two_b}}));
+  job.run_ok(model + "-overlap", 2, with({{"ENGRAM_DIST_BATCH", b}}));
+  job.run_ok(model + "-alone", 2,
+             with({{"ENGRAM_DIST_BATCH", b}, {"ENGRAM_DIST_SYNC", "none"}}));
+  const auto one = job.params(model + "-one"), two = job.params(model + "-overlap"),
+             alone = job.params(model + "-alone");
   ASSERT_GT(one.size(), 1000u);
-  const double diff = max_abs_diff(one, two);
-  std::cout << "max abs difference, 2 ranks x 2 against 1 process x 4, 20 steps: " << diff << "\n";
+  const double diff = DistJob::max_abs_diff(one, two);
+  const double apart = DistJob::max_abs_diff(one, alone);
+  std::cout << model << ": max abs difference, 2 ranks x " << b << " against 1 process x "
+            << two_b << ", 20 steps: " << diff << " (no exchange: " << apart << ")\n";
   EXPECT_LT(diff, 1e-5);
   // Without the exchange rank 0 trains on half the data: far from the one process.
-  EXPECT_GT(max_abs_diff(one, alone), 1e-3);
+  EXPECT_GT(apart, 1e-3);
+  if (const char* report = std::getenv("ENGRAM_DIST_REPORT")) {
+    std::ofstream(report, std::ios::app)
+        << "{\"model\": \"" << model << "\", \"parameters\": " << one.size()
+        << ", \"per_rank_batch\": " << b << ", \"steps\": 20, \"max_abs_difference\": " << diff
+        << ", \"max_abs_difference_without_exchange\": " << apart << "}\n";
+  }
+}
+
+TEST_F(DistJob, TwoRanksTrainTheNpiAsOneProcessOnTheGlobalBatch) {
+  expect_equivalent(*this, "npi", "2");
+}
+
+TEST_F(DistJob, TwoRanksTrainTheResNetAsOneProcessWithSynchronisedBatchNorm) {
+  expect_equivalent(*this, "resnet", "4");
 }
 
 TEST_F(DistJob, AfterAndOverlapAreBitIdentical) {

@@ -121,6 +121,56 @@ TEST_F(LayersTest, BatchNorm2dMatchesFiniteDifferencesInTrainingAndEvaluation) {
                                             1e-7, 1e-5);
 }
 
+/// One replica: the sum over replicas is the tensor itself (data-parallel training of one rank).
+struct OneReplica : ReplicaSum {
+  int calls = 0;
+  void sum(at::Tensor&) override { ++calls; }
+};
+
+TEST_F(LayersTest, SynchronisedBatchNormMatchesFiniteDifferencesAndTheLocalPath) {
+  // With replicas, BatchNorm2d takes its synchronised path (global statistics through
+  // ReplicaSum); with one replica it must compute what the local path does.
+  BatchNorm2d bn(BatchNorm2dOptions(3));
+  bn->to(torch::kDouble);
+  {
+    torch::NoGradGuard no_grad;
+    bn->weight.uniform_(0.5, 1.5);
+    bn->bias.uniform_(-0.5, 0.5);
+  }
+  const at::Tensor x = leaf(torch::randn({4, 3, 3, 2}, torch::kDouble) * 2 + 1);
+  const at::Tensor dy = torch::randn({4, 3, 3, 2}, torch::kDouble);
+  auto run = [&](ReplicaSum* replicas) {
+    RuntimeGuard use(nullptr, nullptr, replicas);
+    x.mutable_grad() = at::Tensor();
+    bn->weight.mutable_grad() = at::Tensor();
+    bn->bias.mutable_grad() = at::Tensor();
+    const at::Tensor y = bn(x);
+    (y * dy).sum().backward();
+    return std::vector<at::Tensor>{y.detach(), x.grad().clone(), bn->weight.grad().clone(),
+                                   bn->bias.grad().clone(), bn->running_mean.clone(),
+                                   bn->running_var.clone()};
+  };
+  auto reset_running = [&] {
+    torch::NoGradGuard no_grad;
+    bn->running_mean.zero_();
+    bn->running_var.fill_(1);
+  };
+  reset_running();
+  const auto local = run(nullptr);
+  reset_running();
+  OneReplica one;
+  const auto synced = run(&one);
+  EXPECT_EQ(one.calls, 3);  // two in forward (sums, squares), one in backward
+  const char* names[] = {"y", "dx", "dweight", "dbias", "running_mean", "running_var"};
+  for (std::size_t i = 0; i < synced.size(); ++i)
+    EXPECT_TRUE(torch::allclose(synced[i], local[i], 1e-10, 1e-12)) << names[i];
+  OneReplica again;
+  RuntimeGuard use(nullptr, nullptr, &again);
+  expect_gradients_match_finite_differences([&] { return bn(x); }, {x, bn->weight, bn->bias}, 1e-6,
+                                            1e-7, 1e-5);
+  EXPECT_GT(again.calls, 0);
+}
+
 TEST_F(LayersTest, EmbeddingMatchesFiniteDifferences) {
   Embedding table(EmbeddingOptions(5, 3));
   table->to(torch::kDouble);

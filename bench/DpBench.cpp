@@ -1,0 +1,408 @@
+#include "bench/DpBench.h"
+
+#include "bench/BenchSupport.h"
+#include "common/AtomicFile.h"
+#include "common/Errors.h"
+#include "datasets/Task.h"
+#include "datasets/TraceFile.h"
+#include "dist/Communicator.h"
+#include "dist/GradReducer.h"
+#include "memory/MemoryTracker.h"
+#include "npi/NpiData.h"
+#include "npi/NpiModel.h"
+#include "npi/NpiWorkload.h"
+#include "resnet/ResNet.h"
+#include "resnet/ResNetWorkload.h"
+#include "trainer/DataParallel.h"
+#include "trainer/Stepper.h"
+#include "trainer/Threads.h"
+#include "trainer/Trainer.h"
+
+#include <nlohmann/json.hpp>
+#include <torch/torch.h>
+
+#include <fcntl.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <filesystem>
+#include <chrono>
+#include <cmath>
+#include <cstdlib>
+#include <fstream>
+#include <iomanip>
+#include <map>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <thread>
+#include <unistd.h>
+
+extern char** environ;
+
+namespace engram::bench {
+namespace {
+
+using json = nlohmann::json;
+using Clock = std::chrono::steady_clock;
+
+json options_json(const DpBenchOptions& o) {
+  return {{"ranks", o.ranks},       {"models", o.models},
+          {"link_bandwidths", o.link_bandwidths}, {"link_latency", o.link_latency},
+          {"schedules", o.schedules}, {"warmup", o.warmup},
+          {"steps", o.steps},       {"resnet_batch", o.resnet_batch},
+          {"npi_batch", o.npi_batch}, {"hidden", o.hidden},
+          {"threads", o.threads},   {"seed", o.seed},
+          {"trace_dir", o.trace_dir}, {"json_path", o.json_path}};
+}
+
+DpBenchOptions options_from(const json& j) {
+  DpBenchOptions o;
+  j.at("ranks").get_to(o.ranks);
+  j.at("models").get_to(o.models);
+  j.at("link_bandwidths").get_to(o.link_bandwidths);
+  j.at("link_latency").get_to(o.link_latency);
+  j.at("schedules").get_to(o.schedules);
+  j.at("warmup").get_to(o.warmup);
+  j.at("steps").get_to(o.steps);
+  j.at("resnet_batch").get_to(o.resnet_batch);
+  j.at("npi_batch").get_to(o.npi_batch);
+  j.at("hidden").get_to(o.hidden);
+  j.at("threads").get_to(o.threads);
+  j.at("seed").get_to(o.seed);
+  j.at("trace_dir").get_to(o.trace_dir);
+  j.at("json_path").get_to(o.json_path);
+  return o;
+}
+
+void validate(const DpBenchOptions& o) {
+  if (o.ranks < 2 || o.ranks > 64) throw InvalidOption("ranks", "must be between 2 and 64");
+  if (o.models.empty()) throw InvalidOption("models", "names no model");
+  for (const auto& m : o.models)
+    if (m != "resnet" && m != "npi")
+      throw InvalidOption("models", "'" + m + "' is not one of resnet, npi");
+  for (const auto& s : o.schedules) dist::grad_sync_from_name(s);  // InvalidOption
+  if (o.link_bandwidths.empty()) throw InvalidOption("link_bandwidths", "names no link");
+  for (double b : o.link_bandwidths)
+    if (!(b >= 0) || !std::isfinite(b))
+      throw InvalidOption("link_bandwidths", "must be bytes per second (0: unthrottled)");
+  if (!(o.link_latency >= 0)) throw InvalidOption("link_latency", "must not be negative");
+  if (o.steps < 1) throw InvalidOption("steps", "must be at least 1");
+  if (o.warmup < 1) throw InvalidOption("warmup", "must be at least 1 (the buckets are learned)");
+  if (o.resnet_batch < 1 || o.npi_batch < 1) throw InvalidOption("batch", "must be at least 1");
+  if (o.threads < 1) throw InvalidOption("threads", "must be at least 1");
+}
+
+/// A model and what its workload refers to.
+struct Model {
+  std::string name;
+  int batch = 0;
+  std::unique_ptr<npi::NpiModel> npi_model;
+  std::unique_ptr<npi::NpiDataset> npi_data;
+  std::unique_ptr<trainer::Workload> workload;
+};
+
+Model make_model(const std::string& name, const DpBenchOptions& o) {
+  Model m;
+  m.name = name;
+  torch::manual_seed(o.seed);
+  if (name == "resnet") {
+    m.batch = o.resnet_batch;
+    resnet::SyntheticImages images;
+    images.num_examples = static_cast<std::size_t>(o.resnet_batch) * o.ranks * 8;
+    images.seed = o.seed;
+    m.workload = std::make_unique<resnet::ResNetWorkload>(resnet::ResNet(), images);
+  } else {
+    m.batch = o.npi_batch;
+    const auto& task = datasets::task_by_name("addition");
+    const auto traces = datasets::generate_traces(task, datasets::default_generate_options(task));
+    npi::NpiConfig config = npi::NpiConfig::for_task(task);
+    config.hidden = o.hidden;
+    m.npi_model = std::make_unique<npi::NpiModel>(config);
+    m.npi_data = std::make_unique<npi::NpiDataset>(task, traces.traces);
+    m.workload = std::make_unique<npi::NpiWorkload>(*m.npi_model, *m.npi_data);
+  }
+  return m;
+}
+
+/// Every rank's `value`, in rank order.
+std::vector<double> gather(dist::Communicator& comm, double value) {
+  at::Tensor t = at::zeros({comm.world_size()}, at::kDouble);
+  t[comm.rank()] = value;
+  comm.allreduce(t);
+  return {t.data_ptr<double>(), t.data_ptr<double>() + comm.world_size()};
+}
+
+double slowest(dist::Communicator& comm, double value) {
+  const auto all = gather(comm, value);
+  return *std::max_element(all.begin(), all.end());
+}
+
+struct Measured {
+  double step_seconds = 0;
+  std::size_t bytes_per_step = 0, buckets = 0, sent_early = 0;
+  std::vector<std::size_t> bucket_bytes;
+};
+
+std::string link_label(double bandwidth) {
+  if (bandwidth <= 0) return "loopback";
+  const double bits = bandwidth * 8;
+  if (bits >= 1e9) return fixed(bits / 1e9, bits >= 1e10 ? 0 : 1) + " Gb/s";
+  return fixed(bits / 1e6, 0) + " Mb/s";
+}
+
+Measured measure_schedule(Model& m, dist::GradSync sync,
+                          const std::shared_ptr<dist::Communicator>& comm,
+                          const DpBenchOptions& o, const std::string& trace_name) {
+  trainer::TrainingOptions t;
+  t.batch = m.batch;
+  t.steps = o.warmup + o.steps;
+  t.grad_clip = 0;  // as the peer: DDP has none by default
+  t.seed = o.seed;
+  t.threads = o.threads;
+  t.communicator = comm;
+  t.dist.grad_sync = sync;
+  t.dist.check_every = 1L << 40;
+  trainer::TrainingSession session(*m.workload, t);
+  for (long i = 0; i < o.warmup; ++i) session.step();
+  auto* tracker = memory::MemoryTracker::installed();
+  double total = 0;
+  for (long i = 0; i < o.steps; ++i) {
+    const bool traced = tracker != nullptr && i + 1 == o.steps;
+    if (traced) tracker->begin_window();
+    const auto start = Clock::now();
+    session.step();
+    total += std::chrono::duration<double>(Clock::now() - start).count();
+    if (traced) {
+      const memory::MemoryWindow window = tracker->end_window();
+      memory::write_chrome_trace(o.trace_dir + "/" + trace_name + "-rank" +
+                                     std::to_string(comm->rank()) + ".json",
+                                 window, "engram bench dp " + trace_name);
+    }
+  }
+  Measured r;
+  r.step_seconds = slowest(*comm, total / o.steps);
+  const auto& reducer = session.data_parallel()->reducer();
+  r.bytes_per_step = reducer.bytes_per_step();
+  r.buckets = sync == dist::GradSync::none ? 0 : reducer.buckets().size();
+  r.sent_early = reducer.sent_during_backward();
+  const auto& params = session.stepper().parameters();
+  for (const auto& bucket : reducer.buckets()) {
+    std::size_t bytes = 0;
+    for (std::size_t i : bucket) bytes += params[i].numel() * params[i].element_size();
+    r.bucket_bytes.push_back(bytes);
+  }
+  return r;
+}
+
+/// The buckets all-reduced back to back over the current link, no compute: seconds per step.
+double measure_communication(dist::Communicator& comm, const std::vector<std::size_t>& bytes,
+                             const DpBenchOptions& o) {
+  std::vector<at::Tensor> buffers;
+  for (std::size_t b : bytes)
+    buffers.push_back(at::ones({static_cast<std::int64_t>(b / sizeof(float))}, at::kFloat));
+  double total = 0;
+  for (long i = 0; i < o.warmup + o.steps; ++i) {
+    comm.barrier();
+    const auto start = Clock::now();
+    std::vector<std::unique_ptr<dist::PendingCollective>> pending;
+    for (std::size_t k = 0; k < buffers.size(); ++k)
+      pending.push_back(comm.allreduce_async(buffers[k], "bucket " + std::to_string(k)));
+    for (auto& p : pending) p->wait();
+    if (i >= o.warmup) total += std::chrono::duration<double>(Clock::now() - start).count();
+  }
+  return slowest(comm, total / o.steps);
+}
+
+// ------------------------------------------------------------------------------- the driver
+
+struct Child {
+  pid_t pid = -1;
+  std::string err_path;
+};
+
+Child spawn_rank(const std::vector<std::string>& argv, int rank, int world, int port,
+                 const ScratchDir& dir) {
+  std::vector<std::string> env;
+  for (char** e = environ; *e != nullptr; ++e) {
+    const std::string kv(*e);
+    const std::string key = kv.substr(0, kv.find('='));
+    if (key != "RANK" && key != "LOCAL_RANK" && key != "WORLD_SIZE" && key != "MASTER_ADDR" &&
+        key != "MASTER_PORT" && key != "TORCHELASTIC_USE_AGENT_STORE")
+      env.push_back(kv);
+  }
+  env.push_back("RANK=" + std::to_string(rank));
+  env.push_back("LOCAL_RANK=" + std::to_string(rank));
+  env.push_back("WORLD_SIZE=" + std::to_string(world));
+  env.push_back("MASTER_ADDR=127.0.0.1");
+  env.push_back("MASTER_PORT=" + std::to_string(port));
+  std::vector<char*> envp, args;
+  for (auto& s : env) envp.push_back(s.data());
+  envp.push_back(nullptr);
+  for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  Child c;
+  c.err_path = dir.file("rank" + std::to_string(rank) + ".stderr");
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, "/dev/null", O_WRONLY, 0);
+  posix_spawn_file_actions_addopen(&actions, STDERR_FILENO, c.err_path.c_str(),
+                                   O_WRONLY | O_CREAT | O_TRUNC, 0600);
+  const int error = ::posix_spawn(&c.pid, args[0], &actions, nullptr, args.data(), envp.data());
+  posix_spawn_file_actions_destroy(&actions);
+  if (error != 0) throw std::runtime_error("cannot start rank " + std::to_string(rank));
+  return c;
+}
+
+std::string last_line_of(const std::string& path) {
+  std::ifstream in(path);
+  std::string line, last;
+  while (std::getline(in, line))
+    if (!line.empty()) last = line;
+  return last;
+}
+
+}  // namespace
+
+void run_dp_worker(const DpBenchOptions& o) {
+  trainer::set_compute_threads(o.threads);
+  const dist::DistEnv env = dist::env_from([](const char* n) { return std::getenv(n); });
+  dist::DistOptions d;
+  d.timeout_seconds = 600;
+  auto comm = std::make_shared<dist::Communicator>(env, d);
+  if (!o.trace_dir.empty()) memory::MemoryTracker::install();
+  json rows = json::array();
+  for (const auto& name : o.models) {
+    Model m = make_model(name, o);
+    // Compute alone: no exchange, so no link either.
+    const Measured none = measure_schedule(m, dist::GradSync::none, comm, o, name + "-none");
+    for (double bandwidth : o.link_bandwidths) {
+      comm->set_link({bandwidth, o.link_latency});
+      std::map<std::string, Measured> by_schedule;
+      for (const auto& s : o.schedules) {
+        const dist::GradSync sync = dist::grad_sync_from_name(s);
+        by_schedule[s] = sync == dist::GradSync::none
+                             ? none
+                             : measure_schedule(m, sync, comm, o,
+                                                name + "-" + std::to_string(static_cast<long>(
+                                                                 bandwidth)) + "-" + s);
+      }
+      // The buckets of `overlap` (one bucket of everything when it was not measured).
+      std::vector<std::size_t> buckets;
+      if (by_schedule.count("overlap")) buckets = by_schedule["overlap"].bucket_bytes;
+      if (buckets.empty()) {
+        std::size_t all = 0;
+        for (const auto& p : m.workload->parameters()) all += p.numel() * p.element_size();
+        buckets = {all};
+      }
+      const double communication = measure_communication(*comm, buckets, o);
+      for (const auto& s : o.schedules) {
+        const Measured& r = by_schedule[s];
+        const bool exchanges = s != "none";
+        const double bound = std::max(none.step_seconds, exchanges ? communication : 0.0);
+        rows.push_back({{"model", name},
+                        {"link_bandwidth", bandwidth},
+                        {"link", link_label(bandwidth)},
+                        {"link_latency", o.link_latency},
+                        {"schedule", s},
+                        {"step_seconds", r.step_seconds},
+                        {"compute_seconds", none.step_seconds},
+                        {"communication_seconds", exchanges ? communication : 0.0},
+                        {"overlap_efficiency", bound / r.step_seconds},
+                        {"bytes_per_step", exchanges ? r.bytes_per_step : 0},
+                        {"buckets", r.buckets},
+                        {"buckets_sent_during_backward", r.sent_early}});
+      }
+    }
+  }
+  comm->barrier();
+  if (comm->rank() == 0) write_file_atomically(o.json_path, rows.dump(2));
+}
+
+void run_dp_bench(const DpBenchOptions& options, std::ostream& out) {
+  validate(options);
+  if (options.json_path.empty()) throw InvalidOption("json_path", "is required");
+  ScratchDir dir("dp");
+  const int port = options.port > 0 ? options.port : 20000 + (::getpid() * 7) % 20000;
+  DpBenchOptions worker = options;
+  worker.json_path = dir.file("rows.json");
+  write_file_atomically(dir.file("options.json"), options_json(worker).dump());
+  const std::string self = std::filesystem::read_symlink("/proc/self/exe").string();
+  const std::vector<std::string> argv{self, "bench", "dp", "--worker-options",
+                                      dir.file("options.json")};
+  std::vector<Child> ranks;
+  for (int r = 0; r < options.ranks; ++r)
+    ranks.push_back(spawn_rank(argv, r, options.ranks, port, dir));
+  std::string failure;
+  for (std::size_t r = 0; r < ranks.size(); ++r) {
+    int status = 0;
+    while (::waitpid(ranks[r].pid, &status, 0) < 0 && errno == EINTR) {
+    }
+    if ((!WIFEXITED(status) || WEXITSTATUS(status) != 0) && failure.empty())
+      failure = "rank " + std::to_string(r) + " failed: " + last_line_of(ranks[r].err_path);
+  }
+  if (!failure.empty()) throw std::runtime_error(failure);
+  json rows;
+  {
+    std::ifstream in(worker.json_path);
+    rows = json::parse(in);
+  }
+
+  json peer = nullptr;
+  if (!options.skip_peer && std::find(options.models.begin(), options.models.end(),
+                                       "resnet") != options.models.end()) {
+    std::string links;
+    for (double b : options.link_bandwidths) links += (links.empty() ? "" : ",") + fixed(b, 0);
+    const std::string peer_out = dir.file("peer.json");
+    run_peer({options.torchrun, "--nproc_per_node", std::to_string(options.ranks),
+              "--master_addr", "127.0.0.1", "--master_port", std::to_string(port + 1),
+              "--redirects", "1", "--tee", "1", peer_script("ddp_peer.py"), "--batch",
+              std::to_string(options.resnet_batch), "--warmup", std::to_string(options.warmup),
+              "--steps", std::to_string(options.steps), "--links", links, "--latency",
+              fixed(options.link_latency, 6), "--threads", std::to_string(options.threads),
+              "--seed", std::to_string(options.seed), "--out", peer_out},
+             dir);
+    std::ifstream in(peer_out);
+    peer = json::parse(in);
+  }
+
+  out << "data-parallel step on " << options.ranks << " ranks (" << options.threads
+      << " compute thread each), mean of " << options.steps << " steps after " << options.warmup
+      << "\n";
+  out << std::left << std::setw(8) << "model" << std::setw(11) << "link" << std::setw(9)
+      << "schedule" << std::right << std::setw(10) << "step ms" << std::setw(12) << "compute ms"
+      << std::setw(10) << "comm ms" << std::setw(12) << "efficiency" << std::setw(10) << "MB/step"
+      << "\n";
+  for (const auto& r : rows) {
+    out << std::left << std::setw(8) << r["model"].get<std::string>() << std::setw(11)
+        << r["link"].get<std::string>() << std::setw(9) << r["schedule"].get<std::string>()
+        << std::right << std::setw(10) << fixed(r["step_seconds"].get<double>() * 1e3, 1)
+        << std::setw(12) << fixed(r["compute_seconds"].get<double>() * 1e3, 1) << std::setw(10)
+        << fixed(r["communication_seconds"].get<double>() * 1e3, 1) << std::setw(12)
+        << fixed(r["overlap_efficiency"].get<double>(), 2) << std::setw(10)
+        << fixed(r["bytes_per_step"].get<double>() / 1e6, 1) << "\n";
+  }
+  if (!peer.is_null()) {
+    for (const auto& r : peer["rows"]) {
+      out << std::left << std::setw(8) << "resnet" << std::setw(11)
+          << link_label(r["link_bandwidth"].get<double>()) << std::setw(9) << "DDP" << std::right
+          << std::setw(10) << fixed(r["step_seconds"].get<double>() * 1e3, 1) << "\n";
+    }
+  }
+  json report{{"bench", "dp"},
+              {"options", options_json(options)},
+              {"rows", rows},
+              {"peer", peer},
+              {"machine", machine_json()},
+              {"versions", versions_json()}};
+  report["options"].erase("json_path");
+  write_file_atomically(options.json_path, report.dump(2) + "\n");
+  out << "wrote " << options.json_path << "\n";
+}
+
+void run_dp_worker_from(const std::string& options_path) {
+  std::ifstream in(options_path);
+  if (!in) throw std::runtime_error("cannot read '" + options_path + "'");
+  run_dp_worker(options_from(json::parse(in)));
+}
+
+}  // namespace engram::bench

@@ -1,0 +1,59 @@
+#pragma once
+/// \file
+/// `engram bench dp`: data-parallel training steps on `ranks` processes of this machine (one
+/// compute thread each), for every model, emulated link speed and gradient schedule
+/// (dist::GradSync), beside PyTorch DDP (bench/peers/ddp_peer.py under torchrun) with the same
+/// network, per-rank batch, threads, default buckets and link emulation (a DDP communication
+/// hook with the same delay model), in the same invocation.
+///
+/// Per configuration: the step time (the slowest rank's mean), the compute-only step (`none`),
+/// the communication alone (the same buckets all-reduced back to back over the same link, no
+/// compute), the overlap efficiency max(compute, communication) / step, and the bytes each rank
+/// all-reduces per step. With a trace directory, a Chrome trace per rank of the last step of
+/// each configuration (compute spans, one span per bucket's all-reduce).
+///
+/// The driver starts the ranks as child processes of the same binary (`--worker`, torchrun's
+/// variables on loopback) and the peer through torchrun.
+
+#include <cstdint>
+#include <ostream>
+#include <string>
+#include <vector>
+
+namespace engram::bench {
+
+struct DpBenchOptions {
+  std::string json_path;  ///< where the JSON goes (written atomically)
+  int ranks = 2;
+  std::vector<std::string> models{"resnet", "npi"};
+  /// Emulated link bandwidths in bytes per second; 0: unthrottled loopback. Default: loopback,
+  /// 10 Gb/s, 1 Gb/s, 100 Mb/s.
+  std::vector<double> link_bandwidths{0, 1.25e9, 1.25e8, 1.25e7};
+  double link_latency = 0;  ///< seconds per collective
+  std::vector<std::string> schedules{"none", "after", "overlap"};
+  long warmup = 2;  ///< untimed steps per configuration (the first learns the buckets)
+  long steps = 5;   ///< timed steps per configuration
+  int resnet_batch = 16;  ///< per rank
+  int npi_batch = 8;      ///< per rank
+  int hidden = 256;       ///< NPI
+  int threads = 1;        ///< intra-op threads per rank, Engram and peer alike
+  std::uint64_t seed = 1;
+  std::string trace_dir;  ///< Chrome traces per rank; empty: none
+  std::string python = "/usr/bin/python3";
+  std::string torchrun = "torchrun";
+  bool skip_peer = false;
+  int port = 0;  ///< rendezvous port on 127.0.0.1; 0: one derived from the process id
+  bool worker = false;  ///< this process is one rank (started by the driver)
+};
+
+/// The driver: starts the ranks and the peer, prints a table on `out`, writes the JSON.
+/// Throws UsageError for bad options, std::runtime_error when a rank or the peer fails.
+void run_dp_bench(const DpBenchOptions& options, std::ostream& out);
+
+/// One rank (`--worker`; RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT from the environment):
+/// measures every configuration; rank 0 writes the rows to options.json_path.
+void run_dp_worker(const DpBenchOptions& options);
+/// run_dp_worker on the options the driver wrote to `options_path` (JSON).
+void run_dp_worker_from(const std::string& options_path);
+
+}  // namespace engram::bench

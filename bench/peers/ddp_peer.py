@@ -1,0 +1,124 @@
+#!/usr/bin/env python3
+"""PyTorch DDP peer of `engram bench dp`: the same CIFAR ResNet-18 (resnet_memory_peer.py's, the
+layout of resnet/ResNet.h), the same synthetic images, per-rank batch and thread count, trained
+with torch.nn.parallel.DistributedDataParallel over Gloo with its default buckets (25 MiB, the
+first 1 MiB), Adam at 1e-3 and no gradient clipping, as Engram's rows are. Started by torchrun:
+
+    torchrun --nproc_per_node 2 --redirects 1 --tee 1 bench/peers/ddp_peer.py --batch 16 \
+        --warmup 2 --steps 5 --links 0,1250000000,125000000,12500000 --latency 0 \
+        --threads 1 --seed 1 --out peer.json
+
+Link emulation is a DDP communication hook with Engram's delay model (dist/LinkModel.h): each
+bucket's all-reduce cannot complete before a serialised link of the given bandwidth would have
+carried 2(N-1)/N of its bytes plus the latency after the previous bucket left it; the wait is a
+sleep in the all-reduce's completion callback, so it costs no CPU. The hook divides by the world
+size as DDP's default hook does. Rank 0 writes {"rows": [{"link_bandwidth", "step_seconds"}],
+"versions": ...} to --out: the slowest rank's mean step time per link.
+"""
+
+import argparse
+import json
+import os
+import sys
+import time
+
+import torch
+import torch.distributed as dist
+import torch.nn.functional as F
+from torch.nn.parallel import DistributedDataParallel
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from resnet_memory_peer import ResNet, make_batch  # noqa: E402
+
+
+class Link:
+    """Engram's LinkModel and LinkSchedule."""
+
+    def __init__(self, world):
+        self.world = world
+        self.bandwidth = 0.0
+        self.latency = 0.0
+        self.free_at = 0.0
+
+    def seconds(self, nbytes):
+        if self.bandwidth <= 0 and self.latency <= 0:
+            return 0.0
+        moved = 2.0 * (self.world - 1) / self.world * nbytes
+        return self.latency + (moved / self.bandwidth if self.bandwidth > 0 else 0.0)
+
+    def complete_at(self, launched, seconds):
+        start = max(launched, self.free_at)
+        self.free_at = start + seconds
+        return self.free_at
+
+
+def delayed_allreduce(link, bucket):
+    buffer = bucket.buffer()
+    buffer.div_(link.world)
+    deadline = link.complete_at(time.monotonic(),
+                                link.seconds(buffer.numel() * buffer.element_size()))
+    future = dist.all_reduce(buffer, async_op=True).get_future()
+
+    def done(f):
+        delay = deadline - time.monotonic()
+        if delay > 0:
+            time.sleep(delay)
+        return f.value()[0]
+
+    return future.then(done)
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--batch", type=int, default=16)
+    p.add_argument("--warmup", type=int, default=2)
+    p.add_argument("--steps", type=int, default=5)
+    p.add_argument("--links", default="0")
+    p.add_argument("--latency", type=float, default=0.0)
+    p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--out", required=True)
+    args = p.parse_args()
+
+    torch.set_num_threads(args.threads)
+    dist.init_process_group("gloo")
+    rank, world = dist.get_rank(), dist.get_world_size()
+    torch.manual_seed(args.seed)
+    model = ResNet([64, 128, 256, 512], 2, 10, 3)
+    ddp = DistributedDataParallel(model)
+    link = Link(world)
+    ddp.register_comm_hook(link, delayed_allreduce)
+    optimizer = torch.optim.Adam(ddp.parameters(), lr=1e-3)
+    rows = []
+    step = 0
+    for bandwidth in [float(b) for b in args.links.split(",")]:
+        link.bandwidth, link.latency = bandwidth, args.latency
+        total = 0.0
+        for i in range(args.warmup + args.steps):
+            start = time.perf_counter()
+            # The rank's own images, made inside the step as Engram's workload makes them.
+            images, labels = make_batch(args.batch, 3, 32, 10, args.seed)
+            optimizer.zero_grad(set_to_none=True)
+            loss = F.cross_entropy(ddp(images), labels)
+            loss.backward()
+            optimizer.step()
+            if i >= args.warmup:
+                total += time.perf_counter() - start
+            step += 1
+        mean = torch.zeros(world, dtype=torch.float64)
+        mean[rank] = total / args.steps
+        dist.all_reduce(mean)
+        rows.append({"link_bandwidth": bandwidth, "step_seconds": float(mean.max())})
+    if rank == 0:
+        result = {"rows": rows, "bucket_cap_mb": 25, "threads": args.threads,
+                  "versions": {"torch": torch.__version__, "python": sys.version.split()[0]}}
+        tmp = args.out + ".tmp"
+        with open(tmp, "w") as f:
+            json.dump(result, f)
+        os.replace(tmp, args.out)
+    dist.destroy_process_group()
+    print(json.dumps({"ok": True}))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,74 @@
+// engram bench dp: data-parallel steps on several local ranks, every link speed and schedule,
+// beside PyTorch DDP.
+#include "bench/DpBench.h"
+#include "cli/Command.h"
+
+#include <CLI/CLI.hpp>
+
+#include <memory>
+
+namespace engram::cli {
+
+Command register_bench_dp(CLI::App& parent) {
+  auto o = std::make_shared<bench::DpBenchOptions>();
+  auto worker_options = std::make_shared<std::string>();
+  CLI::App* sub = parent.add_subcommand(
+      "dp",
+      "Data-parallel training step on local ranks for every emulated link speed and gradient "
+      "schedule (none, after, overlap), beside PyTorch DDP");
+  sub->add_option("--json", o->json_path, "Write the results here");
+  sub->add_option("--ranks", o->ranks, "Processes (ranks) on this machine")->capture_default_str();
+  sub->add_option("--models", o->models, "resnet (ResNet-18, CIFAR-sized), npi (addition)")
+      ->delimiter(',')
+      ->capture_default_str();
+  sub->add_option("--links", o->link_bandwidths,
+                  "Emulated link bandwidths in bytes/s, comma-separated; 0: loopback "
+                  "(default: 0, 10 Gb/s, 1 Gb/s, 100 Mb/s)")
+      ->delimiter(',');
+  sub->add_option("--link-latency", o->link_latency, "Emulated latency per collective, seconds")
+      ->capture_default_str();
+  sub->add_option("--schedules", o->schedules, "Gradient schedules: none, after, overlap")
+      ->delimiter(',')
+      ->capture_default_str();
+  sub->add_option("--steps", o->steps, "Timed steps per configuration")->capture_default_str();
+  sub->add_option("--warmup", o->warmup, "Untimed steps per configuration")
+      ->capture_default_str();
+  sub->add_option("--resnet-batch", o->resnet_batch, "ResNet images per rank and step")
+      ->capture_default_str();
+  sub->add_option("--npi-batch", o->npi_batch, "NPI traces per rank and step")
+      ->capture_default_str();
+  sub->add_option("--hidden", o->hidden, "NPI LSTM width")->capture_default_str();
+  sub->add_option("--threads", o->threads, "Intra-op threads per rank, Engram and DDP alike")
+      ->capture_default_str();
+  sub->add_option("--seed", o->seed, "Random seed")->capture_default_str();
+  sub->add_option("--trace", o->trace_dir,
+                  "Write a Chrome trace per rank of each configuration's last step here");
+  sub->add_option("--port", o->port, "Rendezvous port on 127.0.0.1 (0: derived from the pid)")
+      ->capture_default_str();
+  sub->add_option("--torchrun", o->torchrun, "torchrun for the DDP peer")->capture_default_str();
+  sub->add_flag("--no-peer", o->skip_peer, "Measure Engram only");
+  sub->add_option("--worker-options", *worker_options,
+                  "(internal) run one rank on the driver's options")
+      ->group("");
+  return {sub,
+          [o, worker_options](std::ostream& out, std::ostream&) {
+            if (!worker_options->empty()) {
+              bench::run_dp_worker_from(*worker_options);
+              return 0;
+            }
+            bench::run_dp_bench(*o, out);
+            return 0;
+          },
+          {{"json_path", "--json"},
+           {"ranks", "--ranks"},
+           {"models", "--models"},
+           {"link_bandwidths", "--links"},
+           {"link_latency", "--link-latency"},
+           {"schedules", "--schedules"},
+           {"steps", "--steps"},
+           {"warmup", "--warmup"},
+           {"batch", "--resnet-batch"},
+           {"threads", "--threads"}}};
+}
+
+}  // namespace engram::cli
