@@ -52,6 +52,7 @@ json options_json(const DpBenchOptions& o) {
           {"steps", o.steps},       {"resnet_batch", o.resnet_batch},
           {"npi_batch", o.npi_batch}, {"hidden", o.hidden},
           {"threads", o.threads},   {"seed", o.seed},
+          {"bucket_mb", o.bucket_mb}, {"first_bucket_mb", o.first_bucket_mb},
           {"trace_dir", o.trace_dir}, {"json_path", o.json_path}};
 }
 
@@ -69,6 +70,8 @@ DpBenchOptions options_from(const json& j) {
   j.at("hidden").get_to(o.hidden);
   j.at("threads").get_to(o.threads);
   j.at("seed").get_to(o.seed);
+  j.at("bucket_mb").get_to(o.bucket_mb);
+  j.at("first_bucket_mb").get_to(o.first_bucket_mb);
   j.at("trace_dir").get_to(o.trace_dir);
   j.at("json_path").get_to(o.json_path);
   return o;
@@ -90,6 +93,8 @@ void validate(const DpBenchOptions& o) {
   if (o.warmup < 1) throw InvalidOption("warmup", "must be at least 1 (the buckets are learned)");
   if (o.resnet_batch < 1 || o.npi_batch < 1) throw InvalidOption("batch", "must be at least 1");
   if (o.threads < 1) throw InvalidOption("threads", "must be at least 1");
+  if (!(o.bucket_mb > 0) || !(o.first_bucket_mb > 0))
+    throw InvalidOption("bucket_mb", "must be a positive size");
 }
 
 /// A model and what its workload refers to.
@@ -162,6 +167,8 @@ Measured measure_schedule(Model& m, dist::GradSync sync,
   t.communicator = comm;
   t.dist.grad_sync = sync;
   t.dist.check_every = 1L << 40;
+  t.dist.bucket_bytes = static_cast<std::size_t>(o.bucket_mb * (1 << 20));
+  t.dist.first_bucket_bytes = static_cast<std::size_t>(o.first_bucket_mb * (1 << 20));
   trainer::TrainingSession session(*m.workload, t);
   for (long i = 0; i < o.warmup; ++i) session.step();
   auto* tracker = memory::MemoryTracker::installed();
@@ -359,7 +366,8 @@ void run_dp_bench(const DpBenchOptions& options, std::ostream& out) {
               std::to_string(options.resnet_batch), "--warmup", std::to_string(options.warmup),
               "--steps", std::to_string(options.steps), "--links", links, "--latency",
               fixed(options.link_latency, 6), "--threads", std::to_string(options.threads),
-              "--seed", std::to_string(options.seed), "--out", peer_out},
+              "--seed", std::to_string(options.seed), "--bucket-mb", fixed(options.bucket_mb, 3),
+              "--out", peer_out},
              dir);
     std::ifstream in(peer_out);
     peer = json::parse(in);

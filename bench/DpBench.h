@@ -37,6 +37,8 @@ struct DpBenchOptions {
   int npi_batch = 8;      ///< per rank
   int hidden = 256;       ///< NPI
   int threads = 1;        ///< intra-op threads per rank, Engram and peer alike
+  double bucket_mb = 25;  ///< bucket capacity in MiB, Engram and DDP (bucket_cap_mb) alike
+  double first_bucket_mb = 1;  ///< Engram's first bucket (DDP's is fixed at 1 MiB)
   std::uint64_t seed = 1;
   std::string trace_dir;  ///< Chrome traces per rank; empty: none
   std::string python = "/usr/bin/python3";

@@ -77,6 +77,7 @@ def main():
     p.add_argument("--latency", type=float, default=0.0)
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--bucket-mb", type=float, default=25.0)
     p.add_argument("--out", required=True)
     args = p.parse_args()
 
@@ -85,7 +86,7 @@ def main():
     rank, world = dist.get_rank(), dist.get_world_size()
     torch.manual_seed(args.seed)
     model = ResNet([64, 128, 256, 512], 2, 10, 3)
-    ddp = DistributedDataParallel(model)
+    ddp = DistributedDataParallel(model, bucket_cap_mb=args.bucket_mb)
     link = Link(world)
     ddp.register_comm_hook(link, delayed_allreduce)
     optimizer = torch.optim.Adam(ddp.parameters(), lr=1e-3)
@@ -110,7 +111,7 @@ def main():
         dist.all_reduce(mean)
         rows.append({"link_bandwidth": bandwidth, "step_seconds": float(mean.max())})
     if rank == 0:
-        result = {"rows": rows, "bucket_cap_mb": 25, "threads": args.threads,
+        result = {"rows": rows, "bucket_cap_mb": args.bucket_mb, "threads": args.threads,
                   "versions": {"torch": torch.__version__, "python": sys.version.split()[0]}}
         tmp = args.out + ".tmp"
         with open(tmp, "w") as f:

@@ -41,6 +41,12 @@ Command register_bench_dp(CLI::App& parent) {
   sub->add_option("--threads", o->threads, "Intra-op threads per rank, Engram and DDP alike")
       ->capture_default_str();
   sub->add_option("--seed", o->seed, "Random seed")->capture_default_str();
+  sub->add_option("--bucket-mb", o->bucket_mb,
+                  "Gradient bucket size in MiB, Engram and DDP (bucket_cap_mb) alike")
+      ->capture_default_str();
+  sub->add_option("--first-bucket-mb", o->first_bucket_mb,
+                  "Engram's first bucket in MiB (DDP's is 1)")
+      ->capture_default_str();
   sub->add_option("--trace", o->trace_dir,
                   "Write a Chrome trace per rank of each configuration's last step here");
   sub->add_option("--port", o->port, "Rendezvous port on 127.0.0.1 (0: derived from the pid)")
@@ -68,7 +74,8 @@ Command register_bench_dp(CLI::App& parent) {
            {"steps", "--steps"},
            {"warmup", "--warmup"},
            {"batch", "--resnet-batch"},
-           {"threads", "--threads"}}};
+           {"threads", "--threads"},
+           {"bucket_mb", "--bucket-mb"}}};
 }
 
 }  // namespace engram::cli
