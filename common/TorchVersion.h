@@ -5,11 +5,10 @@
 /// module keeps its differences in one header (memory/TorchCompat.h); nothing else tests versions.
 /// Header-only; include it only from targets that link torch.
 ///
-/// Known differences not yet in the code, for the module that adds them:
-/// - c10d: in 1.13 ProcessGroupGloo derives from c10d::ProcessGroup
-///   (torch/csrc/distributed/c10d/ProcessGroupGloo.hpp); from 2.0 it derives from c10d::Backend,
-///   and a ProcessGroup holds one Backend per device type. Code that creates a Gloo group keeps
-///   that difference in its module's TorchCompat.h behind ENGRAM_TORCH_AT_LEAST(2, 0).
+/// Known differences and where they live:
+/// - c10d: in 1.13 ProcessGroupGloo derives from c10d::ProcessGroup; from 2.0 it derives from
+///   c10d::Backend, and a ProcessGroup holds one Backend per device type. dist/Communicator.cpp
+///   uses the backend directly through one alias behind ENGRAM_TORCH_AT_LEAST(2, 0).
 
 #include <torch/version.h>
 

@@ -345,6 +345,55 @@ def npi_bench(res):
     return table(header, rows) + [""] + table(floor_header, floor) + source(res, "npi_bench")
 
 
+def dp_equivalence(res):
+    data = res("dp_equivalence")
+    schedules = {s["model"]: s for s in data["schedules"]}
+    names = {"npi": "NPI (addition, hidden 256)" if data["full_size"] else "NPI (small)",
+             "resnet": "ResNet-18, synchronised batch norm" if data["full_size"]
+             else "ResNet (small), synchronised batch norm"}
+    rows = []
+    for e in data["equivalence"]:
+        s = schedules.get(e["model"], {})
+        rows.append([names.get(e["model"], e["model"]), num(e["parameters"]),
+                     f"2 x {e['per_rank_batch']} vs 1 x {2 * e['per_rank_batch']}",
+                     f"{e['first_step_gradient_max_abs_difference']:.3g} "
+                     f"(of {e['first_step_gradient_largest']:.3g})",
+                     f"{e['max_abs_difference']:.3g}",
+                     f"{e['max_abs_difference_without_exchange']:.3g}",
+                     "yes" if s.get("after_vs_overlap_bit_identical") else "no",
+                     f"{s.get('overlap_buckets_sent_during_backward', 0)} of "
+                     f"{s.get('overlap_buckets', 0)}"])
+    header = ["model", "parameters", "ranks x batch",
+              "first step: gradients' max abs difference (largest gradient)",
+              "parameters after 20 steps: max abs difference", "the same without the exchange", "after = overlap bit for bit",
+              "buckets sent during backward"]
+    return table(header, rows) + source(res, "dp_equivalence")
+
+
+def dp_learning(res):
+    return npi_runs(res, ["dp_learning"])
+
+
+def dp_bench(res):
+    data = res("dp_bench")
+    rows = []
+    for run in data["runs"]:
+        mb = run["options"]["bucket_mb"]
+        ddp = {p["link_bandwidth"]: p["step_seconds"] for p in (run.get("peer") or {}).get("rows", [])}
+        for r in run["rows"]:
+            peer = ddp.get(r["link_bandwidth"]) if r["model"] == "resnet" and \
+                r["schedule"] == "overlap" else None
+            rows.append([r["model"], f"{mb:g} MiB", r["link"], r["schedule"],
+                         f"{r['step_seconds'] * 1e3:.0f}", f"{r['compute_seconds'] * 1e3:.0f}",
+                         f"{r['communication_seconds'] * 1e3:.0f}",
+                         f"{r['step_seconds'] / max(r['compute_seconds'], r['communication_seconds']):.2f}",
+                         f"{r['overlap_efficiency']:.2f}", f"{r['bytes_per_step'] / 1e6:.1f}",
+                         f"{peer * 1e3:.0f}" if peer else ""])
+    header = ["model", "buckets", "link", "schedule", "step ms", "compute ms", "communication ms",
+              "step / max(compute, comm)", "overlap efficiency", "MB per step", "DDP step ms"]
+    return table(header, rows) + source(res, "dp_bench")
+
+
 TABLES = {
     "npi": npi,
     "memory_baseline": memory_baseline,
@@ -359,6 +408,9 @@ TABLES = {
     "tbcnn_masked_modules": tbcnn_masked_modules,
     "tbcnn_masked_modules_selected": tbcnn_masked_modules_selected,
     "npi_bench": npi_bench,
+    "dp_equivalence": dp_equivalence,
+    "dp_learning": dp_learning,
+    "dp_bench": dp_bench,
 }
 
 BLOCK = re.compile(r"(<!-- table:([a-z0-9_]+) -->\n)(.*?)(<!-- /table:\2 -->)", re.S)
