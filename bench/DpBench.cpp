@@ -133,7 +133,7 @@ Model make_model(const std::string& name, const DpBenchOptions& o) {
 std::vector<double> gather(dist::Communicator& comm, double value) {
   at::Tensor t = at::zeros({comm.world_size()}, at::kDouble);
   t[comm.rank()] = value;
-  comm.allreduce(t);
+  comm.allreduce(t, "timings");
   return {t.data_ptr<double>(), t.data_ptr<double>() + comm.world_size()};
 }
 

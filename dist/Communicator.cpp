@@ -279,8 +279,8 @@ std::unique_ptr<PendingCollective> Communicator::allreduce_async(at::Tensor buff
   return std::make_unique<PendingCollective>(std::move(state));
 }
 
-void Communicator::allreduce(at::Tensor buffer) {
-  allreduce_async(std::move(buffer), "all-reduce")->wait();
+void Communicator::allreduce(at::Tensor buffer, std::string name) {
+  allreduce_async(std::move(buffer), std::move(name))->wait();
 }
 
 void Communicator::broadcast(at::Tensor buffer, int root) {

@@ -69,8 +69,8 @@ class Communicator {
 
   /// Starts summing `buffer` (contiguous) over the ranks, in place; `name` labels its trace span.
   std::unique_ptr<PendingCollective> allreduce_async(at::Tensor buffer, std::string name);
-  /// allreduce_async and wait.
-  void allreduce(at::Tensor buffer);
+  /// allreduce_async and wait; `name` says what is summed, for errors and traces.
+  void allreduce(at::Tensor buffer, std::string name);
   /// `buffer` on every rank becomes root's.
   void broadcast(at::Tensor buffer, int root);
   /// Root's text on every rank.

@@ -34,7 +34,7 @@ std::vector<std::pair<std::string, std::string>> configuration(
 class CommunicatorSum : public nn::ReplicaSum {
  public:
   explicit CommunicatorSum(dist::Communicator& comm) : comm_(comm) {}
-  void sum(at::Tensor& tensor) override { comm_.allreduce(tensor); }
+  void sum(at::Tensor& tensor) override { comm_.allreduce(tensor, "batch-norm statistics"); }
 
  private:
   dist::Communicator& comm_;
@@ -112,7 +112,7 @@ void DataParallel::check_replicas(long step) {
   const int world = comm_.world_size();
   at::Tensor hashes = at::zeros({world}, at::kLong);
   hashes[comm_.rank()] = static_cast<std::int64_t>(parameter_hash(parameters_));
-  comm_.allreduce(hashes);
+  comm_.allreduce(hashes, "the parameters' hashes");
   const auto* h = hashes.data_ptr<std::int64_t>();
   for (int r = 1; r < world; ++r) {
     if (h[r] != h[0]) {

@@ -97,7 +97,7 @@ void combine_ranks(dist::Communicator& comm, std::map<std::string, double>& mean
   std::vector<double> values;
   for (const auto& [k, v] : mean) values.push_back(v);
   at::Tensor t = at::tensor(values, at::kDouble);
-  comm.allreduce(t);
+  comm.allreduce(t, "the logged metrics");
   const auto* sum = t.data_ptr<double>();
   std::size_t i = 0;
   for (auto& [k, v] : mean) {
@@ -115,7 +115,7 @@ bool log_on_one_rank(dist::Communicator& comm, const LogCallback& on_log, long s
   at::Tensor live = at::zeros({comm.world_size()}, at::kLong);
   if (auto* tracker = memory::MemoryTracker::installed())
     live[comm.rank()] = tracker->live_bytes();
-  comm.allreduce(live);
+  comm.allreduce(live, "the ranks' memory in use");
   const int evaluator = static_cast<int>(live.argmin().item<std::int64_t>());
   std::string verdict;
   if (comm.rank() == evaluator) {

@@ -19,6 +19,7 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <csignal>
 #include <cstdlib>
 #include <filesystem>
@@ -196,6 +197,20 @@ int run_worker() {
     const dist::DistEnv env = dist::env_from([](const char* n) { return std::getenv(n); });
     if (env.distributed()) o.communicator = std::make_shared<dist::Communicator>(env, o.dist);
 
+    if (env_or("ENGRAM_DIST_TRAIN", "0") == "1") {
+      // trainer::train's loop: the log callback (a validation, say) runs on one rank per log,
+      // and its verdict (stop at step 10) reaches every rank.
+      o.log_every = 5;
+      std::ofstream logs(out + ".rank" + std::to_string(env.rank) + ".logs");
+      const auto summary = trainer::train(
+          workload, o, [&](long step, std::map<std::string, double>& metrics) {
+            logs << step << '\n' << std::flush;
+            metrics["validated_on"] = env.rank;
+            return step >= 10;
+          });
+      std::ofstream(out + ".rank" + std::to_string(env.rank) + ".steps") << summary.steps << '\n';
+      return 0;
+    }
     const long die_at = std::stol(env_or("ENGRAM_DIST_DIE_AT", "0"));
     const long hang_at = std::stol(env_or("ENGRAM_DIST_HANG_AT", "0"));
     trainer::TrainingSession session(workload, o);
@@ -449,6 +464,18 @@ void expect_after_equals_overlap(DistJob& job, const std::string& model) {
 TEST_F(DistJob, AfterAndOverlapAreBitIdentical) {
   expect_after_equals_overlap(*this, "npi");
   expect_after_equals_overlap(*this, "resnet");
+}
+
+TEST_F(DistJob, TheLogCallbackRunsOnOneRankAndEveryRankFollowsItsVerdict) {
+  run_ok("train", 2, {{"ENGRAM_DIST_TRAIN", "1"}});
+  std::vector<long> logged;
+  for (int r = 0; r < 2; ++r) {
+    std::istringstream in(text("train.rank" + std::to_string(r) + ".logs"));
+    for (long step = 0; in >> step;) logged.push_back(step);
+    EXPECT_EQ(text("train.rank" + std::to_string(r) + ".steps"), "10\n") << "rank " << r;
+  }
+  std::sort(logged.begin(), logged.end());
+  EXPECT_EQ(logged, (std::vector<long>{5, 10}));  // each log once, on one rank
 }
 
 TEST_F(DistJob, AKilledRankIsNamedByTheOther) {

@@ -3,7 +3,9 @@
 #   1. torchrun --nproc_per_node 2 --no_python engram train npi ...           (one "node")
 #   2. two torchrun invocations with --nnodes 2 on 127.0.0.1                  (two "nodes")
 #      -> both train and write the same model file, byte for byte.
-#   3. two ranks started by hand (torchrun's variables); rank 1 is killed with SIGKILL mid-
+#   3. the memory techniques (relu, recompute, swap) on 2 ranks: lossless, so the same model again;
+#      primitives (whose stop-when-exact callback runs on one rank) and TBCNN train on 2 ranks.
+#   4. two ranks started by hand (torchrun's variables); rank 1 is killed with SIGKILL mid-
 #      training -> rank 0 exits 1 within --dist-timeout with one line naming rank 1, and no
 #      model file (complete or partial) is left.
 # Usage: cli_jobs.sh ENGRAM_BINARY WORK_DIR
@@ -38,6 +40,34 @@ done
 for p in "${pids[@]}"; do wait "$p" || { cat node0.log node1.log; fail "two-node torchrun"; }; done
 cmp one_node.pt two_nodes.pt || fail "one node and two nodes wrote different models"
 echo "torchrun: one node and two nodes wrote the same model ($(stat -c %s one_node.pt) bytes)"
+
+torchrun --nproc_per_node 2 --master_addr 127.0.0.1 --master_port $((port + 3)) \
+  "${torchrun_flags[@]}" "$engram" "${train[@]}" --memory relu,recompute,swap \
+  --out techniques.pt > techniques.log 2>&1 || { cat techniques.log; fail "--memory on 2 ranks"; }
+cmp one_node.pt techniques.pt || fail "relu, recompute and swap changed the 2-rank model"
+echo "memory techniques on 2 ranks: the same model"
+
+torchrun --nproc_per_node 2 --master_addr 127.0.0.1 --master_port $((port + 4)) \
+  "${torchrun_flags[@]}" "$engram" train primitives --primitive succ --k 5 --out prims.pt \
+  > prims.log 2>&1 || { cat prims.log; fail "train primitives on 2 ranks"; }
+grep -q "succ.*exact" prims.log || { cat prims.log; fail "succ not exact on 2 ranks"; }
+"$engram" eval primitives --model prims.pt --json > prims.json
+grep -q '"exact": *true' prims.json || { cat prims.json; fail "the 2-rank library is not exact"; }
+
+for cls in arith loops; do
+  mkdir -p src/$cls
+  for i in 0 1 2 3 4 5 6 7; do
+    if [ $cls = arith ]; then body="def f$i(x):\n    return x + $i\n"
+    else body="def h$i():\n    for i in range($i):\n        print(i)\n"; fi
+    printf "$body" > src/$cls/f$i.py
+  done
+done
+"$engram" data code --lang python --src src --out c.corpus > /dev/null
+torchrun --nproc_per_node 2 --master_addr 127.0.0.1 --master_port $((port + 5)) \
+  "${torchrun_flags[@]}" "$engram" train tbcnn --corpus c.corpus --out t.pt --steps 20 \
+  --channels 16 --embedding 8 --batch 2 > tbcnn.log 2>&1 || { cat tbcnn.log; fail "train tbcnn on 2 ranks"; }
+"$engram" eval tbcnn --model t.pt --corpus c.corpus --split train --json > /dev/null
+echo "primitives and TBCNN trained on 2 ranks"
 
 # A rank killed mid-training.
 long=(train npi --task addition --data traces.jsonl --steps 1000000 --batch 2 --hidden 32
