@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <map>
 
@@ -35,6 +36,21 @@ CLI::Option* with_default(CLI::Option* option, const std::string& varies) {
 }
 
 bool given(const CLI::Option* option) { return option != nullptr && option->count() > 0; }
+
+/// A size in MiB above 0 (CLI::PositiveNumber's message prints the largest double).
+CLI::Validator positive_mib() {
+  return CLI::Validator(
+      [](std::string& text) -> std::string {
+        try {
+          std::size_t end = 0;
+          const double v = std::stod(text, &end);
+          if (end == text.size() && v > 0 && std::isfinite(v)) return "";
+        } catch (const std::exception&) {
+        }
+        return "'" + text + "' is not a positive size in MiB";
+      },
+      "MiB");
+}
 
 }  // namespace
 
@@ -101,34 +117,32 @@ void add_dist_flags(CLI::App* command, dist::DistOptions& d, FlagTable& flags) {
                    "fails naming the rank that stopped answering")
       ->capture_default_str()
       ->group(group);
-  const std::map<std::string, dist::GradSync> syncs{{"none", dist::GradSync::none},
-                                                    {"after", dist::GradSync::after},
-                                                    {"overlap", dist::GradSync::overlap}};
   command
-      ->add_option("--grad-sync", d.grad_sync,
-                   "Gradient exchange: overlap (buckets all-reduced as backward fills them, the "
-                   "default), after (one all-reduce after backward), none (no exchange: a "
-                   "compute-only baseline, replicas drift apart)")
-      ->transform(CLI::CheckedTransformer(syncs, CLI::ignore_case))
+      ->add_option_function<std::string>(
+          "--grad-sync",
+          [&d](const std::string& name) { d.grad_sync = dist::grad_sync_from_name(name); },
+          "Gradient exchange: overlap (buckets all-reduced as backward fills them, the "
+          "default), after (one all-reduce after backward), none (no exchange: a compute-only "
+          "baseline, replicas drift apart)")
+      ->check(CLI::IsMember(dist::grad_sync_names()))
       ->group(group);
   command
       ->add_option_function<double>(
           "--bucket-mb",
           [&d](double mb) {
-            if (!(mb > 0)) throw InvalidOption("dist.bucket_bytes", "must be a positive size");
             d.bucket_bytes = static_cast<std::size_t>(std::max(1.0, mb * (1 << 20)));
           },
           "Gradient bucket size in MiB (default 25, as PyTorch DDP)")
+      ->check(positive_mib())
       ->group(group);
   command
       ->add_option_function<double>(
           "--first-bucket-mb",
           [&d](double mb) {
-            if (!(mb > 0))
-              throw InvalidOption("dist.first_bucket_bytes", "must be a positive size");
             d.first_bucket_bytes = static_cast<std::size_t>(std::max(1.0, mb * (1 << 20)));
           },
           "Size of the first bucket (the last layers') in MiB (default 1)")
+      ->check(positive_mib())
       ->group(group);
   command
       ->add_option("--link-bandwidth", d.link_bandwidth,

@@ -5,6 +5,7 @@
 #include "memory/MemoryTracker.h"
 
 #include <ATen/ATen.h>
+#include <c10/util/Logging.h>
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
@@ -202,6 +203,10 @@ Communicator::Communicator(const DistEnv& env, const DistOptions& options)
                         "nccl needs a LibTorch built with CUDA and NCCL; this one has neither "
                         "(use gloo)");
   }
+  // c10d logs its own errors (a refused connection, a timeout) before throwing; Engram reports
+  // each failure in one line of its own, so only fatal log lines stay.
+  FLAGS_caffe2_log_level = std::max(FLAGS_caffe2_log_level, 3);
+  c10::UpdateLoggingLevelsFromFlags();
   impl_ = std::make_unique<Impl>(link_);
   const std::string prefix = "engram/" + std::to_string(env_.restart_count) + "/";
   try {

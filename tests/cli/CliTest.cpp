@@ -378,6 +378,19 @@ TEST_F(CliTest, UsageErrorsExitWithTwo) {
   expect_error(
       {"train", "npi", "--task", "addition", "--data", data_, "--out", model_, "--steps", "many"},
       2, "many");
+  // Data-parallel flags, checked before joining any job.
+  const std::vector<std::string> train{"train", "npi", "--task", "addition", "--data", data_,
+                                       "--out", model_};
+  auto with = [&](std::vector<std::string> extra) {
+    std::vector<std::string> args = train;
+    args.insert(args.end(), extra.begin(), extra.end());
+    return args;
+  };
+  expect_error(with({"--grad-sync", "sometimes"}), 2, "--grad-sync");
+  expect_error(with({"--bucket-mb", "0"}), 2, "--bucket-mb");
+  expect_error(with({"--dist-timeout", "0"}), 2, "--dist-timeout");
+  expect_error(with({"--link-bandwidth", "-5"}), 2, "--link-bandwidth");
+  expect_error(with({"--dist-backend", "mpi"}), 2, "--dist-backend");
   // Unknown task, wherever it is named.
   expect_error({"data", "gen", "--task", "multiply", "--out", data_}, 2, "unknown task 'multiply'");
   expect_error({"run", "--model", model_, "--task", "multiply", "--input", "1+2"}, 2, "multiply");
