@@ -32,7 +32,10 @@
 #include <fstream>
 #include <iomanip>
 #include <map>
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <spawn.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <thread>
 #include <unistd.h>
@@ -260,6 +263,23 @@ Child spawn_rank(const std::vector<std::string>& argv, int rank, int world, int 
   return c;
 }
 
+/// A loopback TCP port no one listens on now (the system picks it). A fixed or pid-derived port
+/// can be one another process (Gloo's own connections, say) holds.
+int free_loopback_port() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) throw std::runtime_error("cannot open a socket to find a free port");
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = 0;
+  socklen_t len = sizeof(addr);
+  const bool ok = ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0 &&
+                  ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0;
+  ::close(fd);
+  if (!ok) throw std::runtime_error("cannot find a free loopback port");
+  return ntohs(addr.sin_port);
+}
+
 std::string last_line_of(const std::string& path) {
   std::ifstream in(path);
   std::string line, last;
@@ -329,7 +349,7 @@ void run_dp_bench(const DpBenchOptions& options, std::ostream& out) {
   validate(options);
   if (options.json_path.empty()) throw InvalidOption("json_path", "is required");
   ScratchDir dir("dp");
-  const int port = options.port > 0 ? options.port : 20000 + (::getpid() * 7) % 20000;
+  const int port = options.port > 0 ? options.port : free_loopback_port();
   DpBenchOptions worker = options;
   worker.json_path = dir.file("rows.json");
   write_file_atomically(dir.file("options.json"), options_json(worker).dump());
@@ -361,7 +381,8 @@ void run_dp_bench(const DpBenchOptions& options, std::ostream& out) {
     for (double b : options.link_bandwidths) links += (links.empty() ? "" : ",") + fixed(b, 0);
     const std::string peer_out = dir.file("peer.json");
     run_peer({options.torchrun, "--nproc_per_node", std::to_string(options.ranks),
-              "--master_addr", "127.0.0.1", "--master_port", std::to_string(port + 1),
+              "--master_addr", "127.0.0.1", "--master_port",
+              std::to_string(options.port > 0 ? port + 1 : free_loopback_port()),
               "--redirects", "1", "--tee", "1", peer_script("ddp_peer.py"), "--batch",
               std::to_string(options.resnet_batch), "--warmup", std::to_string(options.warmup),
               "--steps", std::to_string(options.steps), "--links", links, "--latency",

@@ -44,7 +44,7 @@ struct DpBenchOptions {
   std::string python = "/usr/bin/python3";
   std::string torchrun = "torchrun";
   bool skip_peer = false;
-  int port = 0;  ///< rendezvous port on 127.0.0.1; 0: one derived from the process id
+  int port = 0;  ///< rendezvous port on 127.0.0.1 (the peer's: port + 1); 0: free ones
   bool worker = false;  ///< this process is one rank (started by the driver)
 };
 

@@ -12,7 +12,7 @@ if [ "$quick" = 1 ]; then
   evals=("10:10")
 fi
 name="ranks2"
-port=$((20000 + ($$ * 11) % 30000))
+port=$(/usr/bin/python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 run_logged "$name" data gen --task addition --out "$work/$name.jsonl" --seed 1 >/dev/null
 start=$(date +%s%N)
 # Debian's torchrun (PyTorch 1.13, Python 3.11) needs --redirects 1 --tee 1 (see README).

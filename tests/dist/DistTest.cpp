@@ -25,7 +25,10 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <spawn.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <thread>
 #include <unistd.h>
@@ -250,10 +253,18 @@ struct Rank {
   double seconds = 0;  ///< until it exited
 };
 
-/// A loopback port unlikely to be taken by a concurrent test process.
+/// A loopback port no one listens on now (the system picks it; a pid-derived one collided with
+/// the ephemeral ports of concurrent tests' connections).
 int free_port() {
-  static int counter = 0;
-  return 20000 + static_cast<int>((::getpid() * 7 + 131 * counter++) % 30000);
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof(addr);
+  ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
+  ::close(fd);
+  return ntohs(addr.sin_port);
 }
 
 class DistJob : public ::testing::Test {

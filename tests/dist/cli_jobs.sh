@@ -16,7 +16,8 @@ mkdir -p "$work"
 trap 'kill $(jobs -p) 2>/dev/null || true; rm -rf "$work"' EXIT
 cd "$work"
 fail() { echo "FAIL: $*" >&2; exit 1; }
-port=$((20000 + ($$ * 13) % 30000))
+# A loopback port no one listens on now (a pid-derived one can be a concurrent test's ephemeral port).
+free_port() { /usr/bin/python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
 
 "$engram" data gen --task addition --out traces.jsonl --per-length 4 --max-len 8 >/dev/null
 train=(train npi --task addition --data traces.jsonl --steps 12 --batch 2 --hidden 32 --seed 3)
@@ -25,15 +26,16 @@ train=(train npi --task addition --data traces.jsonl --steps 12 --batch 2 --hidd
 # --tee 0 (Std.NONE is not iterated by Python 3.11's IntFlag); 1 (stdout teed) works everywhere.
 torchrun_flags=(--redirects 1 --tee 1 --no_python)
 
-timeout 120 torchrun --nproc_per_node 2 --master_addr 127.0.0.1 --master_port $port \
+timeout 120 torchrun --nproc_per_node 2 --master_addr 127.0.0.1 --master_port $(free_port) \
   "${torchrun_flags[@]}" "$engram" "${train[@]}" --out one_node.pt > one_node.log 2>&1 ||
   { cat one_node.log; fail "torchrun --nproc_per_node 2"; }
 grep -q "wrote one_node.pt" one_node.log || { cat one_node.log; fail "rank 0 did not write"; }
 
 pids=()
+nodes_port=$(free_port)
 for node in 0 1; do
   timeout 120 torchrun --nnodes 2 --node_rank $node --nproc_per_node 1 \
-    --master_addr 127.0.0.1 --master_port $((port + 1)) "${torchrun_flags[@]}" \
+    --master_addr 127.0.0.1 --master_port "$nodes_port" "${torchrun_flags[@]}" \
     "$engram" "${train[@]}" --out two_nodes.pt > node$node.log 2>&1 &
   pids+=($!)
 done
@@ -41,13 +43,13 @@ for p in "${pids[@]}"; do wait "$p" || { cat node0.log node1.log; fail "two-node
 cmp one_node.pt two_nodes.pt || fail "one node and two nodes wrote different models"
 echo "torchrun: one node and two nodes wrote the same model ($(stat -c %s one_node.pt) bytes)"
 
-torchrun --nproc_per_node 2 --master_addr 127.0.0.1 --master_port $((port + 3)) \
+torchrun --nproc_per_node 2 --master_addr 127.0.0.1 --master_port $(free_port) \
   "${torchrun_flags[@]}" "$engram" "${train[@]}" --memory relu,recompute,swap \
   --out techniques.pt > techniques.log 2>&1 || { cat techniques.log; fail "--memory on 2 ranks"; }
 cmp one_node.pt techniques.pt || fail "relu, recompute and swap changed the 2-rank model"
 echo "memory techniques on 2 ranks: the same model"
 
-torchrun --nproc_per_node 2 --master_addr 127.0.0.1 --master_port $((port + 4)) \
+torchrun --nproc_per_node 2 --master_addr 127.0.0.1 --master_port $(free_port) \
   "${torchrun_flags[@]}" "$engram" train primitives --primitive succ --k 5 --out prims.pt \
   > prims.log 2>&1 || { cat prims.log; fail "train primitives on 2 ranks"; }
 grep -q "succ.*exact" prims.log || { cat prims.log; fail "succ not exact on 2 ranks"; }
@@ -63,17 +65,18 @@ for cls in arith loops; do
   done
 done
 "$engram" data code --lang python --src src --out c.corpus > /dev/null
-torchrun --nproc_per_node 2 --master_addr 127.0.0.1 --master_port $((port + 5)) \
+torchrun --nproc_per_node 2 --master_addr 127.0.0.1 --master_port $(free_port) \
   "${torchrun_flags[@]}" "$engram" train tbcnn --corpus c.corpus --out t.pt --steps 20 \
   --channels 16 --embedding 8 --batch 2 > tbcnn.log 2>&1 || { cat tbcnn.log; fail "train tbcnn on 2 ranks"; }
 "$engram" eval tbcnn --model t.pt --corpus c.corpus --split train --json > /dev/null
 echo "primitives and TBCNN trained on 2 ranks"
 
 # A rank killed mid-training.
+killed_port=$(free_port)
 long=(train npi --task addition --data traces.jsonl --steps 1000000 --batch 2 --hidden 32
       --dist-timeout 20 --out killed.pt)
 for r in 0 1; do
-  (RANK=$r LOCAL_RANK=$r WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$((port + 2)) \
+  (RANK=$r LOCAL_RANK=$r WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$killed_port \
     exec "$engram" "${long[@]}" > rank$r.out 2> rank$r.err) &
   eval "pid$r=$!"
 done
