@@ -18,27 +18,24 @@
 #include "trainer/Threads.h"
 #include "trainer/Trainer.h"
 
-#include <nlohmann/json.hpp>
 #include <torch/torch.h>
+#include <nlohmann/json.hpp>
 
 #include <fcntl.h>
 
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
 #include <algorithm>
 #include <cerrno>
-#include <filesystem>
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <iomanip>
 #include <map>
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <spawn.h>
-#include <sys/socket.h>
-#include <sys/wait.h>
 #include <thread>
-#include <unistd.h>
 
 extern char** environ;
 
@@ -49,14 +46,22 @@ using json = nlohmann::json;
 using Clock = std::chrono::steady_clock;
 
 json options_json(const DpBenchOptions& o) {
-  return {{"ranks", o.ranks},       {"models", o.models},
-          {"link_bandwidths", o.link_bandwidths}, {"link_latency", o.link_latency},
-          {"schedules", o.schedules}, {"warmup", o.warmup},
-          {"steps", o.steps},       {"resnet_batch", o.resnet_batch},
-          {"npi_batch", o.npi_batch}, {"hidden", o.hidden},
-          {"threads", o.threads},   {"seed", o.seed},
-          {"bucket_mb", o.bucket_mb}, {"first_bucket_mb", o.first_bucket_mb},
-          {"trace_dir", o.trace_dir}, {"json_path", o.json_path}};
+  return {{"ranks", o.ranks},
+          {"models", o.models},
+          {"link_bandwidths", o.link_bandwidths},
+          {"link_latency", o.link_latency},
+          {"schedules", o.schedules},
+          {"warmup", o.warmup},
+          {"steps", o.steps},
+          {"resnet_batch", o.resnet_batch},
+          {"npi_batch", o.npi_batch},
+          {"hidden", o.hidden},
+          {"threads", o.threads},
+          {"seed", o.seed},
+          {"bucket_mb", o.bucket_mb},
+          {"first_bucket_mb", o.first_bucket_mb},
+          {"trace_dir", o.trace_dir},
+          {"json_path", o.json_path}};
 }
 
 DpBenchOptions options_from(const json& j) {
@@ -159,8 +164,8 @@ std::string link_label(double bandwidth) {
 }
 
 Measured measure_schedule(Model& m, dist::GradSync sync,
-                          const std::shared_ptr<dist::Communicator>& comm,
-                          const DpBenchOptions& o, const std::string& trace_name) {
+                          const std::shared_ptr<dist::Communicator>& comm, const DpBenchOptions& o,
+                          const std::string& trace_name) {
   trainer::TrainingOptions t;
   t.batch = m.batch;
   t.steps = o.warmup + o.steps;
@@ -170,8 +175,8 @@ Measured measure_schedule(Model& m, dist::GradSync sync,
   t.communicator = comm;
   t.dist.grad_sync = sync;
   t.dist.check_every = 1L << 40;
-  t.dist.bucket_bytes = static_cast<std::size_t>(o.bucket_mb * (1 << 20));
-  t.dist.first_bucket_bytes = static_cast<std::size_t>(o.first_bucket_mb * (1 << 20));
+  t.dist.bucket_bytes = dist::bytes_of_mib(o.bucket_mb);
+  t.dist.first_bucket_bytes = dist::bytes_of_mib(o.first_bucket_mb);
   trainer::TrainingSession session(*m.workload, t);
   for (long i = 0; i < o.warmup; ++i) session.step();
   auto* tracker = memory::MemoryTracker::installed();
@@ -184,9 +189,9 @@ Measured measure_schedule(Model& m, dist::GradSync sync,
     total += std::chrono::duration<double>(Clock::now() - start).count();
     if (traced) {
       const memory::MemoryWindow window = tracker->end_window();
-      memory::write_chrome_trace(o.trace_dir + "/" + trace_name + "-rank" +
-                                     std::to_string(comm->rank()) + ".json",
-                                 window, "engram bench dp " + trace_name);
+      memory::write_chrome_trace(
+          o.trace_dir + "/" + trace_name + "-rank" + std::to_string(comm->rank()) + ".json", window,
+          "engram bench dp " + trace_name);
     }
   }
   Measured r;
@@ -195,12 +200,7 @@ Measured measure_schedule(Model& m, dist::GradSync sync,
   r.bytes_per_step = reducer.bytes_per_step();
   r.buckets = sync == dist::GradSync::none ? 0 : reducer.buckets().size();
   r.sent_early = reducer.sent_during_backward();
-  const auto& params = session.stepper().parameters();
-  for (const auto& bucket : reducer.buckets()) {
-    std::size_t bytes = 0;
-    for (std::size_t i : bucket) bytes += params[i].numel() * params[i].element_size();
-    r.bucket_bytes.push_back(bytes);
-  }
+  r.bucket_bytes = reducer.bucket_bytes();
   return r;
 }
 
@@ -263,23 +263,6 @@ Child spawn_rank(const std::vector<std::string>& argv, int rank, int world, int 
   return c;
 }
 
-/// A loopback TCP port no one listens on now (the system picks it). A fixed or pid-derived port
-/// can be one another process (Gloo's own connections, say) holds.
-int free_loopback_port() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  if (fd < 0) throw std::runtime_error("cannot open a socket to find a free port");
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  addr.sin_port = 0;
-  socklen_t len = sizeof(addr);
-  const bool ok = ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0 &&
-                  ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0;
-  ::close(fd);
-  if (!ok) throw std::runtime_error("cannot find a free loopback port");
-  return ntohs(addr.sin_port);
-}
-
 std::string last_line_of(const std::string& path) {
   std::ifstream in(path);
   std::string line, last;
@@ -307,20 +290,17 @@ void run_dp_worker(const DpBenchOptions& o) {
       std::map<std::string, Measured> by_schedule;
       for (const auto& s : o.schedules) {
         const dist::GradSync sync = dist::grad_sync_from_name(s);
-        by_schedule[s] = sync == dist::GradSync::none
-                             ? none
-                             : measure_schedule(m, sync, comm, o,
-                                                name + "-" + std::to_string(static_cast<long>(
-                                                                 bandwidth)) + "-" + s);
+        by_schedule[s] =
+            sync == dist::GradSync::none
+                ? none
+                : measure_schedule(
+                      m, sync, comm, o,
+                      name + "-" + std::to_string(static_cast<long>(bandwidth)) + "-" + s);
       }
-      // The buckets of `overlap` (one bucket of everything when it was not measured).
-      std::vector<std::size_t> buckets;
-      if (by_schedule.count("overlap")) buckets = by_schedule["overlap"].bucket_bytes;
-      if (buckets.empty()) {
-        std::size_t all = 0;
-        for (const auto& p : m.workload->parameters()) all += p.numel() * p.element_size();
-        buckets = {all};
-      }
+      // The buckets of `overlap`; when it was not measured, the one bucket of everything that a
+      // reducer keeps until it learns the order (as `none`'s).
+      const std::vector<std::size_t>& buckets =
+          by_schedule.count("overlap") ? by_schedule["overlap"].bucket_bytes : none.bucket_bytes;
       const double communication = measure_communication(*comm, buckets, o);
       for (const auto& s : o.schedules) {
         const Measured& r = by_schedule[s];
@@ -349,7 +329,7 @@ void run_dp_bench(const DpBenchOptions& options, std::ostream& out) {
   validate(options);
   if (options.json_path.empty()) throw InvalidOption("json_path", "is required");
   ScratchDir dir("dp");
-  const int port = options.port > 0 ? options.port : free_loopback_port();
+  const int port = options.port > 0 ? options.port : dist::free_loopback_port();
   DpBenchOptions worker = options;
   worker.json_path = dir.file("rows.json");
   write_file_atomically(dir.file("options.json"), options_json(worker).dump());
@@ -375,20 +355,41 @@ void run_dp_bench(const DpBenchOptions& options, std::ostream& out) {
   }
 
   json peer = nullptr;
-  if (!options.skip_peer && std::find(options.models.begin(), options.models.end(),
-                                       "resnet") != options.models.end()) {
+  if (!options.skip_peer &&
+      std::find(options.models.begin(), options.models.end(), "resnet") != options.models.end()) {
     std::string links;
     for (double b : options.link_bandwidths) links += (links.empty() ? "" : ",") + fixed(b, 0);
     const std::string peer_out = dir.file("peer.json");
-    run_peer({options.torchrun, "--nproc_per_node", std::to_string(options.ranks),
-              "--master_addr", "127.0.0.1", "--master_port",
-              std::to_string(options.port > 0 ? port + 1 : free_loopback_port()),
-              "--redirects", "1", "--tee", "1", peer_script("ddp_peer.py"), "--batch",
-              std::to_string(options.resnet_batch), "--warmup", std::to_string(options.warmup),
-              "--steps", std::to_string(options.steps), "--links", links, "--latency",
-              fixed(options.link_latency, 6), "--threads", std::to_string(options.threads),
-              "--seed", std::to_string(options.seed), "--bucket-mb", fixed(options.bucket_mb, 3),
-              "--out", peer_out},
+    run_peer({options.torchrun,
+              "--nproc_per_node",
+              std::to_string(options.ranks),
+              "--master_addr",
+              "127.0.0.1",
+              "--master_port",
+              std::to_string(options.port > 0 ? port + 1 : dist::free_loopback_port()),
+              "--redirects",
+              "1",
+              "--tee",
+              "1",
+              peer_script("ddp_peer.py"),
+              "--batch",
+              std::to_string(options.resnet_batch),
+              "--warmup",
+              std::to_string(options.warmup),
+              "--steps",
+              std::to_string(options.steps),
+              "--links",
+              links,
+              "--latency",
+              fixed(options.link_latency, 6),
+              "--threads",
+              std::to_string(options.threads),
+              "--seed",
+              std::to_string(options.seed),
+              "--bucket-mb",
+              fixed(options.bucket_mb, 3),
+              "--out",
+              peer_out},
              dir);
     std::ifstream in(peer_out);
     peer = json::parse(in);
@@ -417,12 +418,8 @@ void run_dp_bench(const DpBenchOptions& options, std::ostream& out) {
           << std::setw(10) << fixed(r["step_seconds"].get<double>() * 1e3, 1) << "\n";
     }
   }
-  json report{{"bench", "dp"},
-              {"options", options_json(options)},
-              {"rows", rows},
-              {"peer", peer},
-              {"machine", machine_json()},
-              {"versions", versions_json()}};
+  json report{{"bench", "dp"}, {"options", options_json(options)}, {"rows", rows},
+              {"peer", peer},  {"machine", machine_json()},        {"versions", versions_json()}};
   report["options"].erase("json_path");
   write_file_atomically(options.json_path, report.dump(2) + "\n");
   out << "wrote " << options.json_path << "\n";

@@ -126,24 +126,18 @@ void add_dist_flags(CLI::App* command, dist::DistOptions& d, FlagTable& flags) {
           "baseline, replicas drift apart)")
       ->check(CLI::IsMember(dist::grad_sync_names()))
       ->group(group);
-  command
-      ->add_option_function<double>(
-          "--bucket-mb",
-          [&d](double mb) {
-            d.bucket_bytes = static_cast<std::size_t>(std::max(1.0, mb * (1 << 20)));
-          },
-          "Gradient bucket size in MiB (default 25, as PyTorch DDP)")
-      ->check(positive_mib())
-      ->group(group);
-  command
-      ->add_option_function<double>(
-          "--first-bucket-mb",
-          [&d](double mb) {
-            d.first_bucket_bytes = static_cast<std::size_t>(std::max(1.0, mb * (1 << 20)));
-          },
-          "Size of the first bucket (the last layers') in MiB (default 1)")
-      ->check(positive_mib())
-      ->group(group);
+  // Sizes in MiB (as DDP's bucket_cap_mb), kept in bytes.
+  const auto add_mib = [&](const char* name, std::size_t& bytes, const char* help) {
+    command
+        ->add_option_function<double>(
+            name, [&bytes](double mib) { bytes = dist::bytes_of_mib(mib); }, help)
+        ->check(positive_mib())
+        ->group(group);
+  };
+  add_mib("--bucket-mb", d.bucket_bytes,
+          "Gradient bucket size in MiB (default 25, as PyTorch DDP)");
+  add_mib("--first-bucket-mb", d.first_bucket_bytes,
+          "Size of the first bucket (the last layers') in MiB (default 1)");
   command
       ->add_option("--link-bandwidth", d.link_bandwidth,
                    "Emulate a link of this many bytes per second (0: the real one)")
@@ -177,7 +171,6 @@ void add_dist_flags(CLI::App* command, dist::DistOptions& d, FlagTable& flags) {
 void join_job(trainer::TrainingOptions& options) {
   const dist::DistEnv env = dist::env_from([](const char* name) { return std::getenv(name); });
   if (!env.distributed()) return;
-  dist::validate(options.dist);
   options.communicator = std::make_shared<dist::Communicator>(env, options.dist);
 }
 

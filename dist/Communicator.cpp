@@ -74,7 +74,6 @@ c10::intrusive_ptr<c10d::TCPStore> connect_store(const DistEnv& env, double time
 struct PendingCollective::State {
   c10::intrusive_ptr<c10d::Work> work;
   Clock::time_point link_done;  ///< when the emulated link has carried it
-  Communicator* owner = nullptr;
   std::string name;
   std::int64_t launched_ns = 0;  ///< on the tracker's clock
   Clock::time_point launched_at;
@@ -223,8 +222,7 @@ Communicator::Communicator(const DistEnv& env, const DistOptions& options)
 
   auto gloo = c10d::ProcessGroupGloo::Options::create(to_ms(options_.timeout_seconds));
   if (!env_.gloo_interface.empty()) {
-    gloo->devices.push_back(
-        c10d::ProcessGroupGloo::createDeviceForInterface(env_.gloo_interface));
+    gloo->devices.push_back(c10d::ProcessGroupGloo::createDeviceForInterface(env_.gloo_interface));
   } else if (env_.master_addr == "127.0.0.1" || env_.master_addr == "localhost") {
     gloo->devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1"));
   } else {
@@ -232,8 +230,8 @@ Communicator::Communicator(const DistEnv& env, const DistOptions& options)
   }
   try {
     impl_->backend = c10::make_intrusive<c10d::ProcessGroupGloo>(
-        c10::make_intrusive<c10d::PrefixStore>("gloo", impl_->store), env_.rank,
-        env_.world_size, gloo);
+        c10::make_intrusive<c10d::PrefixStore>("gloo", impl_->store), env_.rank, env_.world_size,
+        gloo);
   } catch (const std::exception& e) {
     throw failure("creating the Gloo process group", first_line(e));
   }
@@ -256,7 +254,6 @@ std::unique_ptr<PendingCollective> Communicator::allreduce_async(at::Tensor buff
                                                                  std::string name) {
   auto state = std::make_unique<PendingCollective::State>();
   const std::size_t bytes = buffer.numel() * buffer.element_size();
-  allreduced_bytes_ += static_cast<std::int64_t>(bytes);
   auto* tracker = memory::MemoryTracker::installed();
   state->launched_ns = tracker != nullptr ? tracker->now_ns() : 0;
   state->launched_at = Clock::now();
@@ -267,8 +264,8 @@ std::unique_ptr<PendingCollective> Communicator::allreduce_async(at::Tensor buff
   };
   {
     std::lock_guard<std::mutex> lock(impl_->link_mutex);
-    state->link_done =
-        impl_->link.complete_at(state->launched_at, link_.allreduce_seconds(bytes, env_.world_size));
+    state->link_done = impl_->link.complete_at(state->launched_at,
+                                               link_.allreduce_seconds(bytes, env_.world_size));
   }
   std::vector<at::Tensor> tensors{std::move(buffer)};
   try {
@@ -330,7 +327,8 @@ void Communicator::agree(const std::string& what, const std::string& value) {
     // Rank 0's first, so that a wrong WORLD_SIZE is reported before waiting for absent ranks.
     values[0] = text_of(store.get(key + "0"));
     if (values[0] == value && env_.rank == 0) {
-      for (int r = 1; r < env_.world_size; ++r) values[r] = text_of(store.get(key + std::to_string(r)));
+      for (int r = 1; r < env_.world_size; ++r)
+        values[r] = text_of(store.get(key + std::to_string(r)));
     }
   } catch (const std::exception& e) {
     throw failure("the start-up check of " + what, first_line(e));

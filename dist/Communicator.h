@@ -82,9 +82,6 @@ class Communicator {
   /// 'addition', rank 1 has 'sort'").
   void agree(const std::string& what, const std::string& value);
 
-  /// Bytes this rank has handed to all-reduces so far.
-  std::int64_t allreduced_bytes() const { return allreduced_bytes_; }
-
  private:
   struct Impl;
   /// The PeerFailure for a collective that threw `what`.
@@ -92,7 +89,6 @@ class Communicator {
   DistEnv env_;
   DistOptions options_;
   LinkModel link_;
-  std::int64_t allreduced_bytes_ = 0;
   long agreements_ = 0;
   std::unique_ptr<Impl> impl_;
 };

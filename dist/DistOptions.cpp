@@ -2,9 +2,17 @@
 
 #include "common/Errors.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
 #include <cmath>
 #include <cstdlib>
 #include <limits>
+#include <stdexcept>
 
 namespace engram::dist {
 namespace {
@@ -36,7 +44,8 @@ DistEnv env_from(const std::function<const char*(const char*)>& lookup) {
     env.master_addr = v;
   }
   if (const char* v = get("MASTER_PORT")) env.master_port = parse_int("MASTER_PORT", v, 1, 65535);
-  if (const char* v = get("TORCHELASTIC_USE_AGENT_STORE")) env.agent_store = std::string(v) == "True";
+  if (const char* v = get("TORCHELASTIC_USE_AGENT_STORE"))
+    env.agent_store = std::string(v) == "True";
   if (const char* v = get("TORCHELASTIC_RESTART_COUNT"))
     env.restart_count = parse_int("TORCHELASTIC_RESTART_COUNT", v, 0, 1 << 20);
   if (const char* v = get("GLOO_SOCKET_IFNAME")) env.gloo_interface = v;
@@ -72,6 +81,25 @@ void validate(const DistOptions& o) {
   if (!std::isfinite(o.link_latency) || o.link_latency < 0)
     throw InvalidOption("dist.link_latency", "must be a non-negative number of seconds");
   if (o.check_every < 1) throw InvalidOption("dist.check_every", "must be at least 1");
+}
+
+std::size_t bytes_of_mib(double mib) {
+  return static_cast<std::size_t>(std::max(1.0, mib * (1 << 20)));
+}
+
+int free_loopback_port() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) throw std::runtime_error("cannot open a socket to find a free port");
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = 0;
+  socklen_t len = sizeof(addr);
+  const bool ok = ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0 &&
+                  ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0;
+  ::close(fd);
+  if (!ok) throw std::runtime_error("cannot find a free loopback port");
+  return ntohs(addr.sin_port);
 }
 
 }  // namespace engram::dist

@@ -29,8 +29,8 @@ struct DistEnv {
   /// torchrun's static rendezvous already serves a store at MASTER_ADDR:MASTER_PORT
   /// (TORCHELASTIC_USE_AGENT_STORE=True): every rank joins it as a client.
   bool agent_store = false;
-  int restart_count = 0;        ///< TORCHELASTIC_RESTART_COUNT: keys of earlier attempts ignored
-  std::string gloo_interface;   ///< GLOO_SOCKET_IFNAME: the network interface Gloo binds to
+  int restart_count = 0;       ///< TORCHELASTIC_RESTART_COUNT: keys of earlier attempts ignored
+  std::string gloo_interface;  ///< GLOO_SOCKET_IFNAME: the network interface Gloo binds to
   bool distributed() const { return world_size > 1; }
 };
 
@@ -70,5 +70,13 @@ struct DistOptions {
 
 /// InvalidOption naming the field ("dist.backend", "dist.timeout_seconds", ...).
 void validate(const DistOptions& options);
+
+/// `mib` MiB in bytes, at least 1 (bucket sizes are given in MiB, as DDP's bucket_cap_mb).
+std::size_t bytes_of_mib(double mib);
+
+/// A loopback TCP port no one listens on now, chosen by the system, for the rendezvous of a job
+/// on this machine (a fixed or pid-derived port can be one another process's connection holds).
+/// Throws std::runtime_error when no socket can be bound.
+int free_loopback_port();
 
 }  // namespace engram::dist

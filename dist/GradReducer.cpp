@@ -38,7 +38,8 @@ GradReducer::GradReducer(Communicator& comm, std::vector<at::Tensor> parameters,
     if (p.scalar_type() != parameters_[0].scalar_type())
       throw std::invalid_argument("data-parallel training needs parameters of one type");
     index_of_[p.unsafeGetTensorImpl()] = i;
-    total_bytes_ += p.numel() * p.element_size();
+    bytes_.push_back(p.numel() * p.element_size());
+    total_bytes_ += bytes_.back();
   }
   // Before the first step: one bucket, every parameter, in the reverse of the workload's order
   // (roughly the order backward produces them).
@@ -52,6 +53,16 @@ GradReducer::GradReducer(Communicator& comm, std::vector<at::Tensor> parameters,
 }
 
 GradReducer::~GradReducer() = default;
+
+std::vector<std::size_t> GradReducer::bucket_bytes() const {
+  std::vector<std::size_t> sizes;
+  for (const auto& bucket : buckets_) {
+    std::size_t bytes = 0;
+    for (std::size_t i : bucket) bytes += bytes_[i];
+    sizes.push_back(bytes);
+  }
+  return sizes;
+}
 
 void GradReducer::begin_step() {
   std::lock_guard<std::mutex> lock(mutex_);
@@ -181,14 +192,12 @@ void GradReducer::learn_buckets() {
   at::Tensor shared = at::tensor(plan, at::kLong);
   comm_.broadcast(shared, 0);
   const auto* v = shared.data_ptr<std::int64_t>();
-  std::vector<std::size_t> order(n), bytes(n);
+  std::vector<std::size_t> order(n);
   for (std::size_t k = 0; k < n; ++k) {
     order[k] = static_cast<std::size_t>(v[k]);
     expected_[order[k]] = static_cast<int>(v[n + k]);
   }
-  for (std::size_t i = 0; i < n; ++i)
-    bytes[i] = parameters_[i].numel() * parameters_[i].element_size();
-  buckets_ = assign_buckets(order, bytes, options_.first_bucket_bytes, options_.bucket_bytes);
+  buckets_ = assign_buckets(order, bytes_, options_.first_bucket_bytes, options_.bucket_bytes);
   for (std::size_t b = 0; b < buckets_.size(); ++b)
     for (std::size_t i : buckets_[b]) bucket_of_[i] = b;
   buffers_.clear();

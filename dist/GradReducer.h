@@ -62,8 +62,8 @@ class GradReducer {
   std::size_t sent_during_backward() const { return sent_early_; }
   /// Bytes all-reduced per step.
   std::size_t bytes_per_step() const { return total_bytes_; }
-  /// Steps done so far.
-  long steps() const { return steps_; }
+  /// Bytes of each bucket, in send order.
+  std::vector<std::size_t> bucket_bytes() const;
 
  private:
   void launch(std::size_t bucket);
@@ -74,6 +74,7 @@ class GradReducer {
   std::vector<at::Tensor> parameters_;
   DistOptions options_;
   std::unordered_map<const void*, std::size_t> index_of_;  ///< TensorImpl* -> parameter index
+  std::vector<std::size_t> bytes_;                         ///< per parameter
   std::size_t total_bytes_ = 0;
   long steps_ = 0;
 

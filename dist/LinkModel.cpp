@@ -18,8 +18,8 @@ double LinkModel::broadcast_seconds(std::size_t bytes, int world) const {
 LinkSchedule::Clock::time_point LinkSchedule::complete_at(Clock::time_point launched,
                                                           double seconds) {
   const auto start = std::max(launched, free_at_);
-  free_at_ = start + std::chrono::duration_cast<Clock::duration>(
-                         std::chrono::duration<double>(seconds));
+  free_at_ =
+      start + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
   return free_at_;
 }
 

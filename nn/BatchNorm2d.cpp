@@ -3,6 +3,8 @@
 #include "nn/Recompute.h"
 #include "nn/detail/FunctionSupport.h"
 
+#include <tuple>
+
 namespace engram::nn {
 namespace {
 
@@ -101,52 +103,20 @@ struct BatchNorm2dFunction : public torch::autograd::Function<BatchNorm2dFunctio
     const double eps = ctx->saved_data["eps"].toDouble();
     const bool dw = weight.defined() && weight.requires_grad();
     const bool db = bias.defined() && bias.requires_grad();
-    // One call for all three: the weight and bias gradients are the reductions the input
-    // gradient needs anyway. In training the statistics are the batch's (save_mean,
-    // save_invstd); in evaluation the running ones.
+    at::Tensor dx, dweight, dbias;
     if (ctx->saved_data.count("global_count")) {
-      return synchronized_backward(ctx, grad_outputs[0], x, weight, bias, mean, stat, dw, db);
+      std::tie(dx, dweight, dbias) =
+          synchronized_grads(ctx, grad_outputs[0], x, weight, mean, stat);
+    } else {
+      // One call for all three: the weight and bias gradients are the reductions the input
+      // gradient needs anyway. In training the statistics are the batch's (save_mean,
+      // save_invstd); in evaluation the running ones.
+      std::tie(dx, dweight, dbias) =
+          training ? at::native_batch_norm_backward(grad_outputs[0], x, weight, {}, {}, mean, stat,
+                                                    true, eps, {ctx->needs_input_grad(0), dw, db})
+                   : at::native_batch_norm_backward(grad_outputs[0], x, weight, mean, stat, {}, {},
+                                                    false, eps, {ctx->needs_input_grad(0), dw, db});
     }
-    auto grads =
-        training ? at::native_batch_norm_backward(grad_outputs[0], x, weight, {}, {}, mean, stat,
-                                                  true, eps, {ctx->needs_input_grad(0), dw, db})
-                 : at::native_batch_norm_backward(grad_outputs[0], x, weight, mean, stat, {}, {},
-                                                  false, eps, {ctx->needs_input_grad(0), dw, db});
-    at::Tensor dweight = std::get<1>(grads), dbias = std::get<2>(grads);
-    detail::submit_weight_grad(
-        ctx, WeightGradTask{"batch_norm2d", {weight, bias}, [weight, bias, dweight, dbias, dw, db] {
-                              if (dw) detail::accumulate_grad(weight, dweight);
-                              if (db) detail::accumulate_grad(bias, dbias);
-                            }});
-    variable_list result(1 + (weight.defined() ? 2 : 0) + 5);
-    result[0] = std::get<0>(grads);
-    return result;
-  }
-
-  /// Backward of the synchronised forward: the input gradient needs the global batch's sums of
-  /// dy and dy * (x - mean); the weight and bias gradients are the local batch's (the gradient
-  /// exchange sums them over the replicas).
-  static variable_list synchronized_backward(AutogradContext* ctx, const at::Tensor& dy,
-                                             const at::Tensor& x, const at::Tensor& weight,
-                                             const at::Tensor& bias, const at::Tensor& mean,
-                                             const at::Tensor& invstd, bool dw, bool db) {
-    const double count = ctx->saved_data["global_count"].toDouble();
-    const int64_t c = x.size(1);
-    const at::Tensor xmu = x - per_channel(mean);
-    at::Tensor sums = at::empty({2 * c}, x.options().dtype(at::kDouble));
-    sums.narrow(0, 0, c).copy_(dy.sum({0, 2, 3}, false, at::kDouble));
-    sums.narrow(0, c, c).copy_((dy * xmu).sum({0, 2, 3}, false, at::kDouble));
-    const at::Tensor dbias = sums.narrow(0, 0, c).to(x.scalar_type());
-    const at::Tensor dweight = (sums.narrow(0, c, c) * invstd.to(at::kDouble)).to(x.scalar_type());
-    ReplicaSum* replicas = detail::captured_runtime(ctx).replicas;
-    replicas->sum(sums);
-    const at::Tensor mean_dy = (sums.narrow(0, 0, c) / count).to(x.scalar_type());
-    const at::Tensor mean_dy_xmu = (sums.narrow(0, c, c) / count).to(x.scalar_type());
-    at::Tensor scale = invstd;
-    if (weight.defined()) scale = scale * weight;
-    const at::Tensor dx = (dy - per_channel(mean_dy) -
-                           xmu * per_channel(invstd * invstd * mean_dy_xmu)) *
-                          per_channel(scale);
     detail::submit_weight_grad(
         ctx, WeightGradTask{"batch_norm2d", {weight, bias}, [weight, bias, dweight, dbias, dw, db] {
                               if (dw) detail::accumulate_grad(weight, dweight);
@@ -155,6 +125,31 @@ struct BatchNorm2dFunction : public torch::autograd::Function<BatchNorm2dFunctio
     variable_list result(1 + (weight.defined() ? 2 : 0) + 5);
     result[0] = dx;
     return result;
+  }
+
+  /// The gradients {dx, dweight, dbias} of the synchronised forward: the input gradient needs
+  /// the global batch's sums of dy and dy * (x - mean); the weight and bias gradients are the
+  /// local batch's (the gradient exchange sums them over the replicas).
+  static std::tuple<at::Tensor, at::Tensor, at::Tensor> synchronized_grads(
+      AutogradContext* ctx, const at::Tensor& dy, const at::Tensor& x, const at::Tensor& weight,
+      const at::Tensor& mean, const at::Tensor& invstd) {
+    const double count = ctx->saved_data["global_count"].toDouble();
+    const int64_t c = x.size(1);
+    const at::Tensor xmu = x - per_channel(mean);
+    at::Tensor sums = at::empty({2 * c}, x.options().dtype(at::kDouble));
+    sums.narrow(0, 0, c).copy_(dy.sum({0, 2, 3}, false, at::kDouble));
+    sums.narrow(0, c, c).copy_((dy * xmu).sum({0, 2, 3}, false, at::kDouble));
+    const at::Tensor dbias = sums.narrow(0, 0, c).to(x.scalar_type());
+    const at::Tensor dweight = (sums.narrow(0, c, c) * invstd.to(at::kDouble)).to(x.scalar_type());
+    detail::captured_runtime(ctx).replicas->sum(sums);
+    const at::Tensor mean_dy = (sums.narrow(0, 0, c) / count).to(x.scalar_type());
+    const at::Tensor mean_dy_xmu = (sums.narrow(0, c, c) / count).to(x.scalar_type());
+    at::Tensor scale = invstd;
+    if (weight.defined()) scale = scale * weight;
+    const at::Tensor dx =
+        (dy - per_channel(mean_dy) - xmu * per_channel(invstd * invstd * mean_dy_xmu)) *
+        per_channel(scale);
+    return {dx, dweight, dbias};
   }
 };
 

@@ -1,5 +1,6 @@
 #include "trainer/DataParallel.h"
 
+#include "common/Hash.h"
 #include "dist/Communicator.h"
 #include "dist/GradReducer.h"
 #include "nn/GradScheduler.h"
@@ -20,8 +21,8 @@ std::vector<std::pair<std::string, std::string>> configuration(
   std::ostringstream training;
   training << "steps " << o.steps << ", batch " << o.batch << ", lr " << o.learning_rate
            << ", clip " << o.grad_clip << ", seed " << o.seed << ", grad sync "
-           << dist::grad_sync_name(o.dist.grad_sync) << ", buckets " << o.dist.bucket_bytes
-           << "/" << o.dist.first_bucket_bytes << ", sync batch norm " << o.dist.sync_batch_norm
+           << dist::grad_sync_name(o.dist.grad_sync) << ", buckets " << o.dist.bucket_bytes << "/"
+           << o.dist.first_bucket_bytes << ", sync batch norm " << o.dist.sync_batch_norm
            << ", memory";
   for (const auto& t : o.memory.techniques) training << ' ' << t;
   training << " budget " << o.memory.budget_bytes;
@@ -51,19 +52,19 @@ std::vector<std::size_t> shard_of(const std::vector<std::size_t>& global, int ra
 }
 
 std::uint64_t parameter_hash(const std::vector<at::Tensor>& parameters) {
-  std::uint64_t h = 1469598103934665603ull;
+  std::uint64_t h = kFnv1aSeed;
   for (const auto& p : parameters) {
     const at::Tensor c = p.detach().contiguous();
-    const auto* bytes = static_cast<const unsigned char*>(c.data_ptr());
-    const std::size_t n = c.numel() * c.element_size();
-    for (std::size_t i = 0; i < n; ++i) h = (h ^ bytes[i]) * 1099511628211ull;
+    h = fnv1a(c.data_ptr(), c.numel() * c.element_size(), h);
   }
   return h;
 }
 
 DataParallel::DataParallel(dist::Communicator& comm, Workload& workload,
                            std::vector<at::Tensor> parameters, const TrainingOptions& options)
-    : comm_(comm), parameters_(std::move(parameters)) {
+    : comm_(comm),
+      parameters_(std::move(parameters)),
+      exchanges_(options.dist.grad_sync != dist::GradSync::none) {
   for (const auto& [what, value] : configuration(workload, parameters_, options))
     comm_.agree(what, value);
   if (workload.num_examples() < static_cast<std::size_t>(comm_.world_size())) {
@@ -87,7 +88,8 @@ DataParallel::DataParallel(dist::Communicator& comm, Workload& workload,
   reducer_ = std::make_unique<dist::GradReducer>(comm_, parameters_, options.dist);
   scheduler_ = std::make_unique<nn::ImmediateScheduler>();
   if (options.dist.sync_batch_norm) replicas_ = std::make_unique<CommunicatorSum>(comm_);
-  scheduler_->on_ready([this](const nn::WeightGradTask& task) { reducer_->ready(task.parameters); });
+  scheduler_->on_ready(
+      [this](const nn::WeightGradTask& task) { reducer_->ready(task.parameters); });
 }
 
 DataParallel::~DataParallel() = default;
@@ -109,6 +111,7 @@ void DataParallel::after(StepPhase phase) {
 }
 
 void DataParallel::check_replicas(long step) {
+  if (!exchanges_) return;  // without an exchange the replicas drift apart by design
   const int world = comm_.world_size();
   at::Tensor hashes = at::zeros({world}, at::kLong);
   hashes[comm_.rank()] = static_cast<std::int64_t>(parameter_hash(parameters_));

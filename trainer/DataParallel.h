@@ -64,7 +64,8 @@ class DataParallel : public StepHooks {
   dist::GradReducer& reducer() { return *reducer_; }
   dist::Communicator& communicator() { return comm_; }
 
-  /// Throws std::runtime_error (on every rank) when the ranks' parameters differ.
+  /// Throws std::runtime_error (on every rank) when the ranks' parameters differ. Does nothing
+  /// under GradSync::none, whose replicas drift apart by design.
   void check_replicas(long step);
 
   void before(StepPhase phase) override;
@@ -73,6 +74,7 @@ class DataParallel : public StepHooks {
  private:
   dist::Communicator& comm_;
   std::vector<at::Tensor> parameters_;
+  bool exchanges_;  ///< gradients are exchanged (not GradSync::none)
   std::unique_ptr<dist::GradReducer> reducer_;
   std::unique_ptr<nn::GradScheduler> scheduler_;
   std::unique_ptr<nn::ReplicaSum> replicas_;

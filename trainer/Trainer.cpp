@@ -84,8 +84,7 @@ StepOutput TrainingSession::step(std::vector<std::size_t> indices) {
   if (!data_parallel_) return stepper_->step(std::move(indices));
   std::vector<double> denominators = workload_.loss_denominators(indices);
   StepOutput out = stepper_->step(data_parallel_->shard(indices), std::move(denominators));
-  if (options_.dist.grad_sync != dist::GradSync::none && steps_ % options_.dist.check_every == 0)
-    data_parallel_->check_replicas(steps_);
+  if (steps_ % options_.dist.check_every == 0) data_parallel_->check_replicas(steps_);
   return out;
 }
 
@@ -188,8 +187,7 @@ TrainSummary train(Workload& workload, const TrainingOptions& options, const Log
   }
   bar.finish();
   if (comm != nullptr) {
-    if (options.dist.grad_sync != dist::GradSync::none)
-      session.data_parallel()->check_replicas(summary.steps);
+    session.data_parallel()->check_replicas(summary.steps);
     comm->barrier();  // no rank leaves (closing the store) while another still trains
   }
   summary.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

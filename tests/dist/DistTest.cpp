@@ -1,13 +1,13 @@
 // Data-parallel training: the pure parts (buckets, link model, sharding, torchrun's environment)
 // as unit tests, and jobs of two ranks on loopback as integration tests. A job's ranks are child
 // processes of this binary: main() runs one rank when ENGRAM_DIST_WORKER names a scenario.
+#include "common/Errors.h"
 #include "datasets/Task.h"
 #include "datasets/TraceFile.h"
 #include "dist/Communicator.h"
 #include "dist/DistOptions.h"
 #include "dist/GradReducer.h"
 #include "dist/LinkModel.h"
-#include "common/Errors.h"
 #include "npi/NpiData.h"
 #include "npi/NpiModel.h"
 #include "npi/NpiWorkload.h"
@@ -19,19 +19,16 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
 #include <algorithm>
 #include <csignal>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <map>
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <spawn.h>
-#include <sys/socket.h>
-#include <sys/wait.h>
 #include <thread>
-#include <unistd.h>
 
 extern char** environ;
 
@@ -205,8 +202,8 @@ int run_worker() {
       // and its verdict (stop at step 10) reaches every rank.
       o.log_every = 5;
       std::ofstream logs(out + ".rank" + std::to_string(env.rank) + ".logs");
-      const auto summary = trainer::train(
-          workload, o, [&](long step, std::map<std::string, double>& metrics) {
+      const auto summary =
+          trainer::train(workload, o, [&](long step, std::map<std::string, double>& metrics) {
             logs << step << '\n' << std::flush;
             metrics["validated_on"] = env.rank;
             return step >= 10;
@@ -223,10 +220,10 @@ int run_worker() {
       session.step();
     }
     if (auto* dp = session.data_parallel()) {
-      if (o.dist.grad_sync != dist::GradSync::none) dp->check_replicas(o.steps);
-      std::ofstream(out + ".stats") << dp->reducer().buckets().size() << ' '
-                                    << dp->reducer().sent_during_backward() << ' '
-                                    << dp->reducer().bytes_per_step() << '\n';
+      dp->check_replicas(o.steps);
+      std::ofstream(out + ".stats")
+          << dp->reducer().buckets().size() << ' ' << dp->reducer().sent_during_backward() << ' '
+          << dp->reducer().bytes_per_step() << '\n';
       dp->communicator().barrier();
     }
     if (env.rank == 0) {
@@ -253,20 +250,6 @@ struct Rank {
   double seconds = 0;  ///< until it exited
 };
 
-/// A loopback port no one listens on now (the system picks it; a pid-derived one collided with
-/// the ephemeral ports of concurrent tests' connections).
-int free_port() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof(addr);
-  ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-  ::close(fd);
-  return ntohs(addr.sin_port);
-}
-
 class DistJob : public ::testing::Test {
  public:
   void SetUp() override {
@@ -283,7 +266,7 @@ class DistJob : public ::testing::Test {
   void start(const std::string& name, int world,
              const std::vector<std::map<std::string, std::string>>& per_rank) {
     ranks_.assign(world, {});
-    const int port = free_port();
+    const int port = dist::free_loopback_port();
     start_time_ = std::chrono::steady_clock::now();
     for (int r = 0; r < world; ++r) {
       std::map<std::string, std::string> vars;
@@ -310,8 +293,7 @@ class DistJob : public ::testing::Test {
       envp.push_back(nullptr);
       std::string exe = fs::read_symlink("/proc/self/exe").string();
       char* argv[] = {exe.data(), nullptr};
-      ASSERT_EQ(::posix_spawn(&ranks_[r].pid, exe.c_str(), nullptr, nullptr, argv, envp.data()),
-                0);
+      ASSERT_EQ(::posix_spawn(&ranks_[r].pid, exe.c_str(), nullptr, nullptr, argv, envp.data()), 0);
     }
   }
 
@@ -324,8 +306,8 @@ class DistJob : public ::testing::Test {
         const pid_t done = ::waitpid(r.pid, &status, WNOHANG);
         if (done == r.pid) {
           r.status = status;
-          r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() -
-                                                    start_time_).count();
+          r.seconds =
+              std::chrono::duration<double>(std::chrono::steady_clock::now() - start_time_).count();
         } else if (std::chrono::steady_clock::now() > deadline) {
           ::kill(r.pid, SIGKILL);
           ::waitpid(r.pid, &status, 0);
@@ -393,7 +375,8 @@ void expect_equivalent(DistJob& job, const std::string& model, const std::string
     return extra;
   };
   const std::string two_b = std::to_string(2 * std::stoi(b));
-  job.run_ok(model + "-one-step", 1, with({{"ENGRAM_DIST_BATCH", two_b}, {"ENGRAM_DIST_STEPS", "1"}}));
+  job.run_ok(model + "-one-step", 1,
+             with({{"ENGRAM_DIST_BATCH", two_b}, {"ENGRAM_DIST_STEPS", "1"}}));
   job.run_ok(model + "-two-step", 2, with({{"ENGRAM_DIST_BATCH", b}, {"ENGRAM_DIST_STEPS", "1"}}));
   const auto g1 = job.params(model + "-one-step", ".grads"),
              g2 = job.params(model + "-two-step", ".grads");
@@ -404,17 +387,15 @@ void expect_equivalent(DistJob& job, const std::string& model, const std::string
   EXPECT_LT(grad_diff / largest, 1e-5) << "first-step gradients differ by " << grad_diff;
   job.run_ok(model + "-one", 1, with({{"ENGRAM_DIST_BATCH", two_b}}));
   job.run_ok(model + "-overlap", 2, with({{"ENGRAM_DIST_BATCH", b}}));
-  job.run_ok(model + "-alone", 2,
-             with({{"ENGRAM_DIST_BATCH", b}, {"ENGRAM_DIST_SYNC", "none"}}));
+  job.run_ok(model + "-alone", 2, with({{"ENGRAM_DIST_BATCH", b}, {"ENGRAM_DIST_SYNC", "none"}}));
   const auto one = job.params(model + "-one"), two = job.params(model + "-overlap"),
              alone = job.params(model + "-alone");
   ASSERT_GT(one.size(), 1000u);
   const double diff = DistJob::max_abs_diff(one, two);
   const double apart = DistJob::max_abs_diff(one, alone);
   std::cout << model << ": 2 ranks x " << b << " against 1 process x " << two_b
-            << ": first-step gradients max abs difference " << grad_diff << " (largest "
-            << largest << "); parameters after 20 steps " << diff << " (no exchange: " << apart
-            << ")\n";
+            << ": first-step gradients max abs difference " << grad_diff << " (largest " << largest
+            << "); parameters after 20 steps " << diff << " (no exchange: " << apart << ")\n";
   if (env_or("ENGRAM_DIST_FULL", "0") != "1") EXPECT_LT(diff, 1e-5);
   // Without the exchange rank 0 trains on half the data: far from the one process.
   EXPECT_GT(apart, 1e-3);
@@ -466,8 +447,9 @@ void expect_after_equals_overlap(DistJob& job, const std::string& model) {
   EXPECT_EQ(bytes_after, bytes_overlap);
   if (const char* report = std::getenv("ENGRAM_DIST_REPORT")) {
     std::ofstream(report, std::ios::app)
-        << "{\"model\": \"" << model << "\", \"after_vs_overlap_bit_identical\": "
-        << (identical ? "true" : "false") << ", \"overlap_buckets\": " << buckets
+        << "{\"model\": \"" << model
+        << "\", \"after_vs_overlap_bit_identical\": " << (identical ? "true" : "false")
+        << ", \"overlap_buckets\": " << buckets
         << ", \"overlap_buckets_sent_during_backward\": " << early << "}\n";
   }
 }
@@ -490,8 +472,9 @@ TEST_F(DistJob, TheLogCallbackRunsOnOneRankAndEveryRankFollowsItsVerdict) {
 }
 
 TEST_F(DistJob, AKilledRankIsNamedByTheOther) {
-  start("killed", 2, {{{"ENGRAM_DIST_TIMEOUT", "20"}},
-                      {{"ENGRAM_DIST_TIMEOUT", "20"}, {"ENGRAM_DIST_DIE_AT", "4"}}});
+  start("killed", 2,
+        {{{"ENGRAM_DIST_TIMEOUT", "20"}},
+         {{"ENGRAM_DIST_TIMEOUT", "20"}, {"ENGRAM_DIST_DIE_AT", "4"}}});
   wait_all(60);
   ASSERT_TRUE(exited_with(0, 1)) << "rank 0 status " << ranks_[0].status;
   EXPECT_LT(ranks_[0].seconds, 20.0);
@@ -502,8 +485,9 @@ TEST_F(DistJob, AKilledRankIsNamedByTheOther) {
 }
 
 TEST_F(DistJob, AHungRankIsNamedWithinTheTimeout) {
-  start("hung", 2, {{{"ENGRAM_DIST_TIMEOUT", "4"}},
-                    {{"ENGRAM_DIST_TIMEOUT", "4"}, {"ENGRAM_DIST_HANG_AT", "4"}}});
+  start("hung", 2,
+        {{{"ENGRAM_DIST_TIMEOUT", "4"}},
+         {{"ENGRAM_DIST_TIMEOUT", "4"}, {"ENGRAM_DIST_HANG_AT", "4"}}});
   const auto begin = std::chrono::steady_clock::now();
   // Rank 1 stops itself; rank 0 must give up on its own.
   int status = 0;
@@ -530,7 +514,8 @@ TEST_F(DistJob, DifferentModelsAreRefusedAtStart) {
   EXPECT_TRUE(exited_with(0, 1));
   EXPECT_TRUE(exited_with(1, 1));
   const std::string error = text("mismatch.error");
-  EXPECT_NE(error.find("the ranks disagree on the model's parameter shapes"), std::string::npos) << error;
+  EXPECT_NE(error.find("the ranks disagree on the model's parameter shapes"), std::string::npos)
+      << error;
 }
 
 TEST_F(DistJob, DifferentWorldSizesAreRefusedAtStart) {
