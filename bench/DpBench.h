@@ -31,20 +31,20 @@ struct DpBenchOptions {
   std::vector<double> link_bandwidths{0, 1.25e9, 1.25e8, 1.25e7};
   double link_latency = 0;  ///< seconds per collective
   std::vector<std::string> schedules{"none", "after", "overlap"};
-  long warmup = 2;  ///< untimed steps per configuration (the first learns the buckets)
-  long steps = 5;   ///< timed steps per configuration
-  int resnet_batch = 16;  ///< per rank
-  int npi_batch = 8;      ///< per rank
-  int hidden = 256;       ///< NPI
-  int threads = 1;        ///< intra-op threads per rank, Engram and peer alike
-  double bucket_mb = 25;  ///< bucket capacity in MiB, Engram and DDP (bucket_cap_mb) alike
+  long warmup = 2;             ///< untimed steps per configuration (the first learns the buckets)
+  long steps = 5;              ///< timed steps per configuration
+  int resnet_batch = 16;       ///< per rank
+  int npi_batch = 8;           ///< per rank
+  int hidden = 256;            ///< NPI
+  int threads = 1;             ///< intra-op threads per rank, Engram and peer alike
+  double bucket_mb = 25;       ///< bucket capacity in MiB, Engram and DDP (bucket_cap_mb) alike
   double first_bucket_mb = 1;  ///< Engram's first bucket (DDP's is fixed at 1 MiB)
   std::uint64_t seed = 1;
   std::string trace_dir;  ///< Chrome traces per rank; empty: none
   std::string python = "/usr/bin/python3";
   std::string torchrun = "torchrun";
   bool skip_peer = false;
-  int port = 0;  ///< rendezvous port on 127.0.0.1 (the peer's: port + 1); 0: free ones
+  int port = 0;         ///< rendezvous port on 127.0.0.1 (the peer's: port + 1); 0: free ones
   bool worker = false;  ///< this process is one rank (started by the driver)
 };
 

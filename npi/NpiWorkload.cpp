@@ -21,11 +21,10 @@ trainer::StepOutput NpiWorkload::forward(const trainer::Batch& batch) {
   // Sums over the batch's steps (all of them; calls only) over the global batch's counts.
   const double steps = b.denominator(0, static_cast<double>(b.end_target.size(0)));
   const double calls = std::max(1.0, b.denominator(1, b.call_mask.sum().item<double>()));
-  const auto end_loss =
-      F::binary_cross_entropy_with_logits(
-          out.end_logit, b.end_target,
-          F::BinaryCrossEntropyWithLogitsFuncOptions().reduction(torch::kSum)) /
-      steps;
+  const auto end_loss = F::binary_cross_entropy_with_logits(
+                            out.end_logit, b.end_target,
+                            F::BinaryCrossEntropyWithLogitsFuncOptions().reduction(torch::kSum)) /
+                        steps;
   const auto program_loss =
       (F::cross_entropy(out.program_logits, b.callee_target,
                         F::CrossEntropyFuncOptions().reduction(torch::kNone)) *

@@ -10,7 +10,9 @@ trainer::StepOutput PrimitiveWorkload::forward(const trainer::Batch& b) {
   const auto logits = net_->forward(examples_.inputs.index_select(0, index));
   const auto targets = examples_.targets.index_select(0, index);
   trainer::StepOutput out;
-  out.loss = torch::nn::functional::cross_entropy(logits, targets, torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kSum)) /
+  out.loss = torch::nn::functional::cross_entropy(
+                 logits, targets,
+                 torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kSum)) /
              b.denominator(0, static_cast<double>(batch.size()));
   {
     torch::NoGradGuard no_grad;

@@ -51,8 +51,10 @@ trainer::StepOutput ResNetWorkload::forward(const trainer::Batch& b) {
                                 ? model_->head(runner_->forward(resnet_units(model_), images))
                                 : model_(images);
   trainer::StepOutput out;
-  out.loss = torch::nn::functional::cross_entropy(logits, labels, torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kSum)) /
-             b.denominator(0, static_cast<double>(b.indices.size()));
+  out.loss =
+      torch::nn::functional::cross_entropy(
+          logits, labels, torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kSum)) /
+      b.denominator(0, static_cast<double>(b.indices.size()));
   {
     torch::NoGradGuard no_grad;
     out.metrics["accuracy"] = logits.argmax(1).eq(labels).to(torch::kDouble).mean().item<double>();

@@ -10,8 +10,10 @@ trainer::StepOutput TbcnnWorkload::forward(const trainer::Batch& b) {
   for (auto i : batch) labels.push_back(examples_.labels[i]);
   const auto target = torch::tensor(labels, torch::kLong);
   trainer::StepOutput out;
-  out.loss = torch::nn::functional::cross_entropy(logits, target, torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kSum)) /
-             b.denominator(0, static_cast<double>(batch.size()));
+  out.loss =
+      torch::nn::functional::cross_entropy(
+          logits, target, torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kSum)) /
+      b.denominator(0, static_cast<double>(batch.size()));
   {
     torch::NoGradGuard no_grad;
     out.metrics["error"] = (logits.argmax(1) != target).to(torch::kFloat).mean().item<double>();

@@ -31,8 +31,7 @@ Command register_bench_dp(CLI::App& parent) {
       ->delimiter(',')
       ->capture_default_str();
   sub->add_option("--steps", o->steps, "Timed steps per configuration")->capture_default_str();
-  sub->add_option("--warmup", o->warmup, "Untimed steps per configuration")
-      ->capture_default_str();
+  sub->add_option("--warmup", o->warmup, "Untimed steps per configuration")->capture_default_str();
   sub->add_option("--resnet-batch", o->resnet_batch, "ResNet images per rank and step")
       ->capture_default_str();
   sub->add_option("--npi-batch", o->npi_batch, "NPI traces per rank and step")
@@ -49,7 +48,8 @@ Command register_bench_dp(CLI::App& parent) {
       ->capture_default_str();
   sub->add_option("--trace", o->trace_dir,
                   "Write a Chrome trace per rank of each configuration's last step here");
-  sub->add_option("--port", o->port, "Rendezvous port on 127.0.0.1, the DDP peer's one above (0: free ones)")
+  sub->add_option("--port", o->port,
+                  "Rendezvous port on 127.0.0.1, the DDP peer's one above (0: free ones)")
       ->capture_default_str();
   sub->add_option("--torchrun", o->torchrun, "torchrun for the DDP peer")->capture_default_str();
   sub->add_flag("--no-peer", o->skip_peer, "Measure Engram only");

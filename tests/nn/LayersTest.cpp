@@ -146,8 +146,11 @@ TEST_F(LayersTest, SynchronisedBatchNormMatchesFiniteDifferencesAndTheLocalPath)
     bn->bias.mutable_grad() = at::Tensor();
     const at::Tensor y = bn(x);
     (y * dy).sum().backward();
-    return std::vector<at::Tensor>{y.detach(), x.grad().clone(), bn->weight.grad().clone(),
-                                   bn->bias.grad().clone(), bn->running_mean.clone(),
+    return std::vector<at::Tensor>{y.detach(),
+                                   x.grad().clone(),
+                                   bn->weight.grad().clone(),
+                                   bn->bias.grad().clone(),
+                                   bn->running_mean.clone(),
                                    bn->running_var.clone()};
   };
   auto reset_running = [&] {
