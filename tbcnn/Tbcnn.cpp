@@ -33,19 +33,24 @@ constexpr const char* kKind = "tbcnn";
 /// Correct answers at rank 1 and within the top 5 over all of `ex`, in chunks, without gradients.
 struct Score {
   long correct = 0, top5 = 0;
+  std::vector<int> predicted;  ///< per example, when vectors are kept
+  at::Tensor vectors;          ///< [examples, dim] from encode(), when kept
 };
 
-Score score(TbcnnModel& model, const Examples& ex) {
+Score score(TbcnnModel& model, const Examples& ex, bool keep_vectors = false) {
   torch::NoGradGuard no_grad;
   model->eval();
   const auto& config = model->config();
   Score s;
+  std::vector<at::Tensor> chunks;
   constexpr std::size_t kChunk = 256;
   for (std::size_t start = 0; start < ex.trees.size(); start += kChunk) {
     std::vector<std::size_t> indices;
     for (std::size_t i = start; i < std::min(ex.trees.size(), start + kChunk); ++i)
       indices.push_back(i);
-    const auto logits = model->forward(batch_of(ex, indices, config));
+    const auto vectors = model->encode(batch_of(ex, indices, config));
+    const auto logits = model->classify(vectors);
+    if (keep_vectors) chunks.push_back(vectors);
     const auto k = std::min<int64_t>(5, logits.size(1));
     const auto best = std::get<1>(logits.topk(k, 1)).contiguous();
     const auto* p = best.data_ptr<int64_t>();
@@ -53,9 +58,31 @@ Score score(TbcnnModel& model, const Examples& ex) {
       const int label = ex.labels[indices[r]];
       s.correct += p[r * k] == label ? 1 : 0;
       for (int64_t j = 0; j < k; ++j) s.top5 += p[r * k + j] == label ? 1 : 0;
+      if (keep_vectors) s.predicted.push_back(static_cast<int>(p[r * k]));
     }
   }
+  if (keep_vectors && !chunks.empty()) s.vectors = torch::cat(chunks).contiguous();
   return s;
+}
+
+/// {"model","task","split","classes":[names],"dim","examples":[{"label","predicted","vector"}]}
+/// with labels and predictions as indices into classes.
+void write_vectors_json(const std::string& path, const EvalTbcnnReport& report,
+                        const TbcnnConfig& config, const Examples& ex, const Score& s) {
+  nlohmann::json examples = nlohmann::json::array();
+  const int64_t dim = s.vectors.defined() ? s.vectors.size(1) : 0;
+  for (std::size_t i = 0; i < ex.trees.size(); ++i) {
+    const float* row = s.vectors.data_ptr<float>() + static_cast<int64_t>(i) * dim;
+    examples.push_back({{"label", ex.labels[i]},
+                        {"predicted", s.predicted[i]},
+                        {"vector", std::vector<float>(row, row + dim)}});
+  }
+  const nlohmann::json j{
+      {"model", report.model},     {"task", report.task}, {"split", report.split},
+      {"classes", config.classes}, {"dim", dim},          {"examples", std::move(examples)}};
+  AtomicFile file(path);
+  file.stream() << j.dump() << "\n";
+  file.commit();
 }
 
 void save_model(const std::string& path, TbcnnModel& model) {
@@ -85,8 +112,8 @@ datasets::Position parse_pivot(const std::string& text) {
   }
   if (colon == std::string::npos || used_line != colon || used_column != text.size() - colon - 1 ||
       line < 1 || column < 1) {
-    throw InvalidOption("pivot", "expects LINE:COL with 1-based numbers, e.g. 12:5, got '" +
-                                     text + "'");
+    throw InvalidOption("pivot",
+                        "expects LINE:COL with 1-based numbers, e.g. 12:5, got '" + text + "'");
   }
   return {line - 1, column - 1};
 }
@@ -216,8 +243,7 @@ TrainTbcnnReport train_tbcnn(const TrainTbcnnOptions& options) {
     valid =
         make_examples(corpus, datasets::Split::kValid, config, options.valid_statements_per_file);
     if (valid.trees.empty())
-      throw InvalidOption("valid_every",
-                          "needs examples in the corpus's valid split; it has none");
+      throw InvalidOption("valid_every", "needs examples in the corpus's valid split; it has none");
   }
   TbcnnWorkload workload(model, train);
   trainer::TrainingOptions t = options.training;
@@ -267,6 +293,7 @@ EvalTbcnnReport evaluate_tbcnn(const EvalTbcnnOptions& options) {
   trainer::set_threads_option(options.threads);
   TbcnnModel model = load_model(options.model_path);
   const CodeCorpus corpus = datasets::read_corpus(options.corpus_path);
+  if (!options.vectors_path.empty()) AtomicFile probe(options.vectors_path);  // fail before work
   const auto& config = model->config();
   if (config.language != datasets::language_name(corpus.language)) {
     throw FormatError("'" + options.model_path + "' is a model of " + config.language +
@@ -280,10 +307,13 @@ EvalTbcnnReport evaluate_tbcnn(const EvalTbcnnOptions& options) {
   report.classes = static_cast<long>(config.classes.size());
   report.skipped = ex.skipped;
   report.count = static_cast<long>(ex.trees.size());
-  if (ex.trees.empty()) return report;
-  const Score s = score(model, ex);
-  report.accuracy = static_cast<double>(s.correct) / static_cast<double>(report.count);
-  report.top5 = static_cast<double>(s.top5) / static_cast<double>(report.count);
+  const Score s = score(model, ex, !options.vectors_path.empty());
+  if (report.count > 0) {
+    report.accuracy = static_cast<double>(s.correct) / static_cast<double>(report.count);
+    report.top5 = static_cast<double>(s.top5) / static_cast<double>(report.count);
+  }
+  if (!options.vectors_path.empty())
+    write_vectors_json(options.vectors_path, report, config, ex, s);
   return report;
 }
 

@@ -82,6 +82,9 @@ struct EvalTbcnnOptions {
   std::string split = "test";
   int statements_per_file = 3;  ///< masked task: statements drawn from each file
   int threads = 1;
+  /// When set, every example's vector (encode()), label and prediction are written here as JSON
+  /// (see write_vectors_json), atomically.
+  std::string vectors_path;
 };
 
 struct EvalTbcnnReport {

@@ -134,6 +134,8 @@ torch::Tensor TbcnnModelImpl::encode(const TreeBatch& b) {
   return std::get<0>(padded.max(1));
 }
 
-torch::Tensor TbcnnModelImpl::forward(const TreeBatch& batch) { return out_(encode(batch)); }
+torch::Tensor TbcnnModelImpl::classify(const torch::Tensor& vectors) { return out_(vectors); }
+
+torch::Tensor TbcnnModelImpl::forward(const TreeBatch& batch) { return classify(encode(batch)); }
 
 }  // namespace engram::tbcnn

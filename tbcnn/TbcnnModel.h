@@ -60,6 +60,8 @@ class TbcnnModelImpl : public torch::nn::Module {
   torch::Tensor forward(const TreeBatch& batch);
   /// The tree (or pivot) vector v before the classifier: [B, channels] ([B, vocabulary] for bow).
   torch::Tensor encode(const TreeBatch& batch);
+  /// The classifier on vectors from encode(): [B, classes]; forward(b) is classify(encode(b)).
+  torch::Tensor classify(const torch::Tensor& vectors);
   const TbcnnConfig& config() const { return config_; }
 
  private:

@@ -41,13 +41,17 @@ Command register_eval_tbcnn(CLI::App& parent) {
       ->capture_default_str();
   sub->add_option("--threads", et.threads, "Intra-op threads, 0 for all cores")
       ->capture_default_str();
+  sub->add_option("--vectors", et.vectors_path,
+                  "Write every example's vector, label and prediction here (JSON)");
   sub->add_flag("--json", c->json, "Print JSON");
-  return {sub, [c](std::ostream& out, std::ostream&) { return run_eval_tbcnn(*c, out); },
+  return {sub,
+          [c](std::ostream& out, std::ostream&) { return run_eval_tbcnn(*c, out); },
           {{"model_path", "--model"},
            {"corpus_path", "--corpus"},
            {"split", "--split"},
            {"statements_per_file", "--statements"},
-           {"threads", "--threads"}}};
+           {"threads", "--threads"},
+           {"vectors_path", "--vectors"}}};
 }
 
 }  // namespace engram::cli

@@ -1,9 +1,12 @@
 #!/usr/bin/env python3
 """Assembles a reproduce run's pieces into one JSON file (standard library only).
 
-Usage: collect.py OUT.json CLAIM WORKDIR RUN...
+Usage: collect.py [--curves] OUT.json CLAIM WORKDIR RUN...
 where each RUN is NAME=TRAIN_SECONDS, and WORKDIR holds NAME.train.txt (engram train's output),
-NAME.metrics.jsonl and NAME.eval*.json (engram eval --json). The output is written atomically.
+NAME.metrics.jsonl and NAME.eval*.json (engram eval --json), and optionally NAME.run.json (engram
+run --json: a query's call tree, kept as the run's "query"). --curves keeps each run's training
+curve ("curve": at most 100 of its metrics lines, evenly spaced, the last always). The output is
+written atomically.
 """
 import glob
 import json
@@ -27,10 +30,21 @@ def machine():
     return {"cpu": model, "cores": os.cpu_count(), "system": platform.platform()}
 
 
+def thin(lines, at_most=100):
+    """At most `at_most` of `lines`, evenly spaced, keeping the first and the last."""
+    if len(lines) <= at_most:
+        return lines
+    step = (len(lines) - 1) / (at_most - 1)
+    return [lines[round(i * step)] for i in range(at_most)]
+
+
 def main():
-    out, claim, work = sys.argv[1], sys.argv[2], sys.argv[3]
+    args = sys.argv[1:]
+    curves = "--curves" in args
+    args = [a for a in args if a != "--curves"]
+    out, claim, work = args[0], args[1], args[2]
     runs = []
-    for spec in sys.argv[4:]:
+    for spec in args[3:]:
         name, seconds = spec.split("=")
         run = {"name": name, "train_seconds": round(float(seconds), 1)}
         with open(os.path.join(work, name + ".cmd")) as f:
@@ -38,6 +52,8 @@ def main():
         with open(os.path.join(work, name + ".metrics.jsonl")) as f:
             lines = [json.loads(l) for l in f if l.strip()]
         run["final_metrics"] = lines[-1] if lines else None
+        if curves:
+            run["curve"] = thin(lines)
         evals = []
         for path in sorted(glob.glob(os.path.join(work, name + ".eval*.json"))):
             with open(path) as f:
@@ -46,6 +62,10 @@ def main():
                 item["failures"] = item.get("failures", [])[:3]
                 evals.append(item)
         run["eval"] = evals
+        query = os.path.join(work, name + ".run.json")
+        if os.path.exists(query):
+            with open(query) as f:
+                run["query"] = json.load(f)
         runs.append(run)
     write_result(out, claim, {"runs": runs})
 

@@ -486,6 +486,43 @@ TEST(TrainTbcnn, ValidEveryWritesTheModelOfTheBestValidStep) {
   EXPECT_THROW(train_tbcnn(t), UsageError);
 }
 
+TEST(EvalTbcnn, VectorsFileHoldsEveryExampleWithTheScoredPredictions) {
+  TempDir dir;
+  TrainTbcnnOptions t =
+      tiny_training(dir, {{"a", returns_sum}, {"b", prints_range_of}, {"c", nested_loop}}, 10);
+  t.training.steps = 20;
+  t.training.learning_rate = 0.05;
+  t.out_path = dir.file("m.pt");
+  train_tbcnn(t);
+  EvalTbcnnOptions e;
+  e.model_path = t.out_path;
+  e.corpus_path = t.corpus_path;
+  e.split = "train";
+  e.vectors_path = dir.file("vectors.json");
+  const EvalTbcnnReport r = evaluate_tbcnn(e);
+  const auto j = nlohmann::json::parse(testing::read_file(e.vectors_path));
+  EXPECT_EQ(j.at("classes"), (nlohmann::json{"a", "b", "c"}));
+  EXPECT_EQ(j.at("dim").get<int>(), t.channels);
+  const auto& examples = j.at("examples");
+  ASSERT_EQ(static_cast<long>(examples.size()), r.count);
+  long correct = 0;
+  std::set<int> labels;
+  for (const auto& ex : examples) {
+    ASSERT_EQ(ex.at("vector").size(), static_cast<std::size_t>(t.channels));
+    correct += ex.at("label") == ex.at("predicted") ? 1 : 0;
+    labels.insert(ex.at("label").get<int>());
+  }
+  EXPECT_EQ(labels, (std::set<int>{0, 1, 2}));
+  EXPECT_EQ(static_cast<double>(correct) / static_cast<double>(r.count), r.accuracy);
+  // Without the file the report is the same.
+  e.vectors_path.clear();
+  EXPECT_EQ(evaluate_tbcnn(e).accuracy, r.accuracy);
+  // An unwritable path fails before any work, leaving nothing behind.
+  e.vectors_path = dir.file("missing/vectors.json");
+  EXPECT_ANY_THROW(evaluate_tbcnn(e));
+  EXPECT_FALSE(std::filesystem::exists(dir.file("missing")));
+}
+
 TEST(Stdlib, FunctionsOfPackagesWithEnoughFilesDedentedAndWithoutTests) {
   TempDir dir;
   const std::filesystem::path lib = dir.file("lib");
