@@ -3,12 +3,14 @@
 
 Usage: collect.py [--curves] OUT.json CLAIM WORKDIR RUN...
 where each RUN is NAME=TRAIN_SECONDS, and WORKDIR holds NAME.train.txt (engram train's output),
-NAME.metrics.jsonl and NAME.eval*.json (engram eval --json), and optionally NAME.run.json (engram
-run --json: a query's call tree, kept as the run's "query"). --curves keeps each run's training
+NAME.metrics.jsonl and NAME.eval*.json (engram eval --json), and optionally NAME.jsonl (the
+training traces: their header, with the training lengths, is kept as the run's "data") and
+NAME.run.json (engram run --json: a query's call tree, kept as the run's "query"). --curves keeps each run's training
 curve ("curve": at most 100 of its metrics lines, evenly spaced, the last always). The output is
 written atomically.
 """
 import glob
+import gzip
 import json
 import os
 import platform
@@ -62,6 +64,12 @@ def main():
                 item["failures"] = item.get("failures", [])[:3]
                 evals.append(item)
         run["eval"] = evals
+        traces = os.path.join(work, name + ".jsonl")
+        if os.path.exists(traces):
+            with open(traces) as f:
+                header = json.loads(f.readline() or "{}")
+            if header.get("format") == "engram-traces":
+                run["data"] = header
         query = os.path.join(work, name + ".run.json")
         if os.path.exists(query):
             with open(query) as f:
@@ -70,19 +78,29 @@ def main():
     write_result(out, claim, {"runs": runs})
 
 
+def store_trace(src, dst):
+    """Copies the Chrome trace `src` to `dst` (.json.gz) gzipped without a timestamp, so the same
+    trace always gives the same bytes; atomically."""
+    with open(src, "rb") as f:
+        data = gzip.compress(f.read(), mtime=0)
+    with open(dst + ".tmp", "wb") as f:
+        f.write(data)
+    os.replace(dst + ".tmp", dst)
+
+
 def head():
     git = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
                          cwd=os.path.dirname(os.path.abspath(__file__)))
     return git.stdout.strip()
 
 
-def write_result(out, claim, figures):
+def write_result(out, claim, figures, indent=2):
     """Writes {claim, date, commit, [commit_at_end], machine, **figures} to `out` atomically.
 
     `commit` is the commit the run started from (common.sh's ENGRAM_REPRO_COMMIT, whose binary the
     run used); when HEAD moved while the run went on, `commit_at_end` is the commit checked out
     when the file was written. Whatever a results file says is written here or by its script:
-    results/ is never edited by hand.
+    results/ is never edited by hand. indent=None writes one line (files of many numbers).
     """
     end = head()
     commit = os.environ.get("ENGRAM_REPRO_COMMIT", "") or end
@@ -97,7 +115,7 @@ def write_result(out, claim, figures):
     result.update(figures)
     tmp = out + ".tmp"
     with open(tmp, "w") as f:
-        json.dump(result, f, indent=2)
+        json.dump(result, f, indent=indent)
         f.write("\n")
     os.replace(tmp, out)
 
