@@ -10,6 +10,7 @@ packages=(
   googletest libgtest-dev libgmock-dev libbenchmark-dev
   libcli11-dev nlohmann-json3-dev libfmt-dev libspdlog-dev
   python3-torch python3-numpy
+  jupyter-nbconvert python3-nbclient python3-nbformat python3-ipykernel python3-matplotlib
   clang-format clang-tidy
 )
 

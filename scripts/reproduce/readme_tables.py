@@ -122,6 +122,28 @@ def npi_addition_primitive(res):
     return npi_runs(res, ["npi_addition_primitive"])
 
 
+def npi_generalization(res):
+    rows = []
+    for run in res("npi_generalization")["runs"]:
+        task, seed = run["name"].rsplit("-seed", 1)
+        points = sorted((e["length"], e["accuracy"], e["count"]) for e in run["eval"])
+        exact = [length for length, accuracy, _ in points if accuracy == 1.0]
+        # the longest length up to which every evaluated length is exact
+        upto = 0
+        for length, accuracy, _ in points:
+            if accuracy != 1.0:
+                break
+            upto = length
+        longest = points[-1]
+        rows.append([task, f"{run['data']['min_len']}..{run['data']['max_len']}", seed,
+                     secs(run["train_seconds"]), upto if upto else "none",
+                     f"{f3(longest[1])} at {longest[0]} ({longest[2]} problems)",
+                     f"{len(exact)} of {len(points)}"])
+    header = ["task", "training lengths", "seed", "training (s)", "exact at every length up to",
+              "accuracy at the longest", "lengths exact"]
+    return table(header, rows) + source(res, "npi_generalization")
+
+
 def memory_baseline(res):
     resnet, npi_ = res("memory_resnet"), res("memory_npi")
     r, n = resnet["results"][0], npi_["results"][0]
@@ -396,6 +418,7 @@ def dp_bench(res):
 
 TABLES = {
     "npi": npi,
+    "npi_generalization": npi_generalization,
     "memory_baseline": memory_baseline,
     "memory_techniques": memory_techniques,
     "memory_relu": memory_relu,
