@@ -31,9 +31,10 @@ fi
 if [ ${#names[@]} -eq 0 ]; then
   for nb in "$root"/notebooks/*.ipynb; do names+=("$(basename "$nb" .ipynb)"); done
 fi
+executed_tmp=""
 if [ -z "$executed" ]; then
   executed=$(mktemp -d)
-  trap 'rm -rf "$executed"' EXIT
+  executed_tmp=$executed
 fi
 mkdir -p "$figures" "$executed"
 # Each notebook's figures, in the order it saves them (figures.save's names): a figure missing
@@ -47,6 +48,11 @@ declare -A expected=(
 export ENGRAM_RESULTS=$results ENGRAM_FIGURES=$figures
 export PYDEVD_DISABLE_FILE_VALIDATION=1  # ipykernel's debugger warns about frozen modules
 export MPLBACKEND=Agg
+# Jupyter's connection files, IPython's profile and matplotlib's font cache in a scratch folder: no
+# user configuration changes a figure, and a read-only home does not stop the run.
+scratch=$(mktemp -d)
+trap 'rm -rf "$scratch" ${executed_tmp:-}' EXIT
+export JUPYTER_RUNTIME_DIR=$scratch/runtime IPYTHONDIR=$scratch/ipython MPLCONFIGDIR=$scratch/mpl
 status=0
 for name in "${names[@]}"; do
   nb=$root/notebooks/$name.ipynb
