@@ -68,7 +68,7 @@ int parse(CLI::App& app, const std::vector<std::string>& args, std::ostream& out
 }
 
 /// Runs `command`, mapping exceptions to exit codes: usage errors 2 (an invalid option named by
-/// the flag that fills it), anything else 1.
+/// the flag that fills it), training interrupted by a signal 128 + signal, anything else 1.
 int run(const Command& command, std::ostream& out, std::ostream& err) {
   try {
     return command.run(out, err);
@@ -78,6 +78,9 @@ int run(const Command& command, std::ostream& out, std::ostream& err) {
   } catch (const UsageError& e) {
     err << "engram: error: " << e.what() << "\n";
     return 2;
+  } catch (const Interrupted& e) {
+    err << "engram: " << e.what() << "\n";
+    return 128 + e.signal();
   } catch (const std::exception& e) {
     err << "engram: error: " << e.what() << "\n";
     return 1;

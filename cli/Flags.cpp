@@ -77,8 +77,21 @@ TrainingFlags add_training_flags(CLI::App* command, trainer::TrainingOptions& op
   f.log_every =
       command->add_option("--log-every", options.log_every, "Steps between metrics lines")
           ->capture_default_str();
+  command
+      ->add_option("--checkpoint-every", options.checkpoint_every,
+                   "Save the training state (model, optimizer, data order, generators) every N "
+                   "steps; 0: only when SIGINT or SIGTERM stops training")
+      ->capture_default_str();
+  command->add_option("--checkpoint", options.checkpoint_path,
+                      "Where the training state goes (default: the model's path + .ckpt)");
+  command->add_flag("--resume", options.resume,
+                    "Continue from the saved training state: the same command and options end "
+                    "with the same model bytes as a run never stopped");
   flags.insert({{"steps", "--steps"},
                 {"batch", "--batch"},
+                {"checkpoint_every", "--checkpoint-every"},
+                {"checkpoint_path", "--checkpoint"},
+                {"resume", "--resume"},
                 {"learning_rate", "--lr"},
                 {"grad_clip", "--clip"},
                 {"seed", "--seed"},

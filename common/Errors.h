@@ -48,6 +48,17 @@ class InputError : public UsageError {
   using UsageError::UsageError;
 };
 
+/// Training stopped by a signal (SIGINT, SIGTERM) after a step, its state saved when the session
+/// has a checkpoint path. The command line exits 128 + signal (130, 143) with what() as its line.
+class Interrupted : public std::runtime_error {
+ public:
+  Interrupted(int signal, const std::string& what) : std::runtime_error(what), signal_(signal) {}
+  int signal() const { return signal_; }
+
+ private:
+  int signal_;
+};
+
 /// A file exists but cannot be used: malformed data, corrupt or mismatched checkpoint.
 class FormatError : public std::runtime_error {
  public:

@@ -9,6 +9,7 @@
 #include "trainer/Checkpoint.h"
 #include "trainer/Threads.h"
 #include "trainer/Trainer.h"
+#include "trainer/TrainingState.h"
 
 #include <nlohmann/json.hpp>
 
@@ -90,7 +91,10 @@ TrainOptions train_defaults(const std::string& task) {
 
 TrainReport train_npi(const TrainOptions& options) {
   const auto& task = datasets::task_by_name(options.task);
-  trainer::validate(options.training, /*min_steps=*/1);
+  trainer::TrainingOptions t = options.training;
+  if (t.checkpoint_path.empty() && !options.out_path.empty())
+    t.checkpoint_path = options.out_path + ".ckpt";  // where an interrupted run saves its state
+  trainer::validate(t, /*min_steps=*/1);
   if (options.hidden < 1 || options.hidden > 8192)
     throw InvalidOption("hidden", "must be between 1 and 8192");
   if (options.impl != "engram" && options.impl != "torch")
@@ -117,9 +121,10 @@ TrainReport train_npi(const TrainOptions& options) {
   NpiModel model(config);
   const NpiDataset dataset(task, data.traces);
   NpiWorkload workload(model, dataset);
+  t.identity = config.to_json() + "\ndata " + trainer::file_identity(options.data_path);
   // The session plans recompute and swap on the first batch (forward and backward passes only:
   // the NPI has no state that they move) and runs every step under the plan.
-  const trainer::TrainSummary summary = trainer::train(workload, options.training);
+  const trainer::TrainSummary summary = trainer::train(workload, t);
   if (options.training.writes_files()) save_model(options.out_path, model);
   return {summary.steps, summary.seconds, summary.final_loss, summary.examples_per_second};
 }

@@ -131,6 +131,11 @@ std::vector<FamilyReport> train_primitives(const TrainPrimitivesOptions& options
     throw InvalidOption("k", "must lie in " + std::to_string(datasets::kMinDomain) + ".." +
                                  std::to_string(datasets::kMaxDomain));
   }
+  if (options.training.resume || options.training.checkpoint_every > 0) {
+    throw InvalidOption(options.training.resume ? "resume" : "checkpoint_every",
+                        "is for one model's training (npi, tbcnn): a primitive library trains "
+                        "one small network per family in turn, each in seconds");
+  }
   trainer::validate(options.training, /*min_steps=*/1);
   if (options.hidden < 1 || options.hidden > 8192)
     throw InvalidOption("hidden", "must be between 1 and 8192");

@@ -10,6 +10,7 @@
 #include "trainer/Checkpoint.h"
 #include "trainer/Threads.h"
 #include "trainer/Trainer.h"
+#include "trainer/TrainingState.h"
 
 #include <nlohmann/json.hpp>
 
@@ -190,7 +191,10 @@ TrainTbcnnReport train_tbcnn(const TrainTbcnnOptions& options) {
   check_model_and_activation(options.model, options.activation);
   if (options.model == "localized" && options.task != "masked")
     throw InvalidOption("model", "localized needs a pivot: it applies to the masked task only");
-  trainer::validate(options.training, /*min_steps=*/1);
+  trainer::TrainingOptions t = options.training;
+  if (t.checkpoint_path.empty() && !options.out_path.empty())
+    t.checkpoint_path = options.out_path + ".ckpt";  // where an interrupted run saves its state
+  trainer::validate(t, /*min_steps=*/1);
   if (options.embedding < 1 || options.embedding > 4096)
     throw InvalidOption("embedding", "must be in 1..4096");
   if (options.channels < 1 || options.channels > 4096)
@@ -207,6 +211,13 @@ TrainTbcnnReport train_tbcnn(const TrainTbcnnOptions& options) {
   const CodeCorpus corpus = datasets::read_corpus(options.corpus_path);
   if (options.training.writes_files()) {
     AtomicFile probe(options.out_path, /*binary=*/true);
+  }
+  if (options.valid_every > 0 &&
+      (options.training.resume || options.training.checkpoint_every > 0)) {
+    // The best model so far lives in the callback, not in the session's state.
+    throw InvalidOption("valid_every",
+                        "keeps the best model on valid, which a training checkpoint does not hold "
+                        "yet: train without it to checkpoint or resume");
   }
   if (options.valid_every > 0 && options.training.world_size() > 1) {
     // The best model on valid is kept by the callback's own state, on the rank that scores it.
@@ -246,7 +257,8 @@ TrainTbcnnReport train_tbcnn(const TrainTbcnnOptions& options) {
       throw InvalidOption("valid_every", "needs examples in the corpus's valid split; it has none");
   }
   TbcnnWorkload workload(model, train);
-  trainer::TrainingOptions t = options.training;
+  t.identity = config.to_json() + "\ncorpus " + trainer::file_identity(options.corpus_path) +
+               "\nstatements " + std::to_string(options.statements_per_file);
   trainer::LogCallback on_log;
   TrainTbcnnReport report;
   std::vector<at::Tensor> best;  // the parameters of the best model on valid, when selecting

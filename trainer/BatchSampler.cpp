@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <numeric>
+#include <sstream>
 #include <stdexcept>
 
 namespace engram::trainer {
@@ -26,6 +27,33 @@ std::vector<std::size_t> BatchSampler::next() {
     indices.push_back(order_[cursor_++]);
   }
   return indices;
+}
+
+BatchSampler::State BatchSampler::state() const {
+  std::ostringstream rng;
+  rng << rng_;
+  return {rng.str(), order_, cursor_};
+}
+
+void BatchSampler::restore(const State& state) {
+  if (state.order.size() != order_.size())
+    throw std::invalid_argument("a sampler state of " + std::to_string(state.order.size()) +
+                                " examples, this sampler has " + std::to_string(order_.size()));
+  if (state.cursor > state.order.size())
+    throw std::invalid_argument("a sampler state positioned past its epoch");
+  std::vector<bool> seen(order_.size(), false);
+  for (std::size_t i : state.order) {
+    if (i >= seen.size() || seen[i])
+      throw std::invalid_argument("a sampler state whose order is not a permutation");
+    seen[i] = true;
+  }
+  std::mt19937_64 rng;
+  std::istringstream in(state.rng);
+  in >> rng;
+  if (!in) throw std::invalid_argument("a sampler state with a malformed generator state");
+  rng_ = rng;
+  order_ = state.order;
+  cursor_ = state.cursor;
 }
 
 }  // namespace engram::trainer

@@ -13,6 +13,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <random>
+#include <string>
 #include <vector>
 
 namespace engram::trainer {
@@ -24,6 +25,18 @@ class BatchSampler {
   /// The next batch's example indices.
   std::vector<std::size_t> next();
   std::size_t batch_size() const { return batch_; }
+
+  /// Where the sampler is: its generator, the epoch's order and the position in it. Restoring
+  /// a saved state continues with the same batches (resumable training, trainer/TrainingState.h).
+  struct State {
+    std::string rng;  ///< the generator's state as std::mt19937_64 writes it
+    std::vector<std::size_t> order;
+    std::size_t cursor = 0;
+  };
+  State state() const;
+  /// Throws std::invalid_argument when `state` is of another number of examples or malformed,
+  /// changing nothing.
+  void restore(const State& state);
 
  private:
   std::size_t batch_;

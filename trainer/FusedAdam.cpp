@@ -41,6 +41,28 @@ FusedAdam::FusedAdam(std::vector<torch::Tensor> params, double learning_rate, do
   }
 }
 
+void FusedAdam::load_state(const std::vector<State>& state) {
+  if (state.size() != state_.size()) {
+    throw std::invalid_argument("optimizer state of " + std::to_string(state.size()) +
+                                " parameters, the optimizer has " + std::to_string(state_.size()));
+  }
+  for (std::size_t k = 0; k < state.size(); ++k) {
+    for (const auto* t : {&state[k].exp_avg, &state[k].exp_avg_sq}) {
+      if (!t->defined() || t->sizes() != params_[k].sizes() || t->scalar_type() != torch::kFloat)
+        throw std::invalid_argument("optimizer state of parameter " + std::to_string(k) +
+                                    " does not match its shape");
+    }
+    if (state[k].steps < 0)
+      throw std::invalid_argument("negative step count for parameter " + std::to_string(k));
+  }
+  torch::NoGradGuard no_grad;
+  for (std::size_t k = 0; k < state.size(); ++k) {
+    state_[k].exp_avg.copy_(state[k].exp_avg);
+    state_[k].exp_avg_sq.copy_(state[k].exp_avg_sq);
+    state_[k].steps = state[k].steps;
+  }
+}
+
 void FusedAdam::zero_grad() {
   for (auto& p : params_) p.mutable_grad() = torch::Tensor();
 }

@@ -36,11 +36,19 @@ class FusedAdam {
   /// One update of every parameter that has a gradient.
   void step();
 
- private:
+  /// One parameter's moments and how many updates it has had.
   struct State {
     torch::Tensor exp_avg, exp_avg_sq;
     int64_t steps = 0;
   };
+  /// Each parameter's state, in the parameters' order (the live tensors, not copies): what a
+  /// training checkpoint saves (trainer/TrainingState.h).
+  const std::vector<State>& state() const { return state_; }
+  /// Copies `state` in. Throws std::invalid_argument when the number of parameters or a shape
+  /// differs, changing nothing.
+  void load_state(const std::vector<State>& state);
+
+ private:
   std::vector<torch::Tensor> params_;
   std::vector<State> state_;
   double learning_rate_, beta1_, beta2_, eps_;

@@ -74,6 +74,8 @@ class Stepper {
 
   const std::vector<at::Tensor>& parameters() const { return parameters_; }
   Workload& workload() { return workload_; }
+  /// The optimizer over parameters() (its state is saved by trainer/TrainingState.h).
+  FusedAdam& optimizer() { return *optimizer_; }
 
  private:
   Workload& workload_;

@@ -10,6 +10,8 @@
 #include "trainer/ProgressBar.h"
 #include "trainer/Stepper.h"
 #include "trainer/Threads.h"
+#include "trainer/TrainingState.h"
+#include "common/AtomicFile.h"
 
 #include <ATen/ATen.h>
 #include <nlohmann/json.hpp>
@@ -17,9 +19,11 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <csignal>
 #include <fstream>
 #include <numeric>
 #include <optional>
+#include <sstream>
 
 namespace engram::trainer {
 
@@ -126,6 +130,66 @@ bool log_on_one_rank(dist::Communicator& comm, const LogCallback& on_log, long s
   return result.at("stop").get<bool>();
 }
 
+volatile std::sig_atomic_t pending_signal = 0;
+
+extern "C" void note_signal(int signal) { pending_signal = signal; }
+
+/// While training runs, SIGINT and SIGTERM only note the signal (the loop stops after its step,
+/// saving its state); SA_RESETHAND makes a second one act as if there were no handler. The
+/// previous handlers come back afterwards.
+class SignalCatcher {
+ public:
+  SignalCatcher() {
+    pending_signal = 0;
+    struct sigaction action {};
+    action.sa_handler = note_signal;
+    sigemptyset(&action.sa_mask);
+    action.sa_flags = SA_RESETHAND;
+    sigaction(SIGINT, &action, &previous_int_);
+    sigaction(SIGTERM, &action, &previous_term_);
+  }
+  ~SignalCatcher() {
+    sigaction(SIGINT, &previous_int_, nullptr);
+    sigaction(SIGTERM, &previous_term_, nullptr);
+  }
+  SignalCatcher(const SignalCatcher&) = delete;
+  SignalCatcher& operator=(const SignalCatcher&) = delete;
+
+  /// The signal noted, or 0; data-parallel: any rank's (SIGTERM before SIGINT), the same on
+  /// every rank, so that all stop after the same step.
+  int pending(dist::Communicator* comm) const {
+    const int signal = pending_signal;
+    if (comm == nullptr) return signal;
+    at::Tensor noted = at::zeros({2}, at::kLong);
+    if (signal == SIGTERM) noted[0] = 1;
+    if (signal == SIGINT) noted[1] = 1;
+    comm->allreduce(noted, "the ranks' interrupt signals");
+    if (noted[0].item<std::int64_t>() > 0) return SIGTERM;
+    return noted[1].item<std::int64_t>() > 0 ? SIGINT : 0;
+  }
+
+ private:
+  struct sigaction previous_int_ {};
+  struct sigaction previous_term_ {};
+};
+
+const char* signal_name(int signal) {
+  return signal == SIGINT ? "SIGINT" : signal == SIGTERM ? "SIGTERM" : "a signal";
+}
+
+/// Resuming: the metrics file keeps its first `lines` lines (those of the steps the state
+/// covers), rewritten atomically; the run then appends.
+void keep_metrics_lines(const std::string& path, long lines) {
+  std::ifstream in(path);
+  std::ostringstream kept;
+  std::string line;
+  for (long i = 0; i < lines && std::getline(in, line); ++i) kept << line << '\n';
+  in.close();
+  AtomicFile file(path);
+  file.stream() << kept.str();
+  file.commit();
+}
+
 }  // namespace
 
 TrainSummary train(Workload& workload, const TrainingOptions& options, const LogCallback& on_log) {
@@ -133,21 +197,36 @@ TrainSummary train(Workload& workload, const TrainingOptions& options, const Log
   dist::Communicator* comm = session.data_parallel() != nullptr
                                  ? &session.data_parallel()->communicator()
                                  : nullptr;
+  LoopState loop;
+  if (options.resume) loop = load_training_state(options.checkpoint_path, session);
+  const bool writes = options.writes_files();
   std::ofstream metrics;
-  if (!options.metrics_path.empty() && options.writes_files()) {
-    metrics.open(options.metrics_path, std::ios::out | std::ios::trunc);
+  if (!options.metrics_path.empty() && writes) {
+    if (options.resume) keep_metrics_lines(options.metrics_path, loop.metrics_lines);
+    metrics.open(options.metrics_path,
+                 std::ios::out | (options.resume ? std::ios::app : std::ios::trunc));
     if (!metrics)
       throw std::runtime_error("cannot write metrics file '" + options.metrics_path + "'");
   }
-  ProgressBar bar(options.steps, options.progress && options.writes_files());
+  ProgressBar bar(options.steps, options.progress && writes);
   const long batch = static_cast<long>(session.sampler().batch_size());  // global
+  const SignalCatcher signals;
+  // The state after `step`, written by the rank that writes files (the others wait for it).
+  auto save_state = [&](long step, double elapsed) {
+    if (writes) {
+      LoopState state = loop;
+      state.step = step;
+      state.seconds = elapsed;
+      save_training_state(options.checkpoint_path, session, state);
+    }
+    if (comm != nullptr) comm->barrier();
+  };
 
-  std::map<std::string, double> sums;
-  int logged = 0;
   TrainSummary summary;
+  summary.steps = loop.step;
   auto start = std::chrono::steady_clock::now();
   long examples = 0;
-  for (long step = 1; step <= options.steps; ++step) {
+  for (long step = loop.step + 1; step <= options.steps; ++step) {
     StepOutput out = session.step();
     examples += batch;
     const double loss = out.loss.item<double>();
@@ -157,16 +236,16 @@ TrainSummary train(Workload& workload, const TrainingOptions& options, const Log
     }
     summary.final_loss = loss;
     summary.steps = step;
-    sums["loss"] += loss;
-    for (const auto& [k, v] : out.metrics) sums[k] += v;
-    ++logged;
+    loop.sums["loss"] += loss;
+    for (const auto& [k, v] : out.metrics) loop.sums[k] += v;
+    ++loop.logged;
     bar.update(step, loss);
+    const auto now = std::chrono::steady_clock::now();
+    const double elapsed = loop.seconds + std::chrono::duration<double>(now - start).count();
+    bool stop = false;
     if (step % options.log_every == 0 || step == options.steps) {
       std::map<std::string, double> mean;
-      for (const auto& [k, v] : sums) mean[k] = v / logged;
-      const auto now = std::chrono::steady_clock::now();
-      const double elapsed = std::chrono::duration<double>(now - start).count();
-      bool stop = false;
+      for (const auto& [k, v] : loop.sums) mean[k] = v / loop.logged;
       if (comm != nullptr) {
         combine_ranks(*comm, mean);
         summary.final_loss = mean["loss"];  // the global batch's, over the last log window
@@ -179,11 +258,27 @@ TrainSummary train(Workload& workload, const TrainingOptions& options, const Log
         nlohmann::json line{{"step", step}, {"seconds", elapsed}};
         for (const auto& [k, v] : mean) line[k] = v;
         metrics << line.dump() << '\n' << std::flush;
+        ++loop.metrics_lines;
       }
-      sums.clear();
-      logged = 0;
-      if (stop) break;
+      loop.sums.clear();
+      loop.logged = 0;
     }
+    if (!options.checkpoint_path.empty() && options.checkpoint_every > 0 &&
+        step % options.checkpoint_every == 0) {
+      save_state(step, elapsed);
+    }
+    if (const int signal = signals.pending(comm)) {
+      std::string what = std::string("interrupted by ") + signal_name(signal) + " after step " +
+                         std::to_string(step) + " of " + std::to_string(options.steps);
+      if (!options.checkpoint_path.empty()) {
+        save_state(step, elapsed);
+        what += "; its state is in '" + options.checkpoint_path + "' (the same command with " +
+                "--resume continues)";
+      }
+      bar.finish();
+      throw Interrupted(signal, what);
+    }
+    if (stop) break;
   }
   bar.finish();
   if (comm != nullptr) {

@@ -95,6 +95,13 @@ using LogCallback = std::function<bool(long step, std::map<std::string, double>&
 
 /// Runs a session's loop for options.steps steps; throws std::runtime_error if the loss becomes
 /// non-finite or the metrics file cannot be written.
+///
+/// Resumable (trainer/TrainingState.h): with options.checkpoint_path, the session's state is
+/// written there every options.checkpoint_every steps; with options.resume, the loop starts from
+/// the state there (the metrics file keeps the lines of the steps it covers), and ends with the
+/// bytes an uninterrupted run ends with. A SIGINT or SIGTERM while the loop runs stops it after
+/// the current step (data-parallel: every rank after the same step), writes the state when there
+/// is a checkpoint path, and throws Interrupted (common/Errors.h); a second signal kills.
 TrainSummary train(Workload& workload, const TrainingOptions& options,
                    const LogCallback& on_log = {});
 

@@ -61,6 +61,14 @@ struct TrainingOptions {
   int log_every = 10;        ///< steps between metrics lines
   bool progress = false;     ///< draw a progress bar on stderr
   MemoryOptions memory;
+  /// Resumable training (trainer/TrainingState.h): the session's state is written here every
+  /// `checkpoint_every` steps and when a SIGINT or SIGTERM interrupts training; empty: never.
+  std::string checkpoint_path;
+  long checkpoint_every = 0;  ///< steps between checkpoints; 0: only when interrupted
+  bool resume = false;        ///< continue from the state at checkpoint_path
+  /// What a resumed run must share with the one that wrote the state besides the options (the
+  /// model's configuration and a checksum of its data): set by the model's train function.
+  std::string identity;
   /// Data-parallel training (trainer/DataParallel.h): with a communicator of more than one
   /// rank, `batch` is per rank, every rank trains on its share of the same global batch, and
   /// only rank 0 writes files (writes_files()). nullptr: one process.
@@ -76,7 +84,8 @@ struct TrainingOptions {
 /// (0 for the loop itself; the models' train commands ask for at least 1), batch < 1,
 /// a learning rate that is not a positive finite number, a negative or non-finite grad_clip,
 /// threads outside 0..1024, log_every < 1, an unknown memory technique, a negative budget or
-/// bandwidth, a budget without recompute or swap.
+/// bandwidth, a budget without recompute or swap, a negative checkpoint_every, checkpoint_every
+/// or resume without a checkpoint_path.
 void validate(const TrainingOptions& options, long min_steps = 0);
 /// The memory part alone (fields named "memory.techniques", ...).
 void validate(const MemoryOptions& options);

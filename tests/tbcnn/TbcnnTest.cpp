@@ -484,6 +484,14 @@ TEST(TrainTbcnn, ValidEveryWritesTheModelOfTheBestValidStep) {
 
   t.valid_every = -1;
   EXPECT_THROW(train_tbcnn(t), UsageError);
+  // The best model so far is not part of a training checkpoint: selecting and checkpointing (or
+  // resuming) is refused before any training.
+  t.valid_every = 5;
+  t.training.checkpoint_every = 10;
+  EXPECT_THROW(train_tbcnn(t), UsageError);
+  t.training.checkpoint_every = 0;
+  t.training.resume = true;
+  EXPECT_THROW(train_tbcnn(t), UsageError);
 }
 
 TEST(EvalTbcnn, VectorsFileHoldsEveryExampleWithTheScoredPredictions) {

@@ -7,6 +7,8 @@
 #include "trainer/Stepper.h"
 #include "trainer/Trainer.h"
 #include "trainer/TrainingOptions.h"
+#include "trainer/TrainingState.h"
+#include "trainer/BatchSampler.h"
 
 #include <gtest/gtest.h>
 #include <torch/serialize.h>
@@ -15,6 +17,8 @@
 
 #include <chrono>
 #include <cmath>
+#include <csignal>
+#include <filesystem>
 #include <limits>
 #include <functional>
 #include <map>
@@ -301,7 +305,9 @@ class LinearRegression : public Workload {
     batches.push_back(batch);
     std::vector<long> idx(batch.begin(), batch.end());
     const auto rows = torch::tensor(idx, torch::kLong);
-    const auto error = x_.index_select(0, rows).matmul(w_) + b_ - y_.index_select(0, rows);
+    auto error = x_.index_select(0, rows).matmul(w_) + b_ - y_.index_select(0, rows);
+    if (dropout) error = error * torch::bernoulli(torch::full_like(error, 0.75));
+    if (static_cast<long>(batches.size()) == signal_at_step) std::raise(signal);
     StepOutput out;
     out.loss = error.pow(2).mean() * loss_scale;
     out.metrics["abs_error"] = error.abs().mean().item<double>();
@@ -314,6 +320,9 @@ class LinearRegression : public Workload {
 
   std::vector<std::vector<std::size_t>> batches;
   double loss_scale = 1.0;
+  bool dropout = false;     ///< draws from torch's generator every step
+  long signal_at_step = 0;  ///< raise `signal` during this step's forward (1-based); 0: never
+  int signal = SIGINT;
   torch::Tensor w_, b_;
 
  private:
@@ -629,7 +638,14 @@ TEST_F(TrainerTest, InvalidOptionsNameTheirField) {
       {[](TrainingOptions& t) { t.memory.techniques = {"zip"}; }, "memory.techniques"},
       {[](TrainingOptions& t) { t.memory.budget_bytes = -5; }, "memory.budget_bytes"},
       {[](TrainingOptions& t) { t.memory.budget_bytes = 1000; }, "memory.budget_bytes"},
-      {[](TrainingOptions& t) { t.memory.swap_bandwidth = -1; }, "memory.swap_bandwidth"}};
+      {[](TrainingOptions& t) { t.memory.swap_bandwidth = -1; }, "memory.swap_bandwidth"},
+      {[](TrainingOptions& t) { t.checkpoint_every = 5; }, "checkpoint_path"},
+      {[](TrainingOptions& t) { t.resume = true; }, "checkpoint_path"},
+      {[](TrainingOptions& t) {
+         t.checkpoint_path = "x.ckpt";
+         t.checkpoint_every = -1;
+       },
+       "checkpoint_every"}};
   for (const auto& [spoil, field] : cases) {
     TrainingOptions bad;
     spoil(bad);
@@ -655,6 +671,197 @@ TEST_F(TrainerTest, RecomputeOnAModelWithoutUnitsIsAnInvalidOption) {
   EXPECT_TRUE(workload.batches.empty()) << "nothing ran";
   options.memory.techniques = {"relu"};  // any model: its ReLUs (none here) are compressed
   EXPECT_EQ(train(workload, options).steps, 2);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Resumable training
+
+/// Metrics lines without their wall-clock "seconds".
+std::vector<std::string> metrics_without_seconds(const std::string& path) {
+  std::vector<std::string> lines;
+  for (const auto& line : split_lines(read_file(path))) {
+    auto j = nlohmann::json::parse(line);
+    j.erase("seconds");
+    lines.push_back(j.dump());
+  }
+  return lines;
+}
+
+TEST_F(TrainerTest, ResumedAfterASignalEndsWithTheBytesOfAnUninterruptedRun) {
+  TrainingOptions options;
+  options.steps = 40;
+  options.batch = 4;
+  options.learning_rate = 0.05;
+  options.log_every = 5;
+  options.identity = "regression";
+  auto fresh = [] {
+    torch::manual_seed(7);  // the same data and initial weights in every run
+    auto w = std::make_unique<LinearRegression>(20);
+    w->dropout = true;
+    return w;
+  };
+  auto whole = fresh();
+  options.metrics_path = dir_.file("whole.jsonl");
+  train(*whole, options);
+
+  for (const int sig : {SIGINT, SIGTERM}) {
+    SCOPED_TRACE(sig == SIGINT ? "SIGINT" : "SIGTERM");
+    TrainingOptions part = options;
+    part.metrics_path = dir_.file("part.jsonl");
+    part.checkpoint_path = dir_.file("part.ckpt");
+    auto first = fresh();
+    first->signal_at_step = 17;  // inside a metrics window, not at a checkpoint
+    first->signal = sig;
+    try {
+      train(*first, part);
+      FAIL() << "expected Interrupted";
+    } catch (const Interrupted& e) {
+      EXPECT_EQ(e.signal(), sig);
+      EXPECT_NE(std::string(e.what()).find("after step 17 of 40"), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find(part.checkpoint_path), std::string::npos) << e.what();
+    }
+    EXPECT_EQ(first->batches.size(), 17u) << "stops after the step the signal came in";
+    EXPECT_EQ(split_lines(read_file(part.metrics_path)).size(), 3u);
+    // Whatever ran in between (another session drawing numbers) does not matter: the state has
+    // the generators.
+    torch::rand({100});
+    auto second = fresh();
+    part.resume = true;
+    const TrainSummary s = train(*second, part);
+    EXPECT_EQ(s.steps, 40);
+    EXPECT_EQ(second->batches.size(), 23u) << "the remaining steps only";
+    EXPECT_TRUE(torch::equal(second->w_, whole->w_)) << second->w_ << whole->w_;
+    EXPECT_TRUE(torch::equal(second->b_, whole->b_));
+    std::vector<std::vector<std::size_t>> batches = first->batches;
+    batches.insert(batches.end(), second->batches.begin(), second->batches.end());
+    EXPECT_EQ(batches, whole->batches) << "the same data order";
+    EXPECT_EQ(metrics_without_seconds(part.metrics_path),
+              metrics_without_seconds(options.metrics_path));
+  }
+}
+
+TEST_F(TrainerTest, CheckpointsEveryNStepsAndAResumedRunMayGoFurther) {
+  torch::manual_seed(7);
+  LinearRegression whole(16);
+  TrainingOptions options;
+  options.steps = 30;
+  options.batch = 4;
+  options.checkpoint_path = dir_.file("run.ckpt");
+  options.checkpoint_every = 10;
+  train(whole, options);
+  ASSERT_TRUE(std::filesystem::exists(options.checkpoint_path));
+  torch::manual_seed(7);
+  LinearRegression shorter(16);
+  options.steps = 20;  // its last checkpoint is at 20: resuming it for 30 is the whole run
+  options.checkpoint_path = dir_.file("short.ckpt");
+  train(shorter, options);
+  torch::manual_seed(7);
+  LinearRegression resumed(16);
+  options.steps = 30;
+  options.resume = true;
+  EXPECT_EQ(train(resumed, options).steps, 30);
+  EXPECT_EQ(resumed.batches.size(), 10u);
+  EXPECT_TRUE(torch::equal(resumed.w_, whole.w_));
+  // Resuming a finished run trains nothing more.
+  torch::manual_seed(7);
+  LinearRegression again(16);
+  options.checkpoint_path = dir_.file("run.ckpt");
+  EXPECT_EQ(train(again, options).steps, 30);
+  EXPECT_TRUE(again.batches.empty());
+  EXPECT_TRUE(torch::equal(again.w_, whole.w_));
+}
+
+TEST_F(TrainerTest, ATrainingStateOfAnotherRunIsRefusedNamingWhatDiffers) {
+  torch::manual_seed(7);
+  LinearRegression first(16);
+  TrainingOptions options;
+  options.steps = 10;
+  options.batch = 4;
+  options.identity = "model A";
+  options.checkpoint_path = dir_.file("run.ckpt");
+  options.checkpoint_every = 10;
+  train(first, options);
+  const auto refused = [&](const std::function<void(TrainingOptions&)>& change) {
+    TrainingOptions o = options;
+    o.steps = 20;
+    o.resume = true;
+    change(o);
+    torch::manual_seed(7);
+    LinearRegression w(16);
+    try {
+      train(w, o);
+    } catch (const FormatError& e) {
+      EXPECT_TRUE(w.batches.empty());
+      EXPECT_TRUE(torch::equal(w.w_, torch::zeros({3}))) << "nothing loaded";
+      return std::string(e.what());
+    }
+    return std::string("(accepted)");
+  };
+  EXPECT_NE(refused([](TrainingOptions& o) { o.batch = 8; }).find("batch is 4, not 8"),
+            std::string::npos);
+  EXPECT_NE(refused([](TrainingOptions& o) { o.identity = "model B"; })
+                .find("another model or data"),
+            std::string::npos);
+  EXPECT_NE(refused([](TrainingOptions& o) { o.learning_rate = 0.5; }).find("learning_rate"),
+            std::string::npos);
+  EXPECT_NE(refused([](TrainingOptions& o) { o.seed = 2; }).find("seed is 1, not 2"),
+            std::string::npos);
+  EXPECT_EQ(refused([](TrainingOptions&) {}), "(accepted)");
+  // A model checkpoint is not a training state; a missing one is a runtime error naming it.
+  save_checkpoint(dir_.file("model.pt"), Checkpoint{"npi", "{}", {{"w", torch::ones({3})}}});
+  EXPECT_NE(refused([&](TrainingOptions& o) { o.checkpoint_path = dir_.file("model.pt"); })
+                .find("training-state"),
+            std::string::npos);
+  TrainingOptions missing = options;
+  missing.resume = true;
+  missing.checkpoint_path = dir_.file("none.ckpt");
+  LinearRegression w(16);
+  try {
+    train(w, missing);
+    FAIL() << "expected an error";
+  } catch (const FormatError&) {
+    FAIL() << "a missing file is not a format error";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("none.ckpt"), std::string::npos) << e.what();
+  }
+}
+
+TEST(BatchSamplerState, RestoringAStateContinuesWithTheSameBatches) {
+  BatchSampler a(10, 3, 5);
+  a.next();
+  a.next();
+  const BatchSampler::State saved = a.state();
+  std::vector<std::vector<std::size_t>> expected;
+  for (int i = 0; i < 8; ++i) expected.push_back(a.next());  // across epochs
+  BatchSampler b(10, 3, 99);
+  b.restore(saved);
+  for (const auto& batch : expected) EXPECT_EQ(b.next(), batch);
+  BatchSampler::State bad = saved;
+  bad.order.pop_back();
+  EXPECT_THROW(b.restore(bad), std::invalid_argument);
+  bad = saved;
+  bad.order[0] = bad.order[1];
+  EXPECT_THROW(b.restore(bad), std::invalid_argument);
+  bad = saved;
+  bad.rng = "not a generator";
+  EXPECT_THROW(b.restore(bad), std::invalid_argument);
+  bad = saved;
+  bad.cursor = 11;
+  EXPECT_THROW(b.restore(bad), std::invalid_argument);
+}
+
+TEST_F(TorchTest, FusedAdamStateOfOtherShapesIsRefusedUnchanged) {
+  auto p = torch::ones({2, 3});
+  FusedAdam adam({p}, 0.1);
+  std::vector<FusedAdam::State> state{{torch::ones({2, 3}), torch::ones({2, 3}), 4}};
+  adam.load_state(state);
+  EXPECT_EQ(adam.state()[0].steps, 4);
+  EXPECT_TRUE(torch::equal(adam.state()[0].exp_avg, torch::ones({2, 3})));
+  state[0].exp_avg_sq = torch::ones({3, 2});
+  state[0].steps = 9;
+  EXPECT_THROW(adam.load_state(state), std::invalid_argument);
+  EXPECT_EQ(adam.state()[0].steps, 4) << "unchanged";
+  EXPECT_THROW(adam.load_state({}), std::invalid_argument);
 }
 
 }  // namespace

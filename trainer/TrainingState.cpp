@@ -1,0 +1,191 @@
+#include "trainer/TrainingState.h"
+
+#include "common/Errors.h"
+#include "common/Hash.h"
+#include "trainer/BatchSampler.h"
+#include "trainer/Checkpoint.h"
+#include "trainer/FusedAdam.h"
+#include "trainer/Stepper.h"
+#include "trainer/Trainer.h"
+
+#include <ATen/ATen.h>
+#include <nlohmann/json.hpp>
+
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <mutex>
+#include <sstream>
+
+namespace engram::trainer {
+namespace {
+
+constexpr const char* kKind = "training-state";
+
+/// What a resumed run must share with the run that saved the state, by name.
+nlohmann::json run_of(const TrainingSession& session) {
+  const TrainingOptions& o = session.options();
+  return {{"identity_fnv1a", fnv1a(o.identity)},
+          {"batch", o.batch},
+          {"learning_rate", o.learning_rate},
+          {"grad_clip", o.grad_clip},
+          {"seed", o.seed},
+          {"world_size", o.world_size()}};
+}
+
+at::Tensor cpu_generator_state() {
+  auto generator = at::detail::getDefaultCPUGenerator();
+  std::lock_guard<std::mutex> lock(generator.mutex());
+  return generator.get_state();
+}
+
+void set_cpu_generator_state(const at::Tensor& state) {
+  auto generator = at::detail::getDefaultCPUGenerator();
+  std::lock_guard<std::mutex> lock(generator.mutex());
+  generator.set_state(state);
+}
+
+at::Tensor indices_tensor(const std::vector<std::size_t>& v) {
+  at::Tensor t = at::empty({static_cast<std::int64_t>(v.size())}, at::kLong);
+  auto* p = t.data_ptr<std::int64_t>();
+  for (std::size_t i = 0; i < v.size(); ++i) p[i] = static_cast<std::int64_t>(v[i]);
+  return t;
+}
+
+const at::Tensor& tensor_named(const std::map<std::string, at::Tensor>& tensors,
+                               const std::string& name, const std::string& path) {
+  const auto it = tensors.find(name);
+  if (it == tensors.end())
+    throw FormatError("'" + path + "' is not a complete training state: it has no " + name);
+  return it->second;
+}
+
+std::string describe(const nlohmann::json& value) {
+  return value.is_number_unsigned() ? std::to_string(value.get<std::uint64_t>()) : value.dump();
+}
+
+}  // namespace
+
+void save_training_state(const std::string& path, TrainingSession& session, const LoopState& loop) {
+  Checkpoint checkpoint;
+  checkpoint.kind = kKind;
+  const BatchSampler::State sampler = session.sampler().state();
+  const nlohmann::json config{{"run", run_of(session)},
+                              {"step", loop.step},
+                              {"sums", loop.sums},
+                              {"logged", loop.logged},
+                              {"metrics_lines", loop.metrics_lines},
+                              {"seconds", loop.seconds},
+                              {"sampler_rng", sampler.rng},
+                              {"sampler_cursor", sampler.cursor}};
+  checkpoint.config_json = config.dump();
+  const auto& parameters = session.stepper().parameters();
+  const auto& moments = session.stepper().optimizer().state();
+  at::Tensor steps = at::empty({static_cast<std::int64_t>(moments.size())}, at::kLong);
+  for (std::size_t k = 0; k < parameters.size(); ++k) {
+    const std::string i = std::to_string(k);
+    checkpoint.tensors.emplace_back("parameter." + i, parameters[k].detach());
+    checkpoint.tensors.emplace_back("adam." + i + ".exp_avg", moments[k].exp_avg);
+    checkpoint.tensors.emplace_back("adam." + i + ".exp_avg_sq", moments[k].exp_avg_sq);
+    steps[static_cast<std::int64_t>(k)] = moments[k].steps;
+  }
+  checkpoint.tensors.emplace_back("adam.steps", steps);
+  checkpoint.tensors.emplace_back("sampler.order", indices_tensor(sampler.order));
+  checkpoint.tensors.emplace_back("torch.cpu_generator", cpu_generator_state());
+  save_checkpoint(path, checkpoint);
+}
+
+LoopState load_training_state(const std::string& path, TrainingSession& session) {
+  if (!std::filesystem::exists(path))
+    throw std::runtime_error("no training state at '" + path + "' to resume from");
+  const Checkpoint checkpoint = load_checkpoint(path, kKind);
+  nlohmann::json config;
+  try {
+    config = nlohmann::json::parse(checkpoint.config_json);
+  } catch (const nlohmann::json::exception&) {
+    throw FormatError("'" + path + "' has a malformed training-state header");
+  }
+  std::map<std::string, at::Tensor> tensors(checkpoint.tensors.begin(), checkpoint.tensors.end());
+  const nlohmann::json expected = run_of(session);
+  LoopState loop;
+  BatchSampler::State sampler;
+  std::vector<FusedAdam::State> moments;
+  try {
+    for (const auto& [key, value] : expected.items()) {
+      const auto& saved = config.at("run").at(key);
+      if (saved != value) {
+        const std::string what =
+            key == "identity_fnv1a"
+                ? "a run of another model or data"
+                : "a run whose " + key + " is " + describe(saved) + ", not " + describe(value);
+        throw FormatError("'" + path + "' is the training state of " + what +
+                          ": resume with the options it was written with");
+      }
+    }
+    loop.step = config.at("step").get<long>();
+    loop.sums = config.at("sums").get<std::map<std::string, double>>();
+    loop.logged = config.at("logged").get<int>();
+    loop.metrics_lines = config.at("metrics_lines").get<long>();
+    loop.seconds = config.at("seconds").get<double>();
+    sampler.rng = config.at("sampler_rng").get<std::string>();
+    sampler.cursor = config.at("sampler_cursor").get<std::size_t>();
+  } catch (const nlohmann::json::exception&) {
+    throw FormatError("'" + path + "' has an incomplete training-state header");
+  }
+  if (loop.step < 0 || loop.logged < 0 || loop.metrics_lines < 0)
+    throw FormatError("'" + path + "' has a negative step or count");
+  const auto& parameters = session.stepper().parameters();
+  const at::Tensor steps = tensor_named(tensors, "adam.steps", path);
+  if (steps.scalar_type() != at::kLong || steps.numel() != static_cast<long>(parameters.size()))
+    throw FormatError("'" + path + "' holds the state of " + std::to_string(steps.numel()) +
+                      " parameters, the model has " + std::to_string(parameters.size()));
+  for (std::size_t k = 0; k < parameters.size(); ++k) {
+    const std::string i = std::to_string(k);
+    const at::Tensor& p = tensor_named(tensors, "parameter." + i, path);
+    if (p.sizes() != parameters[k].sizes() || p.scalar_type() != parameters[k].scalar_type())
+      throw FormatError("'" + path + "': parameter " + i + " has another shape or type");
+    moments.push_back({tensor_named(tensors, "adam." + i + ".exp_avg", path),
+                       tensor_named(tensors, "adam." + i + ".exp_avg_sq", path),
+                       steps[static_cast<std::int64_t>(k)].item<std::int64_t>()});
+  }
+  const at::Tensor order = tensor_named(tensors, "sampler.order", path).contiguous();
+  if (order.scalar_type() != at::kLong) throw FormatError("'" + path + "': malformed data order");
+  for (std::int64_t i = 0; i < order.numel(); ++i) {
+    const std::int64_t v = order.data_ptr<std::int64_t>()[i];
+    if (v < 0) throw FormatError("'" + path + "': malformed data order");
+    sampler.order.push_back(static_cast<std::size_t>(v));
+  }
+  const at::Tensor& generator = tensor_named(tensors, "torch.cpu_generator", path);
+  // Everything checked that can be before anything changes: the optimizer and the sampler check
+  // the rest themselves, before they change.
+  try {
+    BatchSampler probe = session.sampler();  // checks the state without changing the session's
+    probe.restore(sampler);
+    session.stepper().optimizer().load_state(moments);
+    session.sampler().restore(sampler);
+  } catch (const std::invalid_argument& e) {
+    throw FormatError("'" + path + "' does not fit this run: " + e.what());
+  }
+  {
+    at::NoGradGuard no_grad;
+    for (std::size_t k = 0; k < parameters.size(); ++k)
+      parameters[k].detach().copy_(tensors.at("parameter." + std::to_string(k)));
+  }
+  try {
+    set_cpu_generator_state(generator);
+  } catch (const std::exception&) {
+    throw FormatError("'" + path + "' has a malformed generator state");
+  }
+  return loop;
+}
+
+std::string file_identity(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw std::runtime_error("cannot read '" + path + "'");
+  const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::ostringstream out;
+  out << bytes.size() << ":" << std::hex << fnv1a(bytes.data(), bytes.size());
+  return out.str();
+}
+
+}  // namespace engram::trainer
