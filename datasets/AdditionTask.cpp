@@ -210,7 +210,7 @@ Trace AdditionTask::teach(const std::string& input) const {
         if (obs[kIn1] == kBlank && obs[kIn2] == kBlank && obs[kCarryRow] == kBlank) break;
         rec.call(kAdd1);
         rec.call(kLshift);
-        rec.call(kAdd);
+        rec.tail_call(kAdd);
         break;
       case kAdd1: {
         if (digit_) {

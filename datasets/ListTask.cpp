@@ -384,7 +384,7 @@ Trace HigherOrderTask::teach(const std::string& input) const {
       const bool done = at_end(0) || (which_ == HigherOrder::kZipWith && at_end(1));
       if (!done) {
         rec.call(kStep);
-        rec.call(kRoot);
+        rec.tail_call(kRoot);
       }
     } else if (program == kStep) {
       switch (which_) {

@@ -133,7 +133,7 @@ Trace SortTask::teach(const std::string& input) const {
             rec.call(kPtr, kRight2);
             rec.call(kBubble);
             rec.call(kReset);
-            rec.call(kBubblesort);
+            rec.tail_call(kBubblesort);
           }
         } else {
           while (!off(2)) {
@@ -146,7 +146,7 @@ Trace SortTask::teach(const std::string& input) const {
         if (recursive_) {
           if (!off(1)) {
             rec.call(kBstep);
-            rec.call(kBubble);
+            rec.tail_call(kBubble);
           }
         } else {
           rec.call(kPtr, kRight2);
@@ -160,7 +160,7 @@ Trace SortTask::teach(const std::string& input) const {
             rec.call(kPtr, kRight3);
           } else {
             rec.call(kLshift);
-            rec.call(kReset);
+            rec.tail_call(kReset);
           }
         } else {
           while (!off(0)) rec.call(kLshift);

@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include <pthread.h>
+
 #include <set>
 #include <string>
 
@@ -103,6 +105,45 @@ TEST(TeachLength, ProblemsPastTheBoundAreRefusedNotCrashed) {
   EXPECT_THROW(addition.random_input(addition.max_teach_length() + 1, rng), InputError);
   const Task& sort = task_by_name("sort-recursive");
   EXPECT_THROW(sort.random_input(sort.max_teach_length() + 1, rng), InputError);
+}
+
+/// Runs `f` on a thread with a stack of `bytes`; a stack overflow crashes the test binary.
+void on_small_stack(std::size_t bytes, void (*f)()) {
+  pthread_attr_t attr;
+  pthread_attr_init(&attr);
+  pthread_attr_setstacksize(&attr, bytes);
+  pthread_t thread;
+  ASSERT_EQ(pthread_create(
+                &thread, &attr,
+                [](void* arg) -> void* {
+                  reinterpret_cast<void (*)()>(arg)();
+                  return nullptr;
+                },
+                reinterpret_cast<void*>(f)),
+            0);
+  pthread_join(thread, nullptr);
+  pthread_attr_destroy(&attr);
+}
+
+TEST(TeachLength, TheLongestProblemsNeedNoDeepStack) {
+  // A reference program's recursion in tail position (ADD calling ADD for the next column, ROOT
+  // calling ROOT for the next element) runs in a loop, not a C++ frame per level: teaching the
+  // longest problem fits in 256 KiB of stack. With a frame per level, 10,000 digits overflowed
+  // the 8 MiB main stack under AddressSanitizer (scripts/sanitize.sh).
+  static std::string output, expected;
+  for (const char* name : {"addition", "map"}) {
+    static const char* current;
+    current = name;
+    on_small_stack(256 << 10, [] {
+      const Task& task = task_by_name(current);
+      std::mt19937_64 rng(1);
+      const std::string input = task.random_input(task.max_teach_length(), rng);
+      output = task.teach(input).output;
+      expected = task.solve(input);
+    });
+    EXPECT_EQ(output, expected) << name;
+    EXPECT_FALSE(output.empty()) << name;
+  }
 }
 
 TEST(TeachLength, TheBoundItselfRuns) {
