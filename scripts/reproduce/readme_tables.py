@@ -416,6 +416,20 @@ def dp_bench(res):
     return table(header, rows) + source(res, "dp_bench")
 
 
+def fuzz(res):
+    data = res("fuzz")
+    rows = []
+    for target, entry in data["targets"].items():
+        runs = entry["runs"]
+        rows.append([f"`{target}`", len(runs), f"{entry['seconds'] / 3600:.2f}",
+                     num(entry["executions"]), entry.get("coverage", ""),
+                     max((r.get("corpus_files") or 0) for r in runs),
+                     sum(1 for r in runs if r["exit"] != 0)])
+    header = ["target", "runs", "hours", "executions", "coverage (edges)", "corpus files",
+              "runs that found a failure"]
+    return table(header, rows) + source(res, "fuzz")
+
+
 TABLES = {
     "npi": npi,
     "npi_generalization": npi_generalization,
@@ -434,6 +448,7 @@ TABLES = {
     "dp_equivalence": dp_equivalence,
     "dp_learning": dp_learning,
     "dp_bench": dp_bench,
+    "fuzz": fuzz,
 }
 
 BLOCK = re.compile(r"(<!-- table:([a-z0-9_]+) -->\n)(.*?)(<!-- /table:\2 -->)", re.S)
