@@ -33,6 +33,9 @@ else
   targets=("$target")
 fi
 build=${ENGRAM_FUZZ_BUILD_DIR:-$root/build-fuzz}
+# The commit the binaries are built from (HEAD may move while a long run goes on).
+commit=$(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown)
+export ENGRAM_REPRO_COMMIT=$commit
 if [ ! -f "$build/build.ninja" ]; then
   [ "${ENGRAM_SKIP_INSTALL:-0}" = 1 ] || bash "$root/scripts/install-deps.sh" >&2
   bash "$root/scripts/fetch-grammars.sh" >&2
@@ -66,11 +69,11 @@ for t in "${targets[@]}"; do
     status=1
   fi
   if [ "$record" = 1 ]; then
-    /usr/bin/python3 - "$root" "$t" "$seconds" "$log" "$corpus" "$code" <<'PY'
+    /usr/bin/python3 - "$root" "$t" "$seconds" "$log" "$corpus" "$code" "$commit" <<'PY'
 import json, os, re, sys
-root, target, seconds, log, corpus, code = sys.argv[1:7]
+root, target, seconds, log, corpus, code, commit = sys.argv[1:8]
 sys.path.insert(0, os.path.join(root, "scripts", "reproduce"))
-from collect import machine, write_result, head
+from collect import write_result
 text = open(log, errors="replace").read()
 def last(pattern, cast=int):
     found = re.findall(pattern, text)
@@ -79,7 +82,7 @@ run = {"seconds": int(seconds), "exit": int(code),
        "executions": last(r"stat::number_of_executed_units:\s*(\d+)"),
        "coverage": last(r"\bcov: (\d+)"), "features": last(r"\bft: (\d+)"),
        "corpus_files": len(os.listdir(corpus)),
-       "peak_rss_mb": last(r"stat::peak_rss_mb:\s*(\d+)"), "commit": head()}
+       "peak_rss_mb": last(r"stat::peak_rss_mb:\s*(\d+)"), "commit": commit}
 path = os.path.join(root, "results", "fuzz.json")
 report = json.load(open(path)) if os.path.exists(path) else {}
 targets = report.get("targets", {})
