@@ -36,18 +36,6 @@ class UnitCapsule : public torch::CustomClassHolder {
   at::Tensor rng_state;  // of the CPU generator, before the first run
 };
 
-at::Tensor cpu_rng_state() {
-  auto generator = at::detail::getDefaultCPUGenerator();
-  std::lock_guard<std::mutex> lock(generator.mutex());
-  return generator.get_state();
-}
-
-void set_cpu_rng_state(const at::Tensor& state) {
-  auto generator = at::detail::getDefaultCPUGenerator();
-  std::lock_guard<std::mutex> lock(generator.mutex());
-  generator.set_state(state);
-}
-
 struct RecomputeFunction : public torch::autograd::Function<RecomputeFunction> {
   // `parameters` are inputs only so that the output requires a gradient when they do; their
   // gradients reach .grad through the rerun's own backward.
@@ -124,5 +112,17 @@ at::Tensor recompute(const std::function<at::Tensor(const at::Tensor&)>& unit,
 }
 
 bool is_recomputing() { return recomputing; }
+
+at::Tensor cpu_rng_state() {
+  auto generator = at::detail::getDefaultCPUGenerator();
+  std::lock_guard<std::mutex> lock(generator.mutex());
+  return generator.get_state();
+}
+
+void set_cpu_rng_state(const at::Tensor& state) {
+  auto generator = at::detail::getDefaultCPUGenerator();
+  std::lock_guard<std::mutex> lock(generator.mutex());
+  generator.set_state(state);
+}
 
 }  // namespace engram::nn

@@ -50,4 +50,9 @@ at::Tensor recompute(const std::function<at::Tensor(const at::Tensor&)>& unit,
 /// True on the calling thread while a unit's forward is being rerun for its backward.
 bool is_recomputing();
 
+/// The state of torch's default CPU generator (a copy), and setting it back, under the
+/// generator's lock: what a recomputed unit replays with, and what a training checkpoint saves.
+at::Tensor cpu_rng_state();
+void set_cpu_rng_state(const at::Tensor& state);
+
 }  // namespace engram::nn

@@ -1,5 +1,6 @@
 #include "trainer/Trainer.h"
 
+#include "common/AtomicFile.h"
 #include "common/Errors.h"
 #include "dist/Communicator.h"
 #include "memory/MemoryTracker.h"
@@ -11,7 +12,6 @@
 #include "trainer/Stepper.h"
 #include "trainer/Threads.h"
 #include "trainer/TrainingState.h"
-#include "common/AtomicFile.h"
 
 #include <ATen/ATen.h>
 #include <nlohmann/json.hpp>

@@ -2,6 +2,7 @@
 
 #include "common/Errors.h"
 #include "common/Hash.h"
+#include "nn/Recompute.h"
 #include "trainer/BatchSampler.h"
 #include "trainer/Checkpoint.h"
 #include "trainer/FusedAdam.h"
@@ -14,7 +15,6 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
-#include <mutex>
 #include <sstream>
 
 namespace engram::trainer {
@@ -31,18 +31,6 @@ nlohmann::json run_of(const TrainingSession& session) {
           {"grad_clip", o.grad_clip},
           {"seed", o.seed},
           {"world_size", o.world_size()}};
-}
-
-at::Tensor cpu_generator_state() {
-  auto generator = at::detail::getDefaultCPUGenerator();
-  std::lock_guard<std::mutex> lock(generator.mutex());
-  return generator.get_state();
-}
-
-void set_cpu_generator_state(const at::Tensor& state) {
-  auto generator = at::detail::getDefaultCPUGenerator();
-  std::lock_guard<std::mutex> lock(generator.mutex());
-  generator.set_state(state);
 }
 
 at::Tensor indices_tensor(const std::vector<std::size_t>& v) {
@@ -91,7 +79,7 @@ void save_training_state(const std::string& path, TrainingSession& session, cons
   }
   checkpoint.tensors.emplace_back("adam.steps", steps);
   checkpoint.tensors.emplace_back("sampler.order", indices_tensor(sampler.order));
-  checkpoint.tensors.emplace_back("torch.cpu_generator", cpu_generator_state());
+  checkpoint.tensors.emplace_back("torch.cpu_generator", nn::cpu_rng_state());
   save_checkpoint(path, checkpoint);
 }
 
@@ -156,25 +144,32 @@ LoopState load_training_state(const std::string& path, TrainingSession& session)
     sampler.order.push_back(static_cast<std::size_t>(v));
   }
   const at::Tensor& generator = tensor_named(tensors, "torch.cpu_generator", path);
-  // Everything checked that can be before anything changes: the optimizer and the sampler check
-  // the rest themselves, before they change.
+  // Everything checked that can be before anything changes: the sampler's state on a copy, the
+  // generator's by torch as it is set (global, not the session's), the optimizer's by the
+  // optimizer before it changes.
+  BatchSampler probe = session.sampler();
   try {
-    BatchSampler probe = session.sampler();  // checks the state without changing the session's
     probe.restore(sampler);
-    session.stepper().optimizer().load_state(moments);
-    session.sampler().restore(sampler);
   } catch (const std::invalid_argument& e) {
     throw FormatError("'" + path + "' does not fit this run: " + e.what());
   }
+  const at::Tensor generator_before = nn::cpu_rng_state();
+  try {
+    nn::set_cpu_rng_state(generator);
+  } catch (const std::exception&) {
+    throw FormatError("'" + path + "' has a malformed generator state");
+  }
+  try {
+    session.stepper().optimizer().load_state(moments);
+  } catch (const std::invalid_argument& e) {
+    nn::set_cpu_rng_state(generator_before);
+    throw FormatError("'" + path + "' does not fit this run: " + e.what());
+  }
+  session.sampler().restore(sampler);  // checked on the copy: cannot fail
   {
     at::NoGradGuard no_grad;
     for (std::size_t k = 0; k < parameters.size(); ++k)
       parameters[k].detach().copy_(tensors.at("parameter." + std::to_string(k)));
-  }
-  try {
-    set_cpu_generator_state(generator);
-  } catch (const std::exception&) {
-    throw FormatError("'" + path + "' has a malformed generator state");
   }
   return loop;
 }
