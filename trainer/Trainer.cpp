@@ -17,9 +17,11 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <csignal>
+#include <ctime>
 #include <fstream>
 #include <numeric>
 #include <optional>
@@ -60,8 +62,8 @@ TrainingSession::TrainingSession(Workload& workload, const TrainingOptions& opti
   const int world = options_.world_size();
   sampler_ = std::make_unique<BatchSampler>(n, static_cast<std::size_t>(options_.batch) * world,
                                             options_.seed);
-  stepper_ = std::make_unique<Stepper>(
-      workload, StepperOptions{options_.learning_rate, options_.grad_clip});
+  stepper_ = std::make_unique<Stepper>(workload,
+                                       StepperOptions{options_.learning_rate, options_.grad_clip});
   nn::GradScheduler* scheduler = nullptr;
   nn::ReplicaSum* replicas = nullptr;
   if (world > 1) {
@@ -116,8 +118,7 @@ void combine_ranks(dist::Communicator& comm, std::map<std::string, double>& mean
 bool log_on_one_rank(dist::Communicator& comm, const LogCallback& on_log, long step,
                      std::map<std::string, double>& mean) {
   at::Tensor live = at::zeros({comm.world_size()}, at::kLong);
-  if (auto* tracker = memory::MemoryTracker::installed())
-    live[comm.rank()] = tracker->live_bytes();
+  if (auto* tracker = memory::MemoryTracker::installed()) live[comm.rank()] = tracker->live_bytes();
   comm.allreduce(live, "the ranks' memory in use");
   const int evaluator = static_cast<int>(live.argmin().item<std::int64_t>());
   std::string verdict;
@@ -130,12 +131,43 @@ bool log_on_one_rank(dist::Communicator& comm, const LogCallback& on_log, long s
   return result.at("stop").get<bool>();
 }
 
-volatile std::sig_atomic_t pending_signal = 0;
+// The first SIGINT or SIGTERM of a run, and when it came (CLOCK_MONOTONIC, nanoseconds).
+std::atomic<int> pending_signal{0};
+std::atomic<std::int64_t> first_signal_ns{0};
+static_assert(std::atomic<int>::is_always_lock_free &&
+                  std::atomic<std::int64_t>::is_always_lock_free,
+              "the signal handler may only touch lock-free atomics");
 
-extern "C" void note_signal(int signal) { pending_signal = signal; }
+/// A second signal this soon after the first is the same request delivered twice: `timeout`
+/// signals its child and then the child's process group, a terminal's Ctrl-C reaches torchrun's
+/// workers and torchrun forwards a SIGTERM. Only a later one means "stop now".
+constexpr std::int64_t kSameRequestNs = 1'000'000'000;
+
+std::int64_t monotonic_ns() {
+  timespec now{};
+  clock_gettime(CLOCK_MONOTONIC, &now);  // async-signal-safe
+  return static_cast<std::int64_t>(now.tv_sec) * 1'000'000'000 + now.tv_nsec;
+}
+
+extern "C" void note_signal(int signal) {
+  const std::int64_t now = monotonic_ns();
+  if (pending_signal.load() == 0) {
+    first_signal_ns.store(now);
+    pending_signal.store(signal);
+    return;
+  }
+  if (now - first_signal_ns.load() < kSameRequestNs) return;
+  // Stop now: the default action, once this handler returns (the signal is blocked until then).
+  struct sigaction default_action {};
+  default_action.sa_handler = SIG_DFL;
+  sigemptyset(&default_action.sa_mask);
+  sigaction(signal, &default_action, nullptr);
+  raise(signal);
+}
 
 /// While training runs, SIGINT and SIGTERM only note the signal (the loop stops after its step,
-/// saving its state); SA_RESETHAND makes a second one act as if there were no handler. The
+/// saving its state); a second one within kSameRequestNs is ignored, a later one acts as if there
+/// were no handler. SA_RESTART keeps the libraries' blocking calls from failing with EINTR. The
 /// previous handlers come back afterwards.
 class SignalCatcher {
  public:
@@ -144,7 +176,9 @@ class SignalCatcher {
     struct sigaction action {};
     action.sa_handler = note_signal;
     sigemptyset(&action.sa_mask);
-    action.sa_flags = SA_RESETHAND;
+    sigaddset(&action.sa_mask, SIGINT);  // one handler at a time
+    sigaddset(&action.sa_mask, SIGTERM);
+    action.sa_flags = SA_RESTART;
     sigaction(SIGINT, &action, &previous_int_);
     sigaction(SIGTERM, &action, &previous_term_);
   }
@@ -194,9 +228,8 @@ void keep_metrics_lines(const std::string& path, long lines) {
 
 TrainSummary train(Workload& workload, const TrainingOptions& options, const LogCallback& on_log) {
   TrainingSession session(workload, options);
-  dist::Communicator* comm = session.data_parallel() != nullptr
-                                 ? &session.data_parallel()->communicator()
-                                 : nullptr;
+  dist::Communicator* comm =
+      session.data_parallel() != nullptr ? &session.data_parallel()->communicator() : nullptr;
   LoopState loop;
   if (options.resume) loop = load_training_state(options.checkpoint_path, session);
   const bool writes = options.writes_files();

@@ -45,8 +45,7 @@ class TrainingSession {
   /// every plan. Throws std::runtime_error when the workload has no examples. With a
   /// communicator of several ranks (options.communicator), also joins them
   /// (trainer/DataParallel.h): std::runtime_error when their configurations differ.
-  TrainingSession(Workload& workload, const TrainingOptions& options,
-                  Workload* planning = nullptr);
+  TrainingSession(Workload& workload, const TrainingOptions& options, Workload* planning = nullptr);
   /// Restores the activation store and detaches the workload from the units' runner.
   ~TrainingSession();
   TrainingSession(const TrainingSession&) = delete;
@@ -101,7 +100,9 @@ using LogCallback = std::function<bool(long step, std::map<std::string, double>&
 /// the state there (the metrics file keeps the lines of the steps it covers), and ends with the
 /// bytes an uninterrupted run ends with. A SIGINT or SIGTERM while the loop runs stops it after
 /// the current step (data-parallel: every rank after the same step), writes the state when there
-/// is a checkpoint path, and throws Interrupted (common/Errors.h); a second signal kills.
+/// is a checkpoint path, and throws Interrupted (common/Errors.h). A second signal within a second
+/// of the first is taken for the same request delivered twice (timeout, torchrun and a terminal
+/// each deliver one to the process and one to its group); a later one kills at once.
 TrainSummary train(Workload& workload, const TrainingOptions& options,
                    const LogCallback& on_log = {});
 

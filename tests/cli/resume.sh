@@ -9,7 +9,12 @@
 #      --checkpoint-every for primitives, a negative --checkpoint-every.
 #   4. Two ranks (torchrun's variables, loopback): SIGTERM to rank 1 alone stops both after the
 #      same step, rank 0 writes the state, and two ranks resume to the model of an uninterrupted
-#      two-rank run; one process cannot resume it.
+#      two-rank run; one process cannot resume it. (`timeout` delivers the SIGTERM to rank 1
+#      twice: to the process and to its group.)
+#   5. A signal that comes twice: a second SIGTERM within a second of the first is the same
+#      request (both ranks still stop after the same step with their state); one after that
+#      stops the rank at once. Rank 0 is held by SIGSTOP meanwhile, so that rank 1 is waiting in
+#      an all-reduce with the first signal noted when the second comes.
 # Usage: resume.sh ENGRAM_BINARY WORK_DIR
 set -uo pipefail
 engram=$1
@@ -91,14 +96,18 @@ echo "bad requests: clear errors"
 # 4. Two ranks.
 dp=(train npi --task addition --data add.jsonl --steps 400 --batch 4 --hidden 32
     --dist-timeout 30)
-run_ranks() {  # run_ranks PREFIX ARGS...: both ranks in the background, pids in pid0 pid1
+# run_ranks [--no-timeout] PREFIX ARGS...: both ranks in the background, pids in pid0 pid1 (those
+# of `timeout`, or with --no-timeout of engram itself; the test's own time limit then bounds it).
+run_ranks() {
+  local bound=(timeout 120)
+  [ "$1" = --no-timeout ] && { bound=(); shift; }
   local prefix=$1
   shift
   local port
   port=$(free_port)
   for r in 0 1; do
     (RANK=$r LOCAL_RANK=$r WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port \
-      exec timeout 120 "$engram" "$@" > $prefix$r.out 2> $prefix$r.err) &
+      exec "${bound[@]}" "$engram" "$@" > $prefix$r.out 2> $prefix$r.err) &
     eval "pid$r=$!"
   done
 }
@@ -119,3 +128,29 @@ run_ranks resumed "${dp[@]}" --out dp.pt --checkpoint-every 20 --resume
 wait $pid0 && wait $pid1 || { cat resumed0.err resumed1.err; fail "two ranks resuming"; }
 cmp dp_whole.pt dp.pt || fail "the resumed two-rank model differs from the uninterrupted one"
 echo "two ranks: SIGTERM to rank 1 stopped both after step $step0; resumed to the same bytes"
+
+# 5. Twice.
+run_ranks --no-timeout twice "${dp[@]}" --out twice.pt --checkpoint-every 20
+wait_for twice.pt.ckpt 60
+kill -STOP $pid0
+kill -TERM $pid1
+sleep 0.3
+kill -TERM $pid1  # the same request
+kill -CONT $pid0
+wait $pid0; code0=$?
+wait $pid1; code1=$?
+[ "$code0" = 143 ] && [ "$code1" = 143 ] && grep -q "interrupted by SIGTERM" twice1.err ||
+  { cat twice0.err twice1.err; fail "SIGTERM twice within 0.3 s: exits $code0 and $code1"; }
+expect 1 "world_size is 2, not 1" "${dp[@]}" --out twice.pt --resume  # a complete state
+run_ranks --no-timeout later "${dp[@]}" --out later.pt --checkpoint-every 20
+wait_for later.pt.ckpt 60
+kill -STOP $pid0
+kill -TERM $pid1
+sleep 1.5
+kill -TERM $pid1  # stop now
+wait $pid1; code1=$?
+kill -CONT $pid0
+wait $pid0; code0=$?
+[ "$code1" = 143 ] && ! grep -q interrupted later1.err && [ "$code0" = 1 ] ||
+  { cat later0.err later1.err; fail "SIGTERM again after 1.5 s: exits $code0 and $code1"; }
+echo "a second SIGTERM: after 0.3 s the same request, after 1.5 s stops the rank at once"
