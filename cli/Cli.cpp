@@ -29,7 +29,7 @@ std::vector<Command> register_commands(CLI::App& app) {
       register_eval_npi(eval),       register_eval_tbcnn(eval),
       register_eval_primitives(eval), register_run(app),
       register_encode(app),          register_classify(app),
-      register_demo(app)};
+      register_demo(app),            register_synth(app)};
   CLI::App& bench = add_group(app, "bench", "Benchmarks that write JSON");
   commands.push_back(register_bench_npi(bench));
   commands.push_back(register_bench_memory(bench));

@@ -60,6 +60,7 @@ Command register_run(CLI::App& parent);
 Command register_encode(CLI::App& parent);
 Command register_classify(CLI::App& parent);
 Command register_demo(CLI::App& parent);
+Command register_synth(CLI::App& parent);
 Command register_bench_npi(CLI::App& parent);
 Command register_bench_memory(CLI::App& parent);
 Command register_bench_tbcnn(CLI::App& parent);

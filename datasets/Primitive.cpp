@@ -3,6 +3,8 @@
 #include "datasets/Task.h"
 
 #include <cctype>
+#include <deque>
+#include <mutex>
 #include <utility>
 
 namespace engram::datasets {
@@ -92,11 +94,75 @@ const std::vector<PrimitiveFamily>& primitive_families() {
   return families;
 }
 
+namespace {
+
+// Table families: deques keep the pointers handed out valid as more are registered.
+struct TableRegistry {
+  std::mutex mutex;
+  std::deque<TableFamily> tables;
+  std::deque<PrimitiveFamily> families;
+};
+TableRegistry& table_registry() {
+  static TableRegistry registry;
+  return registry;
+}
+
+}  // namespace
+
 const PrimitiveFamily* find_family(const std::string& name) {
   for (const auto& family : primitive_families()) {
     if (family.name == name) return &family;
   }
+  auto& registry = table_registry();
+  std::lock_guard<std::mutex> lock(registry.mutex);
+  for (const auto& family : registry.families)
+    if (family.name == name) return &family;
   return nullptr;
+}
+
+const TableFamily* find_table_family(const std::string& name) {
+  auto& registry = table_registry();
+  std::lock_guard<std::mutex> lock(registry.mutex);
+  for (const auto& table : registry.tables)
+    if (table.name == name) return &table;
+  return nullptr;
+}
+
+void register_table_family(const TableFamily& family) {
+  for (const auto& f : primitive_families())
+    if (f.name == family.name) throw InputError("'" + family.name + "' is a library primitive");
+  bool identifier =
+      !family.name.empty() && !std::isdigit(static_cast<unsigned char>(family.name[0]));
+  for (char c : family.name)
+    identifier = identifier && (std::isalnum(static_cast<unsigned char>(c)) || c == '_');
+  if (!identifier) throw InputError("primitive name '" + family.name + "' is not an identifier");
+  if (family.kind == PrimitiveKind::kFullAdder)
+    throw InputError("primitive '" + family.name + "': a table of the full adder's kind");
+  if (family.k < kMinDomain || family.k > kMaxDomain)
+    throw InputError("primitive '" + family.name + "': K must lie in " +
+                     std::to_string(kMinDomain) + ".." + std::to_string(kMaxDomain));
+  const std::size_t k = static_cast<std::size_t>(family.k);
+  const std::size_t size = family.kind == PrimitiveKind::kBinary ? k * k : k;
+  if (family.table.size() != size)
+    throw InputError("primitive '" + family.name + "': its table has " +
+                     std::to_string(family.table.size()) + " values, not " + std::to_string(size));
+  const int results = kind_results(family.kind, family.k);
+  for (int v : family.table)
+    if (v < 0 || v >= results)
+      throw InputError("primitive '" + family.name + "': the value " + std::to_string(v) +
+                       " lies outside 0.." + std::to_string(results - 1));
+  auto& registry = table_registry();
+  std::lock_guard<std::mutex> lock(registry.mutex);
+  for (std::size_t i = 0; i < registry.tables.size(); ++i) {
+    if (registry.tables[i].name == family.name) {
+      registry.tables[i] = family;
+      registry.families[i].kind = family.kind;
+      registry.families[i].help = family.help;
+      return;
+    }
+  }
+  registry.tables.push_back(family);
+  registry.families.push_back({family.name, family.kind, false, 0, false, family.help});
 }
 
 std::string PrimitiveRef::text() const {
@@ -159,6 +225,14 @@ int symbolic_apply(const PrimitiveRef& ref, int k, int x, int y, int z) {
   if (f == "max") return x > y ? x : y;
   if (f == "min") return x < y ? x : y;
   if (f == "fulladd") return x + y + z;
+  if (const TableFamily* table = find_table_family(f)) {
+    if (table->k != k)
+      throw InputError("primitive '" + f + "' is defined for K = " + std::to_string(table->k) +
+                       ", not " + std::to_string(k));
+    const auto index =
+        static_cast<std::size_t>(table->kind == PrimitiveKind::kBinary ? x * k + y : x);
+    return table->table.at(index);
+  }
   throw std::logic_error("no symbolic implementation of primitive '" + f + "'");
 }
 
@@ -181,6 +255,9 @@ std::shared_ptr<const Primitive> make_symbolic_primitive(const PrimitiveRef& ref
                      std::to_string(kMaxDomain) + ", got " + std::to_string(k));
   }
   check_parameter(ref, k);
+  if (const TableFamily* table = find_table_family(ref.family); table != nullptr && table->k != k)
+    throw InputError("primitive '" + ref.family + "' is defined for K = " +
+                     std::to_string(table->k) + ", not " + std::to_string(k));
   return std::make_shared<SymbolicPrimitive>(ref, find_family(ref.family)->kind, k);
 }
 

@@ -56,10 +56,29 @@ struct PrimitiveFamily {
 
 /// Every family Engram knows, library first, in a stable order: succ, double, square, negate;
 /// even, prime, gt(c); add, mul, max, min; fulladd (addition-primitive's digit step); then the
-/// held-out families (div(c)).
+/// held-out families (div(c)). Table families (below) are not in it.
 const std::vector<PrimitiveFamily>& primitive_families();
-/// The family called `name`, or nullptr.
+/// The family called `name` (of the catalog, or a registered table family), or nullptr.
 const PrimitiveFamily* find_family(const std::string& name);
+
+/// A family defined by its values on one domain: a primitive recovered from a user's code
+/// (`engram synth`), whose exact function is that code's table. Unary and predicate tables
+/// hold K values (predicates 0 or 1), binary ones K*K (row x, column y).
+struct TableFamily {
+  std::string name;
+  PrimitiveKind kind = PrimitiveKind::kUnary;
+  int k = 0;
+  std::vector<int> table;
+  std::string help;  ///< where it comes from, e.g. "f.py line 7"
+};
+/// Makes `family` known to this process (parse_primitive, find_family, symbolic_apply and
+/// make_symbolic_primitive); registering the same name again replaces its table. Throws
+/// InputError for a catalog name, a name that is not an identifier, the full adder's kind, K
+/// outside kMinDomain..kMaxDomain, or a table of the wrong size or with values outside the
+/// domain.
+void register_table_family(const TableFamily& family);
+/// The registered table family `name`, or nullptr.
+const TableFamily* find_table_family(const std::string& name);
 
 /// A primitive as a user writes it: `double`, `gt(5)`.
 struct PrimitiveRef {

@@ -1,0 +1,65 @@
+// engram synth: recover the high-order program a Python function computes, bound to primitives.
+#include "synth/Synth.h"
+#include "cli/Command.h"
+
+#include <CLI/CLI.hpp>
+
+#include <memory>
+
+namespace engram::cli {
+namespace {
+
+const char* const kSynthHelp =
+    R"HELP(The function takes one list (xs) or two (xs, ys) of values 0..K-1 and returns a list or
+a number; it may loop (for, while, comprehensions, generators), call helpers, zip, and use
+sum, max, min, functools.reduce and itertools.accumulate. It runs under python3 on sample
+lists; what it computed is recovered as MAP, FILTER, FOLD, SCAN and ZIPWITH stages (the
+grammar of `engram run --program`), each element computation bound to a library primitive
+whose values equal it, or to a new primitive whose table is the code's own. The program is
+then checked against the function on random lists.
+Example:
+  engram synth --source f.py --function evens_squared --k 10)HELP";
+
+struct Synth {
+  synth::SynthOptions options;
+  bool json = false;
+};
+
+int run_synth(const Synth& c, std::ostream& out) {
+  const auto report = synth::synthesize(c.options);
+  out << (c.json ? synth::synth_json(report) + "\n" : synth::synth_text(report));
+  return report.agreed == report.checked ? 0 : 1;
+}
+
+}  // namespace
+
+Command register_synth(CLI::App& parent) {
+  auto c = std::make_shared<Synth>();
+  auto& o = c->options;
+  CLI::App* sub = parent.add_subcommand(
+      "synth", "Recover the high-order program of a Python function, with its primitives");
+  sub->add_option("--source", o.source, "Python source file")->required();
+  sub->add_option("--function", o.function, "The function in it")->required();
+  sub->add_option("--k", o.k, "Domain size K: values 0..K-1")->capture_default_str();
+  sub->add_option("--samples", o.samples, "Random sample lists to trace")->capture_default_str();
+  sub->add_option("--checks", o.checks, "Random lists to check the program on")
+      ->capture_default_str();
+  sub->add_option("--check-length", o.check_length, "Their length")->capture_default_str();
+  sub->add_option("--seed", o.seed, "Seed of the sample and check lists")->capture_default_str();
+  sub->add_option("--python", o.python, "The Python interpreter")->capture_default_str();
+  sub->add_option("--timeout", o.timeout_seconds, "Seconds each python3 run may take")
+      ->capture_default_str();
+  sub->add_flag("--json", c->json, "Print JSON");
+  sub->footer(kSynthHelp);
+  return {sub,
+          [c](std::ostream& out, std::ostream&) { return run_synth(*c, out); },
+          {{"k", "--k"},
+           {"samples", "--samples"},
+           {"checks", "--checks"},
+           {"check_length", "--check-length"},
+           {"source", "--source"},
+           {"timeout_seconds", "--timeout"},
+           {"function", "--function"}}};
+}
+
+}  // namespace engram::cli
