@@ -22,7 +22,40 @@ using nlohmann::json;
 constexpr const char* kKind = "primitives";
 
 json config_to_json(const PrimitiveNetConfig& c) {
-  return json{{"family", c.family}, {"embedding", c.embedding}, {"hidden", c.hidden}};
+  json j{{"family", c.family}, {"embedding", c.embedding}, {"hidden", c.hidden}};
+  // A table family (engram synth) travels with its table: the file defines it for its readers.
+  if (const auto* table = datasets::find_table_family(c.family)) {
+    j["table"] = json{{"kind", datasets::kind_name(table->kind)},
+                      {"values", table->table},
+                      {"help", table->help}};
+  }
+  return j;
+}
+
+/// Registers the table family stored with a network (throws FormatError for a bad one).
+void register_stored_table(const json& net, int k, const std::string& path) {
+  const std::string family = net.at("family").get<std::string>();
+  const json& t = net.at("table");
+  datasets::TableFamily table;
+  table.name = family;
+  const std::string kind = t.at("kind").get<std::string>();
+  if (kind == "unary") {
+    table.kind = datasets::PrimitiveKind::kUnary;
+  } else if (kind == "predicate") {
+    table.kind = datasets::PrimitiveKind::kPredicate;
+  } else if (kind == "binary") {
+    table.kind = datasets::PrimitiveKind::kBinary;
+  } else {
+    throw FormatError("'" + path + "' has a table of unknown kind '" + kind + "'");
+  }
+  table.k = k;
+  table.table = t.at("values").get<std::vector<int>>();
+  table.help = t.at("help").get<std::string>();
+  try {
+    datasets::register_table_family(table);
+  } catch (const InputError& e) {
+    throw FormatError("'" + path + "' has a bad table for '" + family + "': " + e.what());
+  }
 }
 
 struct LibraryFile {
@@ -41,6 +74,7 @@ LibraryFile read_library(const std::string& path) {
         static_cast<int>(std::clamp<std::int64_t>(config.at("k").get<std::int64_t>(), -1, 1 << 20));
     for (const auto& net : config.at("networks")) {
       const std::string family = net.at("family").get<std::string>();
+      if (net.contains("table")) register_stored_table(net, lib.k, path);
       if (datasets::find_family(family) == nullptr)
         throw FormatError("'" + path + "' has a network of unknown primitive '" + family + "'");
       PrimitiveNetConfig stored = PrimitiveNetConfig::for_family(family, lib.k);
@@ -201,11 +235,15 @@ std::vector<FamilyReport> train_primitives(const TrainPrimitivesOptions& options
 std::vector<FamilyReport> evaluate_primitives(const std::string& model_path, int threads) {
   trainer::set_threads_option(threads);
   const LibraryFile lib = read_library(model_path);
+  // The catalog's families in its order, then the table families the file defines.
+  std::vector<std::string> order;
+  for (const auto& f : datasets::primitive_families())
+    if (lib.networks.count(f.name) != 0) order.push_back(f.name);
+  for (const auto& [family, net] : lib.networks)
+    if (datasets::find_table_family(family) != nullptr) order.push_back(family);
   std::vector<FamilyReport> reports;
-  for (const auto& f : datasets::primitive_families()) {
-    const auto it = lib.networks.find(f.name);
-    if (it == lib.networks.end()) continue;
-    const PrimitiveNet& net = it->second;
+  for (const auto& family : order) {
+    const PrimitiveNet& net = lib.networks.at(family);
     const Examples examples = all_examples(net->config());
     PrimitiveWorkload workload(net, examples);
     reports.push_back(score(net->config(), workload));

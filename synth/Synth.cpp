@@ -4,6 +4,8 @@
 #include "datasets/ListTask.h"
 #include "datasets/Primitive.h"
 #include "datasets/ProgramExpression.h"
+#include "npi/Npi.h"
+#include "primitives/Primitives.h"
 #include "synth/Recognizer.h"
 
 #include <nlohmann/json.hpp>
@@ -20,6 +22,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <optional>
 #include <random>
 #include <set>
 #include <sstream>
@@ -330,6 +333,75 @@ struct Binder {
   }
 };
 
+/// Trains a network for each new primitive the library lacks (or holds for another table),
+/// adding it to the library file.
+void train_missing_primitives(const SynthOptions& o, SynthReport& report) {
+  std::vector<std::string> missing;
+  {
+    // Loading registers the tables the library stores, which may differ from ours.
+    const auto library = primitives::PrimitiveLibrary::load(o.primitives);
+    if (library.domain() != o.k)
+      throw InvalidOption("primitives", "'" + o.primitives + "' holds primitives for K = " +
+                                            std::to_string(library.domain()) + ", not " +
+                                            std::to_string(o.k));
+    const auto held = library.families();
+    for (const auto& p : report.primitives) {
+      if (p.known) continue;
+      const auto* stored = datasets::find_table_family(p.name);
+      const bool same = std::find(held.begin(), held.end(), p.name) != held.end() &&
+                        stored != nullptr && stored->table == p.table;
+      datasets::TableFamily ours;
+      ours.name = p.name;
+      ours.kind = p.kind == "unary"       ? datasets::PrimitiveKind::kUnary
+                  : p.kind == "predicate" ? datasets::PrimitiveKind::kPredicate
+                                          : datasets::PrimitiveKind::kBinary;
+      ours.k = o.k;
+      ours.table = p.table;
+      ours.help = o.source + " " + p.where;
+      datasets::register_table_family(ours);
+      if (!same && std::find(missing.begin(), missing.end(), p.name) == missing.end())
+        missing.push_back(p.name);
+    }
+  }
+  if (missing.empty()) return;
+  primitives::TrainPrimitivesOptions t;
+  t.out_path = o.primitives;
+  t.k = o.k;
+  t.families = missing;
+  t.add = true;
+  t.training.seed = o.seed;
+  t.training.threads = o.threads;
+  t.on_family = [&](const primitives::FamilyReport& r) {
+    report.trained.push_back({r.family, r.steps, r.exact, r.seconds});
+  };
+  primitives::train_primitives(t);
+}
+
+/// The neural program (trained programs, primitive networks) on one list.
+void check_neural(const SynthOptions& o, SynthReport& report,
+                  const datasets::Expression& expression,
+                  const primitives::PrimitiveLibrary& library, const std::vector<int>& xs,
+                  const std::vector<int>& ys, const std::vector<int>& want) {
+  npi::PipelineOptions po;
+  po.program = report.expression;
+  po.input = datasets::format_value_list(xs);
+  if (datasets::uses_second_list(expression)) po.input += ";" + datasets::format_value_list(ys);
+  po.models_dir = o.models_dir;
+  po.k = o.k;
+  po.threads = o.threads;
+  po.primitive = [&](const datasets::PrimitiveRef& ref) { return library.get(ref); };
+  const auto neural = npi::run_pipeline(po);
+  const std::string expected = datasets::format_value_list(want);
+  ++report.neural_checked;
+  if (neural.error.empty() && neural.output == expected) {
+    ++report.neural_agreed;
+  } else if (report.first_neural_disagreement.empty()) {
+    report.first_neural_disagreement =
+        "input " + po.input + ": the function gives " + expected + ", the neural program " +
+        (neural.error.empty() ? neural.output : "stopped: " + neural.error);
+  }
+}
+
 }  // namespace
 
 SynthReport synthesize(const SynthOptions& o) {
@@ -357,6 +429,12 @@ SynthReport synthesize(const SynthOptions& o) {
   Binder binder{o, report, {}};
   report.expression = binder.expression(program);
   const datasets::Expression expression = datasets::parse_expression(report.expression);
+  if (!o.models_dir.empty() || !o.primitives.empty()) {
+    if (o.models_dir.empty()) throw InvalidOption("models_dir", "is needed with primitives");
+    if (o.primitives.empty()) throw InvalidOption("primitives", "is needed with models_dir");
+    train_missing_primitives(o, report);
+    report.neural = true;
+  }
   if (o.checks > 0) {
     json lists = json::array();
     std::uniform_int_distribution<int> value(0, o.k - 1);
@@ -368,6 +446,8 @@ SynthReport synthesize(const SynthOptions& o) {
       lists.push_back({xs, ys});
     }
     const json outputs = run_tracer(o, scratch, "run", {{"inputs", lists}}).at("outputs");
+    std::optional<primitives::PrimitiveLibrary> library;
+    if (report.neural) library.emplace(primitives::PrimitiveLibrary::load(o.primitives));
     for (int c = 0; c < o.checks; ++c) {
       const auto& in = lists[static_cast<std::size_t>(c)];
       const auto xs = in[0].get<std::vector<int>>(), ys = in[1].get<std::vector<int>>();
@@ -383,6 +463,7 @@ SynthReport synthesize(const SynthOptions& o) {
                                     ": the function gives " + datasets::format_value_list(want) +
                                     ", the program " + datasets::format_value_list(got);
       }
+      if (library) check_neural(o, report, expression, *library, xs, ys, want);
     }
   }
   return report;
@@ -408,6 +489,15 @@ std::string synth_json(const SynthReport& r) {
          {"sample_runs", r.sample_runs},
          {"check", {{"lists", r.checked}, {"agreed", r.agreed}}}};
   if (!r.first_disagreement.empty()) j["check"]["first_disagreement"] = r.first_disagreement;
+  if (r.neural) {
+    json trained = json::array();
+    for (const auto& t : r.trained)
+      trained.push_back(
+          {{"primitive", t.name}, {"steps", t.steps}, {"exact", t.exact}, {"seconds", t.seconds}});
+    j["neural"] = {{"lists", r.neural_checked}, {"agreed", r.neural_agreed}, {"trained", trained}};
+    if (!r.first_neural_disagreement.empty())
+      j["neural"]["first_disagreement"] = r.first_neural_disagreement;
+  }
   return j.dump();
 }
 
@@ -424,6 +514,16 @@ std::string synth_text(const SynthReport& r) {
         << "()\n";
     if (!r.first_disagreement.empty())
       out << "  first disagreement: " << r.first_disagreement << "\n";
+  }
+  for (const auto& t : r.trained) {
+    out << "trained " << t.name << ": " << t.steps << " steps, "
+        << (t.exact ? "exact" : "NOT exact") << " on its domain\n";
+  }
+  if (r.neural && r.neural_checked > 0) {
+    out << "neural: " << r.neural_agreed << " of " << r.neural_checked
+        << " random lists agree with " << r.function << "()\n";
+    if (!r.first_neural_disagreement.empty())
+      out << "  first disagreement: " << r.first_neural_disagreement << "\n";
   }
   return out.str();
 }

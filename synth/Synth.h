@@ -34,6 +34,13 @@ struct SynthOptions {
   std::uint64_t seed = 1;
   std::string python = "python3";
   double timeout_seconds = 120;  ///< for each run of python3
+  /// The neural check (both or neither): the folder of trained high-order programs (map.pt,
+  /// filter.pt, ...) and the primitive library. A new primitive the library lacks (or holds
+  /// with another table) is trained into it first, as `engram train primitives --add` does:
+  /// the library's other networks and the programs stay as they are.
+  std::string models_dir;
+  std::string primitives;
+  int threads = 1;
 };
 
 /// One element computation of the recovered program.
@@ -59,6 +66,18 @@ struct SynthReport {
   /// The recovered program with the exact primitives against the function itself.
   int checked = 0, agreed = 0;
   std::string first_disagreement;  ///< input, expected, got
+  /// With models and primitives: the neural program (trained programs, primitive networks) on
+  /// the same lists, and the primitives trained for it.
+  bool neural = false;
+  int neural_checked = 0, neural_agreed = 0;
+  std::string first_neural_disagreement;
+  struct Trained {
+    std::string name;
+    long steps = 0;
+    bool exact = false;
+    double seconds = 0;
+  };
+  std::vector<Trained> trained;
 };
 
 /// Traces, recovers and checks; registers the new table families in this process.

@@ -28,7 +28,9 @@ struct Synth {
 int run_synth(const Synth& c, std::ostream& out) {
   const auto report = synth::synthesize(c.options);
   out << (c.json ? synth::synth_json(report) + "\n" : synth::synth_text(report));
-  return report.agreed == report.checked ? 0 : 1;
+  const bool agree = report.agreed == report.checked &&
+                     (!report.neural || report.neural_agreed == report.neural_checked);
+  return agree ? 0 : 1;
 }
 
 }  // namespace
@@ -49,6 +51,13 @@ Command register_synth(CLI::App& parent) {
   sub->add_option("--python", o.python, "The Python interpreter")->capture_default_str();
   sub->add_option("--timeout", o.timeout_seconds, "Seconds each python3 run may take")
       ->capture_default_str();
+  sub->add_option("--models", o.models_dir,
+                  "Folder of trained high-order programs (map.pt, filter.pt, ...): check the "
+                  "neural program too (with --primitives)");
+  sub->add_option("--primitives", o.primitives,
+                  "Primitive library; a new primitive is trained into it first (as --add)");
+  sub->add_option("--threads", o.threads, "Intra-op threads, 0 for all cores")
+      ->capture_default_str();
   sub->add_flag("--json", c->json, "Print JSON");
   sub->footer(kSynthHelp);
   return {sub,
@@ -59,6 +68,9 @@ Command register_synth(CLI::App& parent) {
            {"check_length", "--check-length"},
            {"source", "--source"},
            {"timeout_seconds", "--timeout"},
+           {"models_dir", "--models"},
+           {"primitives", "--primitives"},
+           {"threads", "--threads"},
            {"function", "--function"}}};
 }
 
