@@ -197,6 +197,47 @@ TEST(TbcnnModel, BatchedForwardAndGradientsEqualThePerTreeReference) {
   }
 }
 
+// Internal pivots (a loop statement has a parent and children, so its window holds both the
+// parent term and children below), with the whole tree and with the pivot's neighbourhood only:
+// the batched forward and every gradient equal the node-by-node reference at every node.
+TEST(TbcnnModel, LocalizedAtInternalPivotsEqualsThePerTreeReference) {
+  std::vector<int> parents{-1, 0, 1, 1, 1, 0, 5, 6, 6, 5, 0};  // 1 and 5: inner nodes, 6 deeper
+  auto tree = tree_from_parents(parents);
+  for (int i = 0; i < tree.size(); ++i) tree.type[i] = (i * 5 + 1) % 4;
+  for (const bool residual : {false, true}) {
+    auto config = small_config("localized");
+    config.layers = 3;
+    config.residual = residual;
+    torch::manual_seed(17);
+    TbcnnModel model(config);
+    std::vector<TreeInput> inputs;
+    for (int pivot = 0; pivot < tree.size(); ++pivot) inputs.push_back({&tree, pivot});
+    std::vector<torch::Tensor> rows;
+    for (int pivot = 0; pivot < tree.size(); ++pivot)
+      rows.push_back(reference_encode(*model, tree, pivot));
+    const auto reference = torch::stack(rows);
+    const auto weights = torch::arange(reference.numel(), torch::kFloat).reshape(reference.sizes());
+    auto gradients = [&](const torch::Tensor& out) {
+      model->zero_grad();
+      (out * weights / 13.0).sum().backward();
+      std::vector<torch::Tensor> g;
+      for (auto& p : model->parameters())
+        if (p.grad().defined()) g.push_back(p.grad().clone());
+      return g;
+    };
+    const auto expected = gradients(reference);
+    for (const int reach : {-1, config.layers}) {  // the whole tree; the neighbourhood
+      const auto batch = make_tree_batch(inputs, true, 0, reach);
+      const auto batched = model->encode(batch);
+      EXPECT_TRUE(torch::allclose(batched, reference, 1e-5, 1e-6)) << residual << reach;
+      const auto got = gradients(model->encode(make_tree_batch(inputs, true, 0, reach)));
+      ASSERT_EQ(got.size(), expected.size());
+      for (std::size_t i = 0; i < got.size(); ++i)
+        EXPECT_TRUE(torch::allclose(got[i], expected[i], 1e-4, 1e-5)) << residual << reach << i;
+    }
+  }
+}
+
 TEST(TreeBatch, PivotNeighbourhoodOfTheWorkedExample) {
   const auto tree = tree_from_parents(kFiveNodes);  // 0 -> {1, 2}, 1 -> {3, 4}
   EXPECT_EQ(pivot_neighbourhood(tree, 3, 0), (std::vector<int>{3}));
