@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <csignal>
 #include <cstdlib>
 #include <map>
 
@@ -184,6 +185,9 @@ void add_dist_flags(CLI::App* command, dist::DistOptions& d, FlagTable& flags) {
 void join_job(trainer::TrainingOptions& options) {
   const dist::DistEnv env = dist::env_from([](const char* name) { return std::getenv(name); });
   if (!env.distributed()) return;
+  // A peer rank that dies closes its sockets; writing to one then must fail with EPIPE, which
+  // the communicator reports naming the rank, not kill this rank by SIGPIPE (exit 141).
+  std::signal(SIGPIPE, SIG_IGN);
   options.communicator = std::make_shared<dist::Communicator>(env, options.dist);
 }
 

@@ -86,18 +86,19 @@ class RunRecognizer {
         Chain c;
         c.var = name;
         c.frame = key.first;
-        bool complete = true, any_node = false;
+        bool complete = true;
         for (const Snapshot* h : group) {
           auto it = h->values.find(name);
           if (it == h->values.end()) {
             complete = false;
             break;
           }
-          any_node = any_node || !it->second.is_const;
           c.values.push_back(it->second);
           c.seqs.push_back(h->seq);
         }
-        if (!complete || !any_node) continue;
+        // A variable that only held constants in this run (min(1, x) while no x is smaller) is
+        // still an accumulator: a SCAN of it wrote those constants.
+        if (!complete) continue;
         for (const auto& v : c.values)
           if (!v.is_const) stops_.insert(v.node);
         chains_.push_back(std::move(c));
@@ -211,19 +212,33 @@ class RunRecognizer {
   }
 
   /// The computation of `r` from the parameters (the root may itself be an accumulator's value).
+  /// A node's operation with comparisons in one orientation: Python asks a traced int for the
+  /// reflected comparison when a plain int stands on the left (`9 > v` runs v.__lt__(9)), so
+  /// gt(a, b) is written lt(b, a) and ge(a, b) le(b, a).
+  static std::pair<std::string, std::vector<Ref>> canonical(const Node& n) {
+    if ((n.op == "gt" || n.op == "ge") && n.args.size() == 2)
+      return {n.op == "gt" ? "lt" : "le", {n.args[1], n.args[0]}};
+    return {n.op, n.args};
+  }
+
+  /// The computation of `r` from the parameters (the root may itself be an accumulator's value).
   std::optional<Expr> build(const Ref& r, const std::map<int, int>& params,
                             bool root = true) const {
     if (r.is_const) return Expr::constant(r.value);
     if (auto it = params.find(r.node); it != params.end()) return Expr::parameter(it->second);
     const Node& n = node(r.node);
     if (n.op == "in" || (!root && stops_.count(r.node) != 0)) return std::nullopt;
+    const auto [op, refs] = canonical(n);
     std::vector<Expr> args;
-    for (const auto& a : n.args) {
+    for (const auto& a : refs) {
       auto e = build(a, params, false);
       if (!e) return std::nullopt;
       args.push_back(std::move(*e));
     }
-    return Expr::operation(n.op, std::move(args));
+    // == and != are symmetric: one order of their operands.
+    if ((op == "eq" || op == "ne") && args.size() == 2 && args[1].text() < args[0].text())
+      std::swap(args[0], args[1]);
+    return Expr::operation(op, std::move(args));
   }
 
   Expr build_or_fail(const Ref& r, const std::map<int, int>& params, int line,
@@ -246,11 +261,17 @@ class RunRecognizer {
         return r.is_const && r.value == t.value;
       case Expr::Kind::kOp: {
         if (r.is_const) return false;
-        const Node& n = node(r.node);
-        if (n.op != t.op || n.args.size() != t.args.size()) return false;
-        for (std::size_t i = 0; i < t.args.size(); ++i)
-          if (!align(t.args[i], n.args[i], bind)) return false;
-        return true;
+        const auto [op, refs] = canonical(node(r.node));
+        if (op != t.op || refs.size() != t.args.size()) return false;
+        std::map<int, Ref> trial = bind;
+        bool ok = true;
+        for (std::size_t i = 0; i < t.args.size() && ok; ++i) ok = align(t.args[i], refs[i], trial);
+        if (!ok && (op == "eq" || op == "ne") && refs.size() == 2) {
+          trial = bind;
+          ok = align(t.args[0], refs[1], trial) && align(t.args[1], refs[0], trial);
+        }
+        if (ok) bind = trial;
+        return ok;
       }
     }
     return false;
@@ -283,6 +304,9 @@ class RunRecognizer {
     info.fn = Template(2, at_line(line));
     std::vector<std::pair<std::size_t, int>> elements;  // (iteration, element)
     std::vector<std::size_t> pending;                   // iterations from a constant
+    const bool starts_from_source =
+        !c.values.front().is_const &&
+        sources(c.values.front().node) == std::set<int>{c.values.front().node};
     for (std::size_t i = 1; i < c.values.size(); ++i) {
       const Ref a = c.values[i - 1], b = c.values[i];
       if (a.is_const) {
@@ -313,6 +337,10 @@ class RunRecognizer {
                                              "' combines it with several "
                                              "elements at once, not one per iteration");
         e = *part;
+        // Started from the first element as it is (reduce or accumulate without an initial
+        // value): the later elements enter as they are too, and what is computed from them
+        // belongs to the update, not to a MAP before it (which the first element skipped).
+        if (starts_from_source && sources(e).size() == 1) e = *sources(e).begin();
       } else if (!b.is_const) {
         if (guards.empty())
           unsupported(node(b.node).line, "'" + c.var +
@@ -902,8 +930,10 @@ class RunRecognizer {
     s.fn = fn;
     s.where = fn.where();
     s.reduce_mod_k = mod_k && reducible(fn);
-    s.inputs.push_back(sequence(xs_side, false));
-    s.inputs.push_back(sequence(ys_side, false));
+    // A combination reduced % K of + - * lets each side be reduced before ((x + 2 * y) % K).
+    const bool side_mod = reduces(fn);
+    s.inputs.push_back(sequence(xs_side, side_mod));
+    s.inputs.push_back(sequence(ys_side, side_mod));
     return s;
   }
 

@@ -223,3 +223,21 @@ def clamp_branch(xs):
 def two_maps(xs):
     shifted = [inc(x) for x in xs]
     return [s * s % K for s in shifted]
+
+
+# expect: fold(max, 9, xs)
+def max_from_the_top(xs):
+    s = K - 1
+    for e in xs:
+        s = s if s > e else e  # 9 > e asks e for the reflected comparison e < 9
+    return s
+
+
+# expect: scan(min, 1, xs)
+def running_min_from_one(xs):
+    acc = 1
+    out = []
+    for num in xs:
+        acc = min(acc, num)  # constants only, until a 0 comes
+        out.append(acc)
+    return out
