@@ -147,6 +147,13 @@ FileInput prepare_file(const TbcnnModel& model, const EncodeOptions& options) {
   const CodeTree parsed = datasets::parse_code(language, source);
   in.tree = datasets::remap_types(parsed, config.vocabulary);
   const bool needs_pivot = config.localized() || config.task == "masked";
+  if (options.pivot.empty() && config.task == "loop") {  // the loop of the last function
+    in.pivot = loop_pivot(parsed, datasets::node_type_names(language));
+    if (in.pivot < 0)
+      throw std::runtime_error("'" + options.file + "' has no loop in its last function");
+    in.pivot_type = datasets::node_type_name(language, parsed.type[in.pivot]);
+    return in;
+  }
   if (options.pivot.empty()) {
     if (needs_pivot)
       throw UsageError("this " + config.model + " model of the " + config.task +
@@ -186,11 +193,12 @@ TrainTbcnnOptions train_defaults(const std::string& model) {
 
 TrainTbcnnReport train_tbcnn(const TrainTbcnnOptions& options) {
   if (options.out_path.empty()) throw InvalidOption("out_path", "is required");
-  if (options.task != "classify" && options.task != "masked")
-    throw InvalidOption("task", "must be classify or masked, not '" + options.task + "'");
+  if (options.task != "classify" && options.task != "masked" && options.task != "loop")
+    throw InvalidOption("task", "must be classify, masked or loop, not '" + options.task + "'");
   check_model_and_activation(options.model, options.activation);
-  if (options.model == "localized" && options.task != "masked")
-    throw InvalidOption("model", "localized needs a pivot: it applies to the masked task only");
+  if (options.model == "localized" && options.task == "classify")
+    throw InvalidOption("model",
+                        "localized needs a pivot: it applies to the masked and loop tasks");
   trainer::TrainingOptions t = options.training;
   if (t.checkpoint_path.empty() && !options.out_path.empty())
     t.checkpoint_path = options.out_path + ".ckpt";  // where an interrupted run saves its state
@@ -236,7 +244,7 @@ TrainTbcnnReport train_tbcnn(const TrainTbcnnOptions& options) {
   config.residual = options.residual;
   config.activation = options.activation;
   config.identifiers = options.identifiers;
-  config.pivot_flag = options.model == "tbcnn" && options.task == "masked";
+  config.pivot_flag = options.model == "tbcnn" && options.task != "classify";
   if (options.task == "masked") {
     config.vocabulary.push_back(kMask);
     config.classes = statement_kinds(corpus);

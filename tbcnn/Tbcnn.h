@@ -3,9 +3,11 @@
 /// The TBCNN code encoder's entry points, one per command, over plain option structs (no torch in
 /// this header). Models: "tbcnn" (whole tree, max pooling), "localized" (the pivot's vector after
 /// layers of windows centred on it, TreeBatch.h) and "bow" (bag of node types, logistic regression;
-/// the baseline). Tasks: "classify" (the class of each file of a corpus) and "masked" (the kind of
+/// the baseline). Tasks: "classify" (the class of each file of a corpus), "masked" (the kind of
 /// a statement whose own subtree is replaced by one <mask> node; the statement is the pivot, marked
-/// by an input flag for the whole-tree model).
+/// by an input flag for the whole-tree model) and "loop" (the file's class at the pivot
+/// loop_pivot() finds: the loop of the file's last function, e.g. which high-order function it
+/// computes, engram synth's TBCNN recogniser).
 ///
 /// \code
 ///   engram::tbcnn::TrainTbcnnOptions t;  t.corpus_path = "stdlib.corpus";  t.out_path = "m.pt";
@@ -27,7 +29,7 @@ struct TrainTbcnnOptions {
   std::string corpus_path;
   std::string out_path;
   std::string model = "tbcnn";    ///< tbcnn, localized, bow
-  std::string task = "classify";  ///< classify, masked
+  std::string task = "classify";  ///< classify, masked, loop
   int embedding = 64;
   int channels = 128;
   int layers = 2;

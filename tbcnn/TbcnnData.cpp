@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <map>
+#include <set>
 
 namespace engram::tbcnn {
 
@@ -75,6 +76,19 @@ Examples make_examples(const CodeCorpus& corpus, datasets::Split split, const Tb
     class_of.emplace(config.classes[i], static_cast<int>(i));
   for (const auto index : corpus.indices(split)) {
     const auto& sample = corpus.samples[index];
+    if (config.task == "loop") {
+      const auto it = class_of.find(corpus.classes[sample.label]);
+      const int pivot = loop_pivot(sample.tree, corpus.vocabulary);
+      if (it == class_of.end() || pivot < 0) {
+        ++ex.skipped;
+        continue;
+      }
+      ex.trees.push_back(sample.tree);
+      ex.pivots.push_back(pivot);
+      ex.labels.push_back(it->second);
+      ex.nodes += sample.tree.size();
+      continue;
+    }
     if (config.task == "classify") {
       const auto it = class_of.find(corpus.classes[sample.label]);
       if (it == class_of.end()) {
@@ -114,6 +128,39 @@ Examples make_examples(const CodeCorpus& corpus, datasets::Split split, const Tb
     }
   }
   return ex;
+}
+
+int loop_pivot(const CodeTree& tree, const std::vector<std::string>& names) {
+  auto type_of = [&](int node) -> const std::string& {
+    return names.at(static_cast<std::size_t>(tree.type[static_cast<std::size_t>(node)]));
+  };
+  int function = -1;
+  for (int i = 0; i < tree.size(); ++i)
+    if (type_of(i) == "function_definition") function = i;  // the last one in source order
+  if (function < 0) return -1;
+  static const std::set<std::string> loops{
+      "for_statement",     "while_statement",          "list_comprehension",
+      "set_comprehension", "dictionary_comprehension", "generator_expression"};
+  static const std::set<std::string> high_order{"map", "filter", "zip",    "sum",
+                                                "max", "min",    "reduce", "accumulate"};
+  // Pre-order: the function's subtree is the nodes after it until the next node outside it.
+  for (int i = function + 1; i < tree.size(); ++i) {
+    bool inside = false;
+    for (int a = tree.parent[static_cast<std::size_t>(i)]; a >= 0;
+         a = tree.parent[static_cast<std::size_t>(a)])
+      if (a == function) inside = true;
+    if (!inside) break;
+    if (loops.count(type_of(i)) != 0) return i;
+    if (type_of(i) != "call" || tree.num_children(i) == 0) continue;
+    int callee =
+        tree.child_list[static_cast<std::size_t>(tree.child_begin[static_cast<std::size_t>(i)])];
+    if (type_of(callee) == "attribute" && tree.num_children(callee) > 0) {  // functools.reduce
+      const auto kids = tree.children(callee);
+      callee = kids.back();
+    }
+    if (high_order.count(tree.identifier[static_cast<std::size_t>(callee)]) != 0) return i;
+  }
+  return -1;
 }
 
 TreeBatch model_batch(const std::vector<TreeInput>& inputs, const TbcnnConfig& config) {

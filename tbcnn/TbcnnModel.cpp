@@ -45,7 +45,7 @@ TbcnnConfig TbcnnConfig::from_json(const std::string& text) {
       throw FormatError("a TBCNN configuration of unknown model '" + c.model + "'");
     if (c.activation != "relu" && c.activation != "tanh")
       throw FormatError("a TBCNN configuration of unknown activation '" + c.activation + "'");
-    if (c.task != "classify" && c.task != "masked")
+    if (c.task != "classify" && c.task != "masked" && c.task != "loop")
       throw FormatError("a TBCNN configuration of unknown task '" + c.task + "'");
     if (c.language != "python" && c.language != "c" && c.language != "cpp")
       throw FormatError("a TBCNN configuration of unknown language '" + c.language + "'");

@@ -28,8 +28,10 @@
 namespace engram::tbcnn {
 
 struct TbcnnConfig {
-  std::string model = "tbcnn";    ///< "tbcnn", "localized" or "bow"
-  std::string task = "classify";  ///< "classify" (a class per file) or "masked" (statement kinds)
+  std::string model = "tbcnn";  ///< "tbcnn", "localized" or "bow"
+  /// "classify" (a class per file), "masked" (statement kinds) or "loop" (the class of a file
+  /// at the loop of its last function: the high-order function the loop computes)
+  std::string task = "classify";
   std::string language = "python";
   std::vector<std::string> vocabulary;  ///< node types; the masked task adds "<mask>" last
   std::vector<std::string> classes;

@@ -59,7 +59,8 @@ Command register_encode(CLI::App& parent) {
 Command register_classify(CLI::App& parent) {
   auto enc = std::make_shared<tbcnn::EncodeOptions>();
   CLI::App* sub = parent.add_subcommand("classify", "Print a source file's most probable classes");
-  add_file_flags(sub, *enc, "LINE:COL (1-based), for masked-task models");
+  add_file_flags(sub, *enc,
+                 "LINE:COL (1-based), for masked-task models (loop-task models find the loop)");
   return {sub,
           [enc](std::ostream& out, std::ostream& err) { return run_classify(*enc, out, err); },
           kFlags};

@@ -75,11 +75,11 @@ Command register_train_tbcnn(CLI::App& parent) {
   sub->add_option("--out", tt.out_path, "Model file to write")->required();
   sub->add_option("--model", tt.model,
                   "tbcnn (whole tree, max pooling), localized (the pivot's vector; --task "
-                  "masked), bow (bag of node types, logistic regression)")
+                  "masked or loop), bow (bag of node types, logistic regression)")
       ->capture_default_str();
   sub->add_option("--task", tt.task,
-                  "classify (each file's class) or masked (the kind of a statement whose subtree "
-                  "is masked)")
+                  "classify (each file's class), masked (the kind of a statement whose subtree "
+                  "is masked) or loop (each file's class at the loop of its last function)")
       ->capture_default_str();
   TrainingFlagsSpec spec;
   spec.batch = "Trees per step";

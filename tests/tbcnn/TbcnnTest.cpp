@@ -1,4 +1,5 @@
 #include "tbcnn/Tbcnn.h"
+#include "tbcnn/TbcnnData.h"
 #include "tbcnn/TbcnnModel.h"
 #include "tbcnn/TreeBatch.h"
 
@@ -236,6 +237,32 @@ TEST(TbcnnModel, LocalizedAtInternalPivotsEqualsThePerTreeReference) {
         EXPECT_TRUE(torch::allclose(got[i], expected[i], 1e-4, 1e-5)) << residual << reach << i;
     }
   }
+}
+
+// The loop task's pivot: the loop of the file's last function, whatever its style.
+TEST(TbcnnData, LoopPivotIsTheLoopOfTheLastFunction) {
+  auto pivot_type = [](const std::string& source) -> std::string {
+    const auto tree = datasets::parse_code(Language::kPython, source);
+    const auto& names = datasets::node_type_names(Language::kPython);
+    const int pivot = loop_pivot(tree, names);
+    if (pivot < 0) return "none";
+    return names[static_cast<std::size_t>(tree.type[static_cast<std::size_t>(pivot)])] + "@" +
+           std::to_string(tree.start[static_cast<std::size_t>(pivot)].line + 1);
+  };
+  EXPECT_EQ(pivot_type("def f(xs):\n    out = []\n    for x in xs:\n        out.append(x)\n"
+                       "    return out\n"),
+            "for_statement@3");
+  EXPECT_EQ(pivot_type("def helper(x):\n    for d in range(2, x):\n        pass\n"
+                       "def f(xs):\n    return [x * 2 for x in xs]\n"),
+            "list_comprehension@5");  // not the helper's loop
+  EXPECT_EQ(pivot_type("def f(xs):\n    return sum(x * x for x in xs) % 10\n"), "call@2");
+  EXPECT_EQ(pivot_type("import functools\ndef f(xs):\n    return functools.reduce(g, xs, 0)\n"),
+            "call@3");
+  EXPECT_EQ(pivot_type("def f(xs):\n    n = len(xs)\n    return list(map(g, xs))\n"), "call@3");
+  EXPECT_EQ(pivot_type("def f(xs):\n    i = 0\n    while i < len(xs):\n        i += 1\n"),
+            "while_statement@3");
+  EXPECT_EQ(pivot_type("def f(xs):\n    return xs\n"), "none");
+  EXPECT_EQ(pivot_type("x = [1, 2]\n"), "none");
 }
 
 TEST(TreeBatch, PivotNeighbourhoodOfTheWorkedExample) {
