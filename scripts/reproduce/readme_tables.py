@@ -430,6 +430,26 @@ def fuzz(res):
     return table(header, rows) + source(res, "fuzz")
 
 
+def synth_recognizers(res):
+    data = res("synth_recognizers")
+
+    def share(score):
+        return f"{score['correct']}/{score['functions']} ({score['accuracy']:.3f})"
+
+    rows = []
+    for t in data["tbcnn"]:
+        seed = t["name"].rsplit("seed", 1)[-1]
+        steps = option(t["commands"], "--steps") or "3000"
+        rows.append([f"localized TBCNN, loop task, seed {seed}", share(t["test_functions"]),
+                     share(t["suite"]), f"{steps} steps, {secs(t['train_seconds'])} s"])
+    trace = data["trace"]
+    rows.append(["trace (`engram synth`)", share(trace["test_functions"]), share(trace["suite"]),
+                 "none"])
+    header = ["recogniser", "generated loops, test split", "suite's one-stage functions",
+              "training"]
+    return table(header, rows) + source(res, "synth_recognizers")
+
+
 TABLES = {
     "npi": npi,
     "npi_generalization": npi_generalization,
@@ -449,6 +469,7 @@ TABLES = {
     "dp_learning": dp_learning,
     "dp_bench": dp_bench,
     "fuzz": fuzz,
+    "synth_recognizers": synth_recognizers,
 }
 
 BLOCK = re.compile(r"(<!-- table:([a-z0-9_]+) -->\n)(.*?)(<!-- /table:\2 -->)", re.S)
