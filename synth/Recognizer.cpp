@@ -1,6 +1,7 @@
 #include "synth/Recognizer.h"
 
 #include "common/Errors.h"
+#include "datasets/ListTask.h"
 
 #include <algorithm>
 #include <functional>
@@ -61,9 +62,8 @@ class RunRecognizer {
     if (r.is_const) return {};
     const Node& n = node(r.node);
     if (const Chain* c = chain_ending_at(r.node)) return fold(*c, false);
-    if (n.op == "mod" && n.args.size() == 2 && !n.args[0].is_const && n.args[1].is_const &&
-        n.args[1].value == k_) {
-      if (const Chain* c = chain_ending_at(n.args[0].node)) return fold(*c, true);
+    if (const auto operand = reduced_operand(r)) {
+      if (const Chain* c = chain_ending_at(*operand)) return fold(*c, true);
     }
     // From one element (a fold over a list that one element reached) a run shows no iteration.
     if (sources(r.node).size() <= 1) return {};
@@ -75,6 +75,16 @@ class RunRecognizer {
 
  private:
   const Node& node(int id) const { return run_.nodes.at(id); }
+
+  /// The node `r` is `n % K` of, if it is one.
+  std::optional<int> reduced_operand(const Ref& r) const {
+    if (r.is_const) return std::nullopt;
+    const Node& n = node(r.node);
+    if (n.op != "mod" || n.args.size() != 2 || n.args[0].is_const || !n.args[1].is_const ||
+        n.args[1].value != k_)
+      return std::nullopt;
+    return n.args[0].node;
+  }
 
   void find_chains() {
     std::map<std::pair<int, std::string>, std::vector<const Snapshot*>> hits;
@@ -130,7 +140,7 @@ class RunRecognizer {
       const int id = stack.back();
       stack.pop_back();
       if (!seen.insert(id).second) continue;
-      if (stops_.count(id) != 0 && (id != root || node(id).op == "in" || is_chain_value(id))) {
+      if (stops_.count(id) != 0) {  // an input element or an accumulator value, the root too
         out.insert(id);
         continue;
       }
@@ -140,26 +150,11 @@ class RunRecognizer {
     return out;
   }
 
-  bool is_chain_value(int id) const { return stops_.count(id) != 0 && node(id).op != "in"; }
-
   /// Whether `target` is among what `root` is computed from (not looking past inputs and other
   /// accumulator values).
-  bool contains(int root, int target) const {
-    std::set<int> seen;
-    std::vector<int> stack{root};
-    while (!stack.empty()) {
-      const int id = stack.back();
-      stack.pop_back();
-      if (id == target) return true;
-      if (!seen.insert(id).second) continue;
-      if (id != root && stops_.count(id) != 0) continue;
-      for (const auto& a : node(id).args)
-        if (!a.is_const) stack.push_back(a.node);
-    }
-    return false;
-  }
+  bool contains(int root, int target) const { return dag(root).count(target) != 0; }
 
-  /// Every node `root` is computed from, down to (and with) `bottom` and the stops.
+  /// `root` and every node it is computed from, down to (and with) the stops.
   std::set<int> dag(int root) const {
     std::set<int> seen;
     std::vector<int> stack{root};
@@ -211,7 +206,6 @@ class RunRecognizer {
     return *common->rbegin();
   }
 
-  /// The computation of `r` from the parameters (the root may itself be an accumulator's value).
   /// A node's operation with comparisons in one orientation: Python asks a traced int for the
   /// reflected comparison when a plain int stands on the left (`9 > v` runs v.__lt__(9)), so
   /// gt(a, b) is written lt(b, a) and ge(a, b) le(b, a).
@@ -456,13 +450,11 @@ class RunRecognizer {
   }
 
   void check_reducible(const Template& fn) const {
-    for (const auto& p : fn.paths()) {
-      if (!p.guards.empty() || !ring_only(p.value))
-        unsupported(0, "'% " + std::to_string(k_) + "' applied after the accumulation at " +
-                           fn.where() +
-                           " cannot be moved into it (it tests values or uses "
-                           "operations other than +, - and *); reduce each step instead");
-    }
+    if (!reducible(fn))
+      unsupported(0, "'% " + std::to_string(k_) + "' applied after the accumulation at " +
+                         fn.where() +
+                         " cannot be moved into it (it tests values or uses "
+                         "operations other than +, - and *); reduce each step instead");
   }
 
   /// The FOLD or SCAN of accumulator `c`; `t`: the list a SCAN must explain. Unknown where the
@@ -498,12 +490,9 @@ class RunRecognizer {
       std::vector<Ref> values = t;
       if (mod_k) {
         for (auto& v : values) {
-          if (v.is_const) return std::nullopt;
-          const Node& n = node(v.node);
-          if (n.op != "mod" || n.args.size() != 2 || !n.args[1].is_const || n.args[1].value != k_ ||
-              n.args[0].is_const)
-            return std::nullopt;
-          v = n.args[0];
+          const auto operand = reduced_operand(v);
+          if (!operand) return std::nullopt;
+          v = {false, 0, *operand};
         }
       }
       std::vector<const Chain*> by_length;
@@ -620,6 +609,18 @@ class RunRecognizer {
     std::vector<Ref> values;
     std::vector<int> available;  ///< the seq from which each value exists (an accumulator's hit)
   };
+  /// Every element of input list `list`, in order.
+  Source input_source(int list) const {
+    Source all;
+    for (const auto& [id, n] : run_.nodes) {
+      if (n.op == "in" && n.list == list) {
+        all.values.push_back({false, 0, id});
+        all.available.push_back(0);
+      }
+    }
+    return all;
+  }
+
   Source source_sequence(const std::vector<int>& sources, int line) const {
     const Node& first = node(sources.front());
     // Elements of one input list in its order come from it; the same element again and again
@@ -630,16 +631,7 @@ class RunRecognizer {
       input_order = n.op == "in" && n.list == first.list &&
                     (j == 0 || n.position > node(sources[j - 1]).position);
     }
-    if (input_order) {
-      Source all;
-      for (const auto& [id, n] : run_.nodes) {
-        if (n.op == "in" && n.list == first.list) {
-          all.values.push_back({false, 0, id});
-          all.available.push_back(0);
-        }
-      }
-      return all;
-    }
+    if (input_order) return input_source(first.list);
     const Chain* best = nullptr;
     for (const auto& c : chains_) {
       if (c.inner) continue;
@@ -683,12 +675,7 @@ class RunRecognizer {
     Source source;
     if (known.empty()) {  // only constants: a MAP over the one input list, if as long
       if (run_.input.size() != 1 || run_.input[0].size() != t.size()) return {};
-      for (const auto& [id, n] : run_.nodes) {
-        if (n.op == "in") {
-          source.values.push_back({false, 0, id});
-          source.available.push_back(0);
-        }
-      }
+      source = input_source(0);
     } else {
       source = source_sequence(known, line);
     }
@@ -1029,11 +1016,8 @@ Stage recognize(const Trace& trace) {
       program = merge(program, RunRecognizer(run, trace.k).recognize());
     } catch (const InputError& e) {
       std::string input;
-      for (std::size_t l = 0; l < run.input.size(); ++l) {
-        input += l == 0 ? "xs=" : "; ys=";
-        for (std::size_t i = 0; i < run.input[l].size(); ++i)
-          input += (i ? "," : "") + std::to_string(run.input[l][i]);
-      }
+      for (std::size_t l = 0; l < run.input.size(); ++l)
+        input += (l == 0 ? "xs=" : "; ys=") + datasets::format_value_list(run.input[l]);
       throw InputError(std::string(e.what()) + " (sample input " + input + ")");
     }
   }

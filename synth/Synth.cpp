@@ -79,14 +79,12 @@ std::string last_line(std::string text) {
   return nl == std::string::npos ? text : text.substr(nl + 1);
 }
 
-/// Runs the tracer in `mode` on `inputs`; its JSON output.
-json run_tracer(const SynthOptions& o, ScratchDir& scratch, const std::string& mode,
-                const json& inputs) {
-  const std::string script = scratch.file("engram_tracer_" + mode + ".py");
+/// Runs the tracer `script` in `mode` on `inputs`; its JSON output.
+json run_tracer(const SynthOptions& o, ScratchDir& scratch, const std::string& script,
+                const std::string& mode, const json& inputs) {
   const std::string input_path = scratch.file("inputs_" + mode + ".json");
   const std::string out_path = scratch.file("out_" + mode + ".json");
   const std::string err_path = scratch.file("err_" + mode + ".txt");
-  std::ofstream(script) << tracer_source();
   std::ofstream(input_path) << inputs.dump();
   std::vector<std::string> args{o.python,   "-I",         script,     mode,  "--source",
                                 o.source,   "--function", o.function, "--k", std::to_string(o.k),
@@ -417,11 +415,13 @@ SynthReport synthesize(const SynthOptions& o) {
   if (std::ifstream(o.source).fail())
     throw std::runtime_error("cannot read source file '" + o.source + "'");
   ScratchDir scratch;
+  const std::string tracer = scratch.file("engram_tracer.py");  // written once, run twice
+  std::ofstream(tracer) << tracer_source();
   std::mt19937_64 rng(o.seed);
   SynthReport report;
   report.function = o.function;
   report.k = o.k;
-  const json traced = run_tracer(o, scratch, "trace", {{"inputs", sample_inputs(o, rng)}});
+  const json traced = run_tracer(o, scratch, tracer, "trace", {{"inputs", sample_inputs(o, rng)}});
   const Trace trace = parse_trace(traced.dump());
   report.sample_runs = static_cast<int>(trace.runs.size());
   const Stage program = recognize(trace);
@@ -445,7 +445,7 @@ SynthReport synthesize(const SynthOptions& o) {
       for (auto& v : ys) v = value(rng);
       lists.push_back({xs, ys});
     }
-    const json outputs = run_tracer(o, scratch, "run", {{"inputs", lists}}).at("outputs");
+    const json outputs = run_tracer(o, scratch, tracer, "run", {{"inputs", lists}}).at("outputs");
     std::optional<primitives::PrimitiveLibrary> library;
     if (report.neural) library.emplace(primitives::PrimitiveLibrary::load(o.primitives));
     for (int c = 0; c < o.checks; ++c) {
