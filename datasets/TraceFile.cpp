@@ -5,6 +5,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <fstream>
@@ -117,6 +118,19 @@ GenerateOptions default_generate_options(const Task& task) {
   return options;
 }
 
+std::vector<int> traces_per_length(const GenerateOptions& options) {
+  const long lengths = std::max(0, options.max_length - options.min_length + 1);
+  std::vector<int> counts(static_cast<std::size_t>(lengths), options.per_length);
+  if (options.traces > 0) {
+    // Length i gets floor((i+1)N/L) - floor(iN/L): N in all, no two lengths more than one apart.
+    for (long i = 0; i < lengths; ++i) {
+      counts[static_cast<std::size_t>(i)] =
+          static_cast<int>((i + 1) * options.traces / lengths - i * options.traces / lengths);
+    }
+  }
+  return counts;
+}
+
 TraceSet generate_traces(const Task& task, const GenerateOptions& options) {
   if (options.min_length < task.min_length()) {
     throw InvalidOption("min_length", "must be at least " + std::to_string(task.min_length()) +
@@ -126,12 +140,14 @@ TraceSet generate_traces(const Task& task, const GenerateOptions& options) {
     throw InvalidOption("max_length", "is below the shortest length");
   task.check_length_option(options.max_length, "max_length");
   if (options.per_length < 1) throw InvalidOption("per_length", "must be at least 1");
+  if (options.traces < 0) throw InvalidOption("traces", "must be at least 1");
   TraceSet set;
   set.task = task.name();
   set.options = options;
+  const std::vector<int> counts = traces_per_length(options);
   std::mt19937_64 rng(options.seed);
   for (int len = options.min_length; len <= options.max_length; ++len) {
-    for (int i = 0; i < options.per_length; ++i) {
+    for (int i = 0; i < counts[static_cast<std::size_t>(len - options.min_length)]; ++i) {
       set.traces.push_back(task.teach(task.random_input(len, rng)));
     }
   }
@@ -140,14 +156,19 @@ TraceSet generate_traces(const Task& task, const GenerateOptions& options) {
 
 void write_trace_file(const std::string& path, const TraceSet& set) {
   AtomicFile file(path);
-  const json header{{"format", kFormat},
-                    {"version", kVersion},
-                    {"task", set.task},
-                    {"count", set.traces.size()},
-                    {"min_len", set.options.min_length},
-                    {"max_len", set.options.max_length},
-                    {"per_length", set.options.per_length},
-                    {"seed", set.options.seed}};
+  json header{{"format", kFormat},
+              {"version", kVersion},
+              {"task", set.task},
+              {"count", set.traces.size()},
+              {"min_len", set.options.min_length},
+              {"max_len", set.options.max_length},
+              {"seed", set.options.seed}};
+  // One of the two counts: the one the traces were drawn by.
+  if (set.options.traces > 0) {
+    header["traces"] = set.options.traces;
+  } else {
+    header["per_length"] = set.options.per_length;
+  }
   file.stream() << header.dump() << '\n';
   for (const auto& trace : set.traces) file.stream() << trace_to_json(trace).dump() << '\n';
   file.commit();
@@ -194,6 +215,7 @@ TraceSet read_trace_file(const std::string& path) {
   set.options.min_length = field("min_len", 0);
   set.options.max_length = field("max_len", 0);
   set.options.per_length = field("per_length", 0);
+  set.options.traces = field("traces", 0);
   set.options.seed = field("seed", std::uint64_t{0});
   const auto count = field("count", std::size_t{0});
   int number = 1;

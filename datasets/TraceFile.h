@@ -29,7 +29,14 @@ struct GenerateOptions {
   int max_length = 20;
   int per_length = 32;
   std::uint64_t seed = 1;
+  /// When positive, this many traces in all instead of `per_length` each, spread as evenly as
+  /// whole numbers allow over the lengths (the extra ones to evenly spaced lengths). A multiple of
+  /// the number of lengths draws the same traces as the matching `per_length`.
+  int traces = 0;
 };
+
+/// How many traces each length gets under `options`, shortest first.
+std::vector<int> traces_per_length(const GenerateOptions& options);
 
 struct TraceSet {
   std::string task;
@@ -44,7 +51,7 @@ struct TraceSet {
 GenerateOptions default_generate_options(const Task& task);
 
 /// Throws InvalidOption naming GenerateOptions' fields ("min_length", "max_length",
-/// "per_length") for sizes the task cannot generate.
+/// "per_length", "traces") for sizes the task cannot generate.
 TraceSet generate_traces(const Task& task, const GenerateOptions& options);
 
 /// Writes atomically (temporary file, then rename).

@@ -72,6 +72,22 @@ TEST_F(EngramBinaryTest, AnInvalidOptionNamesItsFlag) {
   EXPECT_EQ(p.err, "engram: error: --lr must be a positive number\n");
 }
 
+TEST_F(EngramBinaryTest, DataGenTracesInAllExcludesPerLengthAndMustBePositive) {
+  const std::string data = dir_.file("d.jsonl");
+  const Process both = run(
+      {"data", "gen", "--task", "addition", "--out", data, "--traces", "7", "--per-length", "2"});
+  expect_one_error_line(both, 2);
+  const Process zero = run({"data", "gen", "--task", "addition", "--out", data, "--traces", "0"});
+  expect_one_error_line(zero, 2);
+  EXPECT_EQ(zero.err, "engram: error: --traces must be at least 1\n");
+  EXPECT_FALSE(std::filesystem::exists(data));
+  const Process ok =
+      run({"data", "gen", "--task", "sort-recursive", "--out", data, "--traces", "20"});
+  EXPECT_EQ(ok.code, 0) << ok.err;
+  EXPECT_NE(ok.out.find("wrote 20 sort-recursive traces (lengths 2..20)"), std::string::npos)
+      << ok.out;
+}
+
 TEST_F(EngramBinaryTest, TrainAndRunEndToEnd) {
   const std::string data = dir_.file("d.jsonl"), model = dir_.file("m.pt");
   Process p = run({"data", "gen", "--task", "sort-recursive", "--out", data, "--max-len", "3",

@@ -24,16 +24,21 @@ std::string join_lines(const std::vector<std::string>& lines) {
   return out;
 }
 
+void expect_same_traces(const TraceSet& a, const TraceSet& b) {
+  ASSERT_EQ(a.traces.size(), b.traces.size());
+  for (std::size_t i = 0; i < a.traces.size(); ++i) {
+    EXPECT_TRUE(a.traces[i] == b.traces[i]) << "trace " << i << " of '" << a.traces[i].input << "'";
+  }
+}
+
 void expect_same_set(const TraceSet& a, const TraceSet& b) {
   EXPECT_EQ(a.task, b.task);
   EXPECT_EQ(a.options.min_length, b.options.min_length);
   EXPECT_EQ(a.options.max_length, b.options.max_length);
   EXPECT_EQ(a.options.per_length, b.options.per_length);
+  EXPECT_EQ(a.options.traces, b.options.traces);
   EXPECT_EQ(a.options.seed, b.options.seed);
-  ASSERT_EQ(a.traces.size(), b.traces.size());
-  for (std::size_t i = 0; i < a.traces.size(); ++i) {
-    EXPECT_TRUE(a.traces[i] == b.traces[i]) << "trace " << i << " of '" << a.traces[i].input << "'";
-  }
+  expect_same_traces(a, b);
 }
 
 TEST(GenerateTraces, PerLengthTracesOfEveryLengthDeterministicInTheSeed) {
@@ -55,6 +60,40 @@ TEST(GenerateTraces, PerLengthTracesOfEveryLengthDeterministicInTheSeed) {
     differs |= set.traces[i].input != other.traces[i].input;
   }
   EXPECT_TRUE(differs) << "another seed gives other problems";
+}
+
+TEST(GenerateTraces, TracesInAllAreSpreadEvenlyOverTheLengths) {
+  // 7 over the 5 lengths 1..5: no two lengths more than one apart, 7 in all.
+  GenerateOptions options{1, 5, 32, 3};
+  options.traces = 7;
+  EXPECT_EQ(traces_per_length(options), (std::vector<int>{1, 1, 2, 1, 2}));
+  options.traces = 3;  // fewer than the lengths: every other length or so
+  EXPECT_EQ(traces_per_length(options), (std::vector<int>{0, 1, 0, 1, 1}));
+  const Task& task = task_by_name("addition");
+  options.traces = 7;
+  const TraceSet set = generate_traces(task, options);
+  ASSERT_EQ(set.traces.size(), 7u);
+  EXPECT_EQ(task.make_environment(set.traces.back().input)->length(), 5);
+  // A multiple of the lengths draws the same traces as that many per length.
+  options.traces = 10;
+  const GenerateOptions per_length{1, 5, 2, 3};
+  expect_same_traces(generate_traces(task, options), generate_traces(task, per_length));
+  options.traces = -1;
+  ENGRAM_EXPECT_THROW_WITH(generate_traces(task, options), UsageError, "traces");
+}
+
+TEST(TraceFile, TheCountTracesWereDrawnByIsWrittenAndReadBack) {
+  TempDir dir;
+  const std::string path = dir.path() + "/t.jsonl";
+  GenerateOptions options{1, 4, 32, 9};
+  options.traces = 6;
+  write_trace_file(path, generate_traces(task_by_name("addition"), options));
+  const json header = json::parse(split_lines(read_file(path)).front());
+  EXPECT_EQ(header.at("traces"), 6);
+  EXPECT_FALSE(header.contains("per_length"));
+  const TraceSet back = read_trace_file(path);
+  EXPECT_EQ(back.options.traces, 6);
+  EXPECT_EQ(back.traces.size(), 6u);
 }
 
 TEST(GenerateTraces, InvalidOptionsAreUsageErrors) {
