@@ -1,18 +1,30 @@
 # Shared by the reproduce scripts: argument parsing and a timed, logged command runner.
-# Sourced, not run. Sets: root, engram, quick (0/1), out, work.
+# Sourced, not run. Sets: root, engram, quick (0/1), out, work, jobs, keep_work (0/1).
+# Options every script takes: --quick, --out FILE.json; --jobs N (runs at a time, for the scripts
+# that run several: each on one thread) and --work DIR (keep the runs' files in DIR, not a
+# temporary folder, so that a stopped run started again with the same DIR skips what is done, for
+# the scripts that say they resume).
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 engram=${ENGRAM_BIN:-$root/build/cli/engram}
 quick=0
 out=""
+jobs=1
+keep_work=0
+work=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --quick) quick=1 ;;
     --out) out=$2; shift ;;
-    *) echo "usage: $0 [--quick] [--out FILE.json]" >&2; exit 2 ;;
+    --jobs) jobs=$2; shift ;;
+    --work) work=$2; keep_work=1; shift ;;
+    *) echo "usage: $0 [--quick] [--out FILE.json] [--jobs N] [--work DIR]" >&2; exit 2 ;;
   esac
   shift
 done
+case "$jobs" in
+  '' | *[!0-9]* | 0) echo "$0: --jobs takes a positive number, not '$jobs'" >&2; exit 2 ;;
+esac
 if [ ! -x "$engram" ]; then
   echo "$0: $engram not built; run scripts/build.sh first" >&2
   exit 1
@@ -20,8 +32,13 @@ fi
 # The commit the run starts from (collect.py records it; HEAD may move while a long run goes on).
 ENGRAM_REPRO_COMMIT=${ENGRAM_REPRO_COMMIT:-$(git -C "$root" rev-parse --short HEAD 2>/dev/null || true)}
 export ENGRAM_REPRO_COMMIT
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
+if [ "$keep_work" = 1 ]; then
+  mkdir -p "$work"
+  work=$(cd "$work" && pwd)
+else
+  work=$(mktemp -d)
+  trap 'rm -rf "$work"' EXIT
+fi
 
 # run_logged NAME CMD...: runs an engram command, appends it to NAME.cmd, echoes it.
 run_logged() {
