@@ -85,6 +85,11 @@ TrainingFlags add_training_flags(CLI::App* command, trainer::TrainingOptions& op
       ->capture_default_str();
   command->add_option("--checkpoint", options.checkpoint_path,
                       "Where the training state goes (default: the model's path + .ckpt)");
+  command
+      ->add_option("--curriculum", options.curriculum,
+                   "Train the first SHARE of the steps shortest examples first, one more length "
+                   "per equal part of them (0: no curriculum; the NPI's traces)")
+      ->capture_default_str();
   command->add_flag("--resume", options.resume,
                     "Continue from the saved training state: the same command and options end "
                     "with the same model bytes as a run never stopped");
@@ -93,6 +98,7 @@ TrainingFlags add_training_flags(CLI::App* command, trainer::TrainingOptions& op
                 {"checkpoint_every", "--checkpoint-every"},
                 {"checkpoint_path", "--checkpoint"},
                 {"resume", "--resume"},
+                {"curriculum", "--curriculum"},
                 {"learning_rate", "--lr"},
                 {"grad_clip", "--clip"},
                 {"seed", "--seed"},

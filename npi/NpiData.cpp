@@ -41,6 +41,7 @@ NpiDataset::NpiDataset(const datasets::Task& task, const std::vector<datasets::T
   for (const auto& t : traces) {
     trace_first_.push_back(inv_start_.size());
     trace_count_.push_back(t.invocations.size());
+    trace_lengths_.push_back(task.make_environment(t.input)->length());
     trace_steps_.push_back(0);
     trace_calls_.push_back(0);
     for (const auto& inv : t.invocations) {

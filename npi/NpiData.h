@@ -33,6 +33,8 @@ class NpiDataset {
  public:
   NpiDataset(const datasets::Task& task, const std::vector<datasets::Trace>& traces);
   std::size_t num_traces() const { return trace_first_.size(); }
+  /// Each trace's problem length (the environment's length: digits, list elements).
+  const std::vector<int>& trace_lengths() const { return trace_lengths_; }
   std::size_t num_steps() const { return static_cast<std::size_t>(programs_.size(0)); }
   /// All invocations of the given traces, packed.
   NpiBatch batch(const std::vector<std::size_t>& traces) const;
@@ -46,6 +48,7 @@ class NpiDataset {
   std::vector<long> inv_start_, inv_len_;
   std::vector<std::size_t> trace_first_, trace_count_;
   std::vector<std::size_t> trace_steps_, trace_calls_;  ///< per trace: steps, call steps
+  std::vector<int> trace_lengths_;
 };
 
 }  // namespace engram::npi

@@ -20,6 +20,8 @@ class NpiWorkload final : public trainer::Workload {
   trainer::StepOutput forward(const trainer::Batch& batch) override;
   /// {steps, call steps} of these traces: what the end loss and the call losses average over.
   std::vector<double> loss_denominators(const std::vector<std::size_t>& indices) const override;
+  /// The traces' problem lengths (digits, list elements), for a curriculum.
+  std::vector<int> example_lengths() const override { return data_.trace_lengths(); }
 
   /// "encoder", "core" (NpiModelImpl::units) with the layers of nn/; none with torch modules.
   std::vector<std::string> unit_names() const override { return model_->unit_names(); }

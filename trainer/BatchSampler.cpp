@@ -7,16 +7,51 @@
 
 namespace engram::trainer {
 
-BatchSampler::BatchSampler(std::size_t examples, std::size_t batch, std::uint64_t seed)
+BatchSampler::BatchSampler(std::size_t examples, std::size_t batch, std::uint64_t seed,
+                           Curriculum curriculum)
     : batch_(std::clamp<std::size_t>(batch, 1, std::max<std::size_t>(examples, 1))),
       rng_(seed),
-      order_(examples) {
+      examples_(examples),
+      curriculum_(std::move(curriculum)) {
   if (examples == 0) throw std::invalid_argument("no training examples");
-  std::iota(order_.begin(), order_.end(), 0);
+  if (curriculum_.active()) {
+    if (curriculum_.lengths.size() != examples)
+      throw std::invalid_argument("a curriculum needs one length per example");
+    levels_ = curriculum_.lengths;
+    std::sort(levels_.begin(), levels_.end());
+    levels_.erase(std::unique(levels_.begin(), levels_.end()), levels_.end());
+  }
+  order_ = pool(stage_);
   std::shuffle(order_.begin(), order_.end(), rng_);
 }
 
+std::size_t BatchSampler::stage_of(std::size_t drawn) const {
+  if (levels_.empty() || drawn >= curriculum_.steps)
+    return levels_.empty() ? 0 : levels_.size() - 1;
+  return drawn * levels_.size() / curriculum_.steps;
+}
+
+std::vector<std::size_t> BatchSampler::pool(std::size_t stage) const {
+  std::vector<std::size_t> examples;
+  if (levels_.empty()) {
+    examples.resize(examples_);
+    std::iota(examples.begin(), examples.end(), 0);
+    return examples;
+  }
+  for (std::size_t i = 0; i < examples_; ++i)
+    if (curriculum_.lengths[i] <= levels_[stage]) examples.push_back(i);
+  return examples;
+}
+
 std::vector<std::size_t> BatchSampler::next() {
+  const std::size_t stage = stage_of(drawn_);
+  if (stage != stage_) {  // the next length comes in: a fresh epoch over the larger pool
+    stage_ = stage;
+    order_ = pool(stage_);
+    std::shuffle(order_.begin(), order_.end(), rng_);
+    cursor_ = 0;
+  }
+  ++drawn_;
   std::vector<std::size_t> indices;
   indices.reserve(batch_);
   while (indices.size() < batch_) {
@@ -32,18 +67,22 @@ std::vector<std::size_t> BatchSampler::next() {
 BatchSampler::State BatchSampler::state() const {
   std::ostringstream rng;
   rng << rng_;
-  return {rng.str(), order_, cursor_};
+  return {rng.str(), order_, cursor_, drawn_};
 }
 
 void BatchSampler::restore(const State& state) {
-  if (state.order.size() != order_.size())
+  const std::size_t stage = stage_of(state.drawn);
+  const std::vector<std::size_t> examples = pool(stage);
+  if (state.order.size() != examples.size())
     throw std::invalid_argument("a sampler state of " + std::to_string(state.order.size()) +
-                                " examples, this sampler has " + std::to_string(order_.size()));
+                                " examples, this sampler has " + std::to_string(examples.size()) +
+                                (levels_.empty() ? "" : " at that point of its curriculum"));
   if (state.cursor > state.order.size())
     throw std::invalid_argument("a sampler state positioned past its epoch");
-  std::vector<bool> seen(order_.size(), false);
+  std::vector<bool> in_pool(examples_, false), seen(examples_, false);
+  for (std::size_t i : examples) in_pool[i] = true;
   for (std::size_t i : state.order) {
-    if (i >= seen.size() || seen[i])
+    if (i >= seen.size() || seen[i] || !in_pool[i])
       throw std::invalid_argument("a sampler state whose order is not a permutation");
     seen[i] = true;
   }
@@ -54,6 +93,8 @@ void BatchSampler::restore(const State& state) {
   rng_ = rng;
   order_ = state.order;
   cursor_ = state.cursor;
+  drawn_ = state.drawn;
+  stage_ = stage;
 }
 
 }  // namespace engram::trainer

@@ -60,8 +60,19 @@ TrainingSession::TrainingSession(Workload& workload, const TrainingOptions& opti
     memory_->apply(workload);
   }
   const int world = options_.world_size();
+  Curriculum curriculum;
+  if (options_.curriculum > 0) {
+    curriculum.lengths = workload.example_lengths();
+    if (curriculum.lengths.empty()) {
+      throw InvalidOption("curriculum",
+                          "orders examples by their length, and this model's examples have none "
+                          "(the NPI's traces do)");
+    }
+    curriculum.steps = static_cast<std::size_t>(
+        std::max(1.0, std::round(options_.curriculum * static_cast<double>(options_.steps))));
+  }
   sampler_ = std::make_unique<BatchSampler>(n, static_cast<std::size_t>(options_.batch) * world,
-                                            options_.seed);
+                                            options_.seed, std::move(curriculum));
   stepper_ = std::make_unique<Stepper>(workload,
                                        StepperOptions{options_.learning_rate, options_.grad_clip});
   nn::GradScheduler* scheduler = nullptr;

@@ -38,6 +38,8 @@ void validate(const TrainingOptions& o, long min_steps) {
   if (o.threads < 0 || o.threads > 1024)
     throw InvalidOption("threads", "must be 0 (all cores) or between 1 and 1024");
   if (o.log_every < 1) throw InvalidOption("log_every", "must be at least 1");
+  if (!(o.curriculum >= 0 && o.curriculum <= 1))
+    throw InvalidOption("curriculum", "must be a share of the steps, from 0 (none) to 1");
   if (o.checkpoint_every < 0)
     throw InvalidOption("checkpoint_every", "must be 0 (only when interrupted) or more");
   if (o.checkpoint_path.empty() && o.checkpoint_every > 0)

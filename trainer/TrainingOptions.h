@@ -60,6 +60,10 @@ struct TrainingOptions {
   std::string metrics_path;  ///< JSON lines, one object per logged step; empty: none
   int log_every = 10;        ///< steps between metrics lines
   bool progress = false;     ///< draw a progress bar on stderr
+  /// The share of `steps` trained under a curriculum, shortest examples first
+  /// (trainer/BatchSampler.h's Curriculum); 0: none. Needs a workload whose examples have
+  /// lengths (Workload::example_lengths: the NPI's traces).
+  double curriculum = 0;
   MemoryOptions memory;
   /// Resumable training (trainer/TrainingState.h): the session's state is written here every
   /// `checkpoint_every` steps and when a SIGINT or SIGTERM interrupts training; empty: never.

@@ -33,6 +33,17 @@ nlohmann::json run_of(const TrainingSession& session) {
           {"world_size", o.world_size()}};
 }
 
+/// A curriculum's schedule is part of the run (only a run with one has the key).
+nlohmann::json run_of_with_curriculum(const TrainingSession& session) {
+  nlohmann::json run = run_of(session);
+  const TrainingOptions& o = session.options();
+  if (o.curriculum > 0) {
+    run["curriculum"] = o.curriculum;
+    run["steps"] = o.steps;
+  }
+  return run;
+}
+
 at::Tensor indices_tensor(const std::vector<std::size_t>& v) {
   at::Tensor t = at::empty({static_cast<std::int64_t>(v.size())}, at::kLong);
   auto* p = t.data_ptr<std::int64_t>();
@@ -58,14 +69,15 @@ void save_training_state(const std::string& path, TrainingSession& session, cons
   Checkpoint checkpoint;
   checkpoint.kind = kKind;
   const BatchSampler::State sampler = session.sampler().state();
-  const nlohmann::json config{{"run", run_of(session)},
+  const nlohmann::json config{{"run", run_of_with_curriculum(session)},
                               {"step", loop.step},
                               {"sums", loop.sums},
                               {"logged", loop.logged},
                               {"metrics_lines", loop.metrics_lines},
                               {"seconds", loop.seconds},
                               {"sampler_rng", sampler.rng},
-                              {"sampler_cursor", sampler.cursor}};
+                              {"sampler_cursor", sampler.cursor},
+                              {"sampler_drawn", sampler.drawn}};
   checkpoint.config_json = config.dump();
   const auto& parameters = session.stepper().parameters();
   const auto& moments = session.stepper().optimizer().state();
@@ -94,13 +106,24 @@ LoopState load_training_state(const std::string& path, TrainingSession& session)
     throw FormatError("'" + path + "' has a malformed training-state header");
   }
   std::map<std::string, at::Tensor> tensors(checkpoint.tensors.begin(), checkpoint.tensors.end());
-  const nlohmann::json expected = run_of(session);
+  const nlohmann::json expected = run_of_with_curriculum(session);
   LoopState loop;
   BatchSampler::State sampler;
   std::vector<FusedAdam::State> moments;
   try {
-    for (const auto& [key, value] : expected.items()) {
-      const auto& saved = config.at("run").at(key);
+    const nlohmann::json& saved_run = config.at("run");
+    if (!saved_run.is_object())
+      throw FormatError("'" + path + "' has an incomplete training-state header");
+    // Every key of either run: a curriculum's keys are only in a run with one.
+    nlohmann::json keys = expected;
+    for (const auto& [key, value] : saved_run.items())
+      if (key == "curriculum" || key == "steps") keys[key] = value;
+    for (const auto& [key, unused] : keys.items()) {
+      const nlohmann::json none = "(none)";
+      const auto& saved = key == "curriculum" || key == "steps"
+                              ? (saved_run.contains(key) ? saved_run.at(key) : none)
+                              : saved_run.at(key);
+      const auto& value = expected.contains(key) ? expected.at(key) : none;
       if (saved != value) {
         const std::string what =
             key == "identity_fnv1a"
@@ -117,6 +140,7 @@ LoopState load_training_state(const std::string& path, TrainingSession& session)
     loop.seconds = config.at("seconds").get<double>();
     sampler.rng = config.at("sampler_rng").get<std::string>();
     sampler.cursor = config.at("sampler_cursor").get<std::size_t>();
+    sampler.drawn = config.value("sampler_drawn", std::size_t{0});
   } catch (const nlohmann::json::exception&) {
     throw FormatError("'" + path + "' has an incomplete training-state header");
   }

@@ -81,6 +81,9 @@ class Workload {
   virtual std::vector<double> loss_denominators(const std::vector<std::size_t>& indices) const {
     return {static_cast<double>(indices.size())};
   }
+  /// Each example's length (its problem size), what a curriculum orders the examples by
+  /// (TrainingOptions::curriculum). Empty: the examples have no such order.
+  virtual std::vector<int> example_lengths() const { return {}; }
 
   /// Swap and recompute (trainer/MemoryTechniques.h) act on a model cut into units (nn/Units.h):
   /// a workload that is names its units here, in forward order; empty: not cut into units.

@@ -6,7 +6,8 @@
 # 20 and 100; its bubble passes make 1000 elements a million calls), 100 problems each; for each
 # task, the smallest budget at which every seed is exact at 100 and at 1000. Then, where plain
 # addition fails, what its first divergences are and what a user would try first with the same
-# traces: four times the steps, a smaller core (--hidden 64).
+# traces: four times the steps, a curriculum (shortest traces first, --curriculum 0.5), a smaller
+# core (--hidden 64).
 # Writes results/npi_sample_efficiency.json (and again, complete, after the remedies).
 # --jobs N runs N trainings at a time, each on one thread; --work DIR keeps the runs in DIR and a
 # run started again with the same DIR skips what is done (each run records its commit).
@@ -26,6 +27,7 @@ configs=(
 remedy_steps=8000  # four times the default
 remedy_small="--hidden 64"
 remedy_long="--steps $remedy_steps"
+remedy_curriculum="--curriculum 0.5"
 gen_extra=()
 if [ "$quick" = 1 ]; then
   seeds="1"
@@ -41,6 +43,7 @@ if [ "$quick" = 1 ]; then
   remedy_steps=400
   remedy_small="--steps 100 --hidden 16"
   remedy_long="--steps $remedy_steps --hidden 32"
+  remedy_curriculum="--steps 100 --hidden 32 --curriculum 0.5"
 fi
 lib=$work/primitives.pt
 if [ ! -s "$lib" ]; then
@@ -106,7 +109,8 @@ collect() {
 collect
 
 # Remedies: at the largest budget where plain addition is inexact at 100 for some seed, each such
-# seed again with a smaller core (--hidden 64), and the first of them with four times the steps.
+# seed again with a curriculum and with a smaller core, and the first of them with four times the
+# steps (the costliest).
 remedy_budget="" remedy_seeds=""
 read -r remedy_budget remedy_seeds < <(/usr/bin/python3 "$root/scripts/reproduce/sample_efficiency.py" \
   --failing addition "$work" "${names[@]}") || true
@@ -114,6 +118,9 @@ if [ -n "${remedy_budget:-}" ]; then
   lengths=$addition_lengths
   first=1
   for seed in ${remedy_seeds//,/ }; do
+    name=addition-n$remedy_budget-s$seed-curriculum
+    names+=("$name|addition|$seed|$remedy_budget|curriculum: $remedy_curriculum")
+    start "$name" addition "$seed" "$remedy_budget" "$remedy_curriculum" "$lengths"
     name=addition-n$remedy_budget-s$seed-smaller
     names+=("$name|addition|$seed|$remedy_budget|smaller core: $remedy_small")
     start "$name" addition "$seed" "$remedy_budget" "$remedy_small" "$lengths"

@@ -318,7 +318,10 @@ class LinearRegression : public Workload {
     return (x_.matmul(w_) + b_ - y_).pow(2).mean().item<double>();
   }
 
+  std::vector<int> example_lengths() const override { return lengths; }
+
   std::vector<std::vector<std::size_t>> batches;
+  std::vector<int> lengths;  ///< for a curriculum; empty: none
   double loss_scale = 1.0;
   bool dropout = false;     ///< draws from torch's generator every step
   long signal_at_step = 0;  ///< raise `signal` during this step's forward (1-based); 0: never
@@ -641,6 +644,8 @@ TEST_F(TrainerTest, InvalidOptionsNameTheirField) {
       {[](TrainingOptions& t) { t.memory.swap_bandwidth = -1; }, "memory.swap_bandwidth"},
       {[](TrainingOptions& t) { t.checkpoint_every = 5; }, "checkpoint_path"},
       {[](TrainingOptions& t) { t.resume = true; }, "checkpoint_path"},
+      {[](TrainingOptions& t) { t.curriculum = 1.5; }, "curriculum"},
+      {[](TrainingOptions& t) { t.curriculum = -0.1; }, "curriculum"},
       {[](TrainingOptions& t) {
          t.checkpoint_path = "x.ckpt";
          t.checkpoint_every = -1;
@@ -823,6 +828,100 @@ TEST_F(TrainerTest, ATrainingStateOfAnotherRunIsRefusedNamingWhatDiffers) {
     FAIL() << "a missing file is not a format error";
   } catch (const std::runtime_error& e) {
     EXPECT_NE(std::string(e.what()).find("none.ckpt"), std::string::npos) << e.what();
+  }
+}
+
+TEST(BatchSamplerCurriculum, ShortestFirstOneMoreLengthPerEqualShareThenEverything) {
+  std::vector<int> lengths(12);
+  for (int i = 0; i < 12; ++i) lengths[static_cast<std::size_t>(i)] = i % 4 + 1;  // 1..4
+  BatchSampler sampler(12, 2, 3, Curriculum{lengths, 8});
+  std::set<std::size_t> first_stage;
+  for (int b = 0; b < 8; ++b) {
+    const int bound = b / 2 + 1;  // 8 batches, 4 lengths: two batches per length
+    for (std::size_t i : sampler.next()) {
+      EXPECT_LE(lengths[i], bound) << "batch " << b;
+      if (b < 2) first_stage.insert(i);
+    }
+  }
+  EXPECT_EQ(first_stage.size(), 3u) << "a stage visits its examples as an epoch: 3 of length 1";
+  std::set<int> later;
+  for (int b = 0; b < 12; ++b)
+    for (std::size_t i : sampler.next()) later.insert(lengths[i]);
+  EXPECT_EQ(later, (std::set<int>{1, 2, 3, 4}));
+  EXPECT_THROW(BatchSampler(12, 2, 3, Curriculum{{1, 2}, 8}), std::invalid_argument);
+}
+
+TEST(BatchSamplerCurriculum, RestoringAStateMidCurriculumContinuesWithTheSameBatches) {
+  const std::vector<int> lengths{3, 1, 2, 1, 3, 2, 1, 3};
+  BatchSampler a(8, 3, 5, Curriculum{lengths, 6});
+  for (int i = 0; i < 3; ++i) a.next();  // in the second stage
+  const BatchSampler::State saved = a.state();
+  EXPECT_EQ(saved.drawn, 3u);
+  std::vector<std::vector<std::size_t>> expected;
+  for (int i = 0; i < 8; ++i) expected.push_back(a.next());  // into the third, then all
+  BatchSampler b(8, 3, 99, Curriculum{lengths, 6});
+  b.restore(saved);
+  for (const auto& batch : expected) EXPECT_EQ(b.next(), batch);
+  // A state of the first stage claimed for the second is refused: its examples are another set.
+  BatchSampler c(8, 3, 5, Curriculum{lengths, 6});
+  BatchSampler::State early = c.state();
+  early.drawn = 3;
+  EXPECT_THROW(c.restore(early), std::invalid_argument);
+  // Without a curriculum the same state is of another number of examples.
+  BatchSampler plain(8, 3, 5);
+  EXPECT_THROW(plain.restore(saved), std::invalid_argument);
+}
+
+TEST_F(TrainerTest, ACurriculumTrainsShortExamplesFirstAndResumesMidCurriculum) {
+  TrainingOptions options;
+  options.steps = 24;
+  options.batch = 2;
+  options.curriculum = 0.5;  // 12 steps, 3 lengths: 4 steps each
+  options.identity = "regression";
+  auto fresh = [] {
+    torch::manual_seed(7);
+    auto w = std::make_unique<LinearRegression>(12);
+    for (int i = 0; i < 12; ++i) w->lengths.push_back(i % 3 + 1);
+    return w;
+  };
+  auto whole = fresh();
+  train(*whole, options);
+  ASSERT_EQ(whole->batches.size(), 24u);
+  for (std::size_t b = 0; b < 12; ++b)
+    for (std::size_t i : whole->batches[b])
+      EXPECT_LE(whole->lengths[i], static_cast<int>(b / 4 + 1));
+  // Interrupted inside the curriculum and resumed: the same batches and the same weights.
+  TrainingOptions part = options;
+  part.checkpoint_path = dir_.file("part.ckpt");
+  auto first = fresh();
+  first->signal_at_step = 6;
+  EXPECT_THROW(train(*first, part), Interrupted);
+  auto second = fresh();
+  part.resume = true;
+  train(*second, part);
+  std::vector<std::vector<std::size_t>> batches = first->batches;
+  batches.insert(batches.end(), second->batches.begin(), second->batches.end());
+  EXPECT_EQ(batches, whole->batches);
+  EXPECT_TRUE(torch::equal(second->w_, whole->w_));
+  // Resumed without the curriculum, or with another: refused, naming it.
+  for (const double other : {0.0, 0.25}) {
+    TrainingOptions o = part;
+    o.curriculum = other;
+    auto w = fresh();
+    try {
+      train(*w, o);
+      ADD_FAILURE() << "resumed with curriculum " << other;
+    } catch (const FormatError& e) {
+      EXPECT_NE(std::string(e.what()).find("curriculum"), std::string::npos) << e.what();
+    }
+  }
+  // A model whose examples have no lengths cannot have a curriculum.
+  LinearRegression no_lengths(12);
+  try {
+    train(no_lengths, options);
+    ADD_FAILURE() << "a curriculum without lengths";
+  } catch (const InvalidOption& e) {
+    EXPECT_EQ(e.option(), "curriculum");
   }
 }
 
