@@ -22,6 +22,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <iomanip>
 #include <optional>
 #include <random>
 #include <set>
@@ -426,6 +427,19 @@ SynthReport synthesize(const SynthOptions& o) {
   report.sample_runs = static_cast<int>(trace.runs.size());
   const Stage program = recognize(trace);
   report.shape = program.shape();
+  if (!o.source_class.stage.empty()) {
+    const std::string outermost = report.shape.substr(0, report.shape.find('('));
+    if (outermost != o.source_class.stage) {
+      std::ostringstream message;
+      message << "the " << o.source_class.recognizer << " recogniser reads the loop of "
+              << o.function << " as " << o.source_class.stage << " (probability " << std::fixed
+              << std::setprecision(2) << o.source_class.probability << "), and its trace computes "
+              << report.shape << ": no " << o.source_class.stage
+              << " program fits (--recognizer trace lets the trace decide)";
+      throw std::runtime_error(message.str());
+    }
+    report.source_class = o.source_class;
+  }
   Binder binder{o, report, {}};
   report.expression = binder.expression(program);
   const datasets::Expression expression = datasets::parse_expression(report.expression);
@@ -487,6 +501,12 @@ std::string synth_json(const SynthReport& r) {
          {"shape", r.shape},
          {"primitives", prims},
          {"sample_runs", r.sample_runs},
+         {"recognizer", r.source_class.stage.empty()
+                            ? json{{"name", "trace"}}
+                            : json{{"name", r.source_class.recognizer},
+                                   {"stage", r.source_class.stage},
+                                   {"probability", r.source_class.probability},
+                                   {"agrees_with_trace", true}}},
          {"check", {{"lists", r.checked}, {"agreed", r.agreed}}}};
   if (!r.first_disagreement.empty()) j["check"]["first_disagreement"] = r.first_disagreement;
   if (r.neural) {
@@ -504,6 +524,11 @@ std::string synth_json(const SynthReport& r) {
 std::string synth_text(const SynthReport& r) {
   std::ostringstream out;
   out << r.expression << "\n";
+  if (!r.source_class.stage.empty()) {
+    out << "  " << r.source_class.recognizer << " recogniser: " << r.source_class.stage
+        << " (probability " << std::fixed << std::setprecision(2) << r.source_class.probability
+        << std::defaultfloat << "), as the trace\n";
+  }
   for (const auto& p : r.primitives) {
     out << "  " << p.stage << " at " << p.where << ": " << p.name
         << (p.known ? " (library)" : " (new: its table from the code)") << "  <- " << p.code

@@ -41,6 +41,15 @@ struct SynthOptions {
   std::string models_dir;
   std::string primitives;
   int threads = 1;
+  /// What a recogniser of the source alone read the function's loop as (`--recognizer tbcnn`:
+  /// the localized TBCNN's class of its loop, cli/commands/Synth.cpp). Given, the traced
+  /// program's outermost stage must be that high-order function, or synthesis stops
+  /// (std::runtime_error) naming both; empty `stage`: the trace alone decides.
+  struct SourceClass {
+    std::string recognizer;  ///< "tbcnn"
+    std::string stage;       ///< map, filter, fold, scan, zipwith
+    double probability = 0;  ///< the recogniser's confidence in it
+  } source_class;
 };
 
 /// One element computation of the recovered program.
@@ -59,8 +68,9 @@ struct RecoveredPrimitive {
 struct SynthReport {
   std::string function;
   int k = 0;
-  std::string shape;       ///< e.g. "fold(map(xs))"
-  std::string expression;  ///< the grammar of `engram run --program`
+  std::string shape;                       ///< e.g. "fold(map(xs))"
+  SynthOptions::SourceClass source_class;  ///< as given (agreed with the trace)
+  std::string expression;                  ///< the grammar of `engram run --program`
   std::vector<RecoveredPrimitive> primitives;
   int sample_runs = 0;
   /// The recovered program with the exact primitives against the function itself.

@@ -147,10 +147,20 @@ FileInput prepare_file(const TbcnnModel& model, const EncodeOptions& options) {
   const CodeTree parsed = datasets::parse_code(language, source);
   in.tree = datasets::remap_types(parsed, config.vocabulary);
   const bool needs_pivot = config.localized() || config.task == "masked";
-  if (options.pivot.empty() && config.task == "loop") {  // the loop of the last function
-    in.pivot = loop_pivot(parsed, datasets::node_type_names(language));
-    if (in.pivot < 0)
-      throw std::runtime_error("'" + options.file + "' has no loop in its last function");
+  if (!options.function.empty() && (config.task != "loop" || !options.pivot.empty())) {
+    throw InvalidOption(
+        "function",
+        "picks the loop a loop-task model classifies, without --pivot" +
+            std::string(config.task != "loop" ? "; this model's task is " + config.task : ""));
+  }
+  if (options.pivot.empty() && config.task == "loop") {  // the loop of the (last) function
+    in.pivot = loop_pivot(parsed, datasets::node_type_names(language), options.function);
+    if (in.pivot < 0) {
+      throw std::runtime_error("'" + options.file + "' has " +
+                               (options.function.empty()
+                                    ? std::string("no loop in its last function")
+                                    : "no function '" + options.function + "' with a loop"));
+    }
     in.pivot_type = datasets::node_type_name(language, parsed.type[in.pivot]);
     return in;
   }

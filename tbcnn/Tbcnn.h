@@ -108,6 +108,8 @@ struct EncodeOptions {
   /// "LINE:COL" (1-based), required by localized and masked-task models: the deepest node there,
   /// or for masked-task models the innermost statement around it.
   std::string pivot;
+  /// Loop-task models without a pivot: the loop of this function (default: the file's last).
+  std::string function;
   int threads = 1;
 };
 

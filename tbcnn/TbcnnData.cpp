@@ -130,13 +130,23 @@ Examples make_examples(const CodeCorpus& corpus, datasets::Split split, const Tb
   return ex;
 }
 
-int loop_pivot(const CodeTree& tree, const std::vector<std::string>& names) {
+int loop_pivot(const CodeTree& tree, const std::vector<std::string>& names,
+               const std::string& function_name) {
   auto type_of = [&](int node) -> const std::string& {
     return names.at(static_cast<std::size_t>(tree.type[static_cast<std::size_t>(node)]));
   };
+  // A definition's name is its first identifier child.
+  auto name_of = [&](int definition) -> std::string {
+    for (int child : tree.children(definition))
+      if (type_of(child) == "identifier") return tree.identifier[static_cast<std::size_t>(child)];
+    return "";
+  };
   int function = -1;
-  for (int i = 0; i < tree.size(); ++i)
-    if (type_of(i) == "function_definition") function = i;  // the last one in source order
+  for (int i = 0; i < tree.size(); ++i) {
+    if (type_of(i) == "function_definition" &&
+        (function_name.empty() || name_of(i) == function_name))
+      function = i;  // the last one in source order
+  }
   if (function < 0) return -1;
   static const std::set<std::string> loops{
       "for_statement",     "while_statement",          "list_comprehension",

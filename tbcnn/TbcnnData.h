@@ -48,8 +48,10 @@ struct Examples {
 /// that is a for or while statement, a list, set or dict comprehension, a generator expression,
 /// or a call of map, filter, zip, sum, max, min, reduce or accumulate (also as module.name);
 /// -1 when there is none. `names`: the node-type names the tree's types index (a corpus's
-/// vocabulary, or datasets::node_type_names of a freshly parsed tree).
-int loop_pivot(const datasets::CodeTree& tree, const std::vector<std::string>& names);
+/// vocabulary, or datasets::node_type_names of a freshly parsed tree). `function`: the loop of
+/// the last definition of the function of that name instead (-1 also when there is none).
+int loop_pivot(const datasets::CodeTree& tree, const std::vector<std::string>& names,
+               const std::string& function = "");
 
 /// Statement kinds of the corpus, sorted.
 std::vector<std::string> statement_kinds(const datasets::CodeCorpus& corpus);

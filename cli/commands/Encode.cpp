@@ -13,6 +13,7 @@ namespace {
 const FlagTable kFlags{{"model_path", "--model"},
                        {"file", "--file"},
                        {"pivot", "--pivot"},
+                       {"function", "--function"},
                        {"threads", "--threads"}};
 
 void warn_parse_errors(const tbcnn::EncodeOptions& enc, int error_nodes, std::ostream& err) {
@@ -41,6 +42,8 @@ void add_file_flags(CLI::App* sub, tbcnn::EncodeOptions& enc, const std::string&
   sub->add_option("--model", enc.model_path, "TBCNN model file")->required();
   sub->add_option("--file", enc.file, "Source file")->required();
   sub->add_option("--pivot", enc.pivot, pivot_help);
+  sub->add_option("--function", enc.function,
+                  "Loop-task models: the loop of this function (default: the file's last)");
   sub->add_option("--threads", enc.threads, "Intra-op threads")->capture_default_str();
 }
 

@@ -1,9 +1,12 @@
 // engram synth: recover the high-order program a Python function computes, bound to primitives.
 #include "synth/Synth.h"
 #include "cli/Command.h"
+#include "common/Errors.h"
+#include "tbcnn/Tbcnn.h"
 
 #include <CLI/CLI.hpp>
 
+#include <algorithm>
 #include <memory>
 
 namespace engram::cli {
@@ -17,16 +20,46 @@ lists; what it computed is recovered as MAP, FILTER, FOLD, SCAN and ZIPWITH stag
 grammar of `engram run --program`), each element computation bound to a library primitive
 whose values equal it, or to a new primitive whose table is the code's own. The program is
 then checked against the function on random lists.
+--recognizer tbcnn reads the function's loop with a localized TBCNN of the loop task (`engram
+train tbcnn --task loop`, --tbcnn-model) before tracing: its class is the program's outermost
+high-order function, the trace supplies the element computations, and a trace that does not fit
+that function stops synthesis (exit 1) naming both.
 Example:
   engram synth --source f.py --function evens_squared --k 10)HELP";
 
 struct Synth {
   synth::SynthOptions options;
+  std::string recognizer = "trace";
+  std::string tbcnn_model;
   bool json = false;
 };
 
+/// The TBCNN's reading of the function's loop: its most probable class.
+synth::SynthOptions::SourceClass tbcnn_class(const Synth& c) {
+  tbcnn::EncodeOptions enc;
+  enc.model_path = c.tbcnn_model;
+  enc.file = c.options.source;
+  enc.function = c.options.function;
+  enc.threads = c.options.threads;
+  const auto report = tbcnn::classify_file(enc, 1);
+  static const std::vector<std::string> stages{"map", "filter", "fold", "scan", "zipwith"};
+  const std::string& stage = report.top.front().first;
+  if (std::find(stages.begin(), stages.end(), stage) == stages.end()) {
+    throw InvalidOption("tbcnn_model", "'" + c.tbcnn_model + "' classifies into '" + stage +
+                                           "', not high-order functions: a loop-task model is "
+                                           "needed (engram train tbcnn --task loop)");
+  }
+  return {"tbcnn", stage, report.top.front().second};
+}
+
 int run_synth(const Synth& c, std::ostream& out) {
-  const auto report = synth::synthesize(c.options);
+  if (c.recognizer == "tbcnn" && c.tbcnn_model.empty())
+    throw InvalidOption("tbcnn_model", "is required with --recognizer tbcnn");
+  if (c.recognizer != "tbcnn" && !c.tbcnn_model.empty())
+    throw InvalidOption("tbcnn_model", "goes with --recognizer tbcnn");
+  synth::SynthOptions options = c.options;
+  if (c.recognizer == "tbcnn") options.source_class = tbcnn_class(c);
+  const auto report = synth::synthesize(options);
   out << (c.json ? synth::synth_json(report) + "\n" : synth::synth_text(report));
   const bool agree = report.agreed == report.checked &&
                      (!report.neural || report.neural_agreed == report.neural_checked);
@@ -58,6 +91,13 @@ Command register_synth(CLI::App& parent) {
                   "Primitive library; a new primitive is trained into it first (as --add)");
   sub->add_option("--threads", o.threads, "Intra-op threads, 0 for all cores")
       ->capture_default_str();
+  sub->add_option("--recognizer", c->recognizer,
+                  "trace: the trace decides the program; tbcnn: a TBCNN reads the loop first "
+                  "(with --tbcnn-model)")
+      ->check(CLI::IsMember({"trace", "tbcnn"}))
+      ->capture_default_str();
+  sub->add_option("--tbcnn-model", c->tbcnn_model,
+                  "Loop-task TBCNN model (engram train tbcnn --task loop) for --recognizer tbcnn");
   sub->add_flag("--json", c->json, "Print JSON");
   sub->footer(kSynthHelp);
   return {sub,
@@ -71,6 +111,8 @@ Command register_synth(CLI::App& parent) {
            {"models_dir", "--models"},
            {"primitives", "--primitives"},
            {"threads", "--threads"},
+           {"tbcnn_model", "--tbcnn-model"},
+           {"model_path", "--tbcnn-model"},
            {"function", "--function"}}};
 }
 

@@ -265,6 +265,22 @@ TEST(TbcnnData, LoopPivotIsTheLoopOfTheLastFunction) {
   EXPECT_EQ(pivot_type("x = [1, 2]\n"), "none");
 }
 
+TEST(TbcnnData, LoopPivotOfANamedFunctionIsItsLoopWhereverItIs) {
+  const std::string source =
+      "def helper(x):\n    for d in range(2, x):\n        pass\n"
+      "def f(xs):\n    return [x * 2 for x in xs]\n"
+      "def g(xs):\n    return sum(xs)\n";
+  const auto tree = datasets::parse_code(Language::kPython, source);
+  const auto& names = datasets::node_type_names(Language::kPython);
+  auto line_of = [&](int pivot) {
+    return pivot < 0 ? 0 : tree.start[static_cast<std::size_t>(pivot)].line + 1;
+  };
+  EXPECT_EQ(line_of(loop_pivot(tree, names, "f")), 5);
+  EXPECT_EQ(line_of(loop_pivot(tree, names, "helper")), 2);
+  EXPECT_EQ(line_of(loop_pivot(tree, names)), 7);  // the last function's
+  EXPECT_EQ(loop_pivot(tree, names, "xs"), -1);    // no function of that name
+}
+
 TEST(TreeBatch, PivotNeighbourhoodOfTheWorkedExample) {
   const auto tree = tree_from_parents(kFiveNodes);  // 0 -> {1, 2}, 1 -> {3, 4}
   EXPECT_EQ(pivot_neighbourhood(tree, 3, 0), (std::vector<int>{3}));
