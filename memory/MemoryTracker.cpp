@@ -1,6 +1,7 @@
 #include "memory/MemoryTracker.h"
 
 #include "memory/TorchCompat.h"
+#include "memory/detail/BlockSource.h"
 
 #include <c10/core/Allocator.h>
 #include <c10/core/alignment.h>
@@ -26,6 +27,7 @@ struct alignas(64) Header {
   std::int64_t size = 0;  // bytes requested
   std::uint64_t id = 0;   // unique in the process
   Tag tag = Tag::activation;
+  bool from_source = false;  // the block came from the BlockSource, which takes it back
 };
 constexpr std::size_t kHeaderBytes = sizeof(Header);
 static_assert(kHeaderBytes == 64, "the header must not change the data's alignment");
@@ -49,6 +51,7 @@ thread_local Tag t_tag = Tag::activation;
 std::atomic<Phase> g_phase{Phase::idle};
 std::atomic<std::uint64_t> g_next_thread{1};
 std::atomic<MemoryTracker*> g_tracker{nullptr};
+std::atomic<detail::BlockSource*> g_source{nullptr};
 
 std::uint64_t thread_number() {
   thread_local const std::uint64_t number = g_next_thread.fetch_add(1);
@@ -128,7 +131,11 @@ void tracked_delete(void* data) {
     c10::reportMemoryUsageToProfiler(data, -header->size, live, 0,
                                      c10::Device(c10::DeviceType::CPU));
   }
-  c10::free_cpu(header);
+  if (header->from_source) {
+    g_source.load(std::memory_order_acquire)->release(header);
+  } else {
+    c10::free_cpu(header);
+  }
 }
 
 /// c10's default CPU allocator plus a header and the counting.
@@ -143,8 +150,12 @@ class TrackingAllocator final : public compat::AllocatorBase {
     TORCH_CHECK(
         nbytes <= static_cast<std::size_t>(std::numeric_limits<std::int64_t>::max()) - kHeaderBytes,
         "MemoryTracker: cannot allocate ", nbytes, " bytes");
-    void* block = c10::alloc_cpu(nbytes + kHeaderBytes);
+    detail::BlockSource* source = g_source.load(std::memory_order_acquire);
+    void* block = source != nullptr ? source->allocate(nbytes + kHeaderBytes) : nullptr;
+    const bool from_source = block != nullptr;
+    if (!from_source) block = c10::alloc_cpu(nbytes + kHeaderBytes);
     auto* header = new (block) Header();
+    header->from_source = from_source;
     header->size = static_cast<std::int64_t>(nbytes);
     header->tag = TagGuard::current();
     void* data = static_cast<char*>(block) + kHeaderBytes;
@@ -216,6 +227,10 @@ MemoryTracker& MemoryTracker::install() {
 }
 
 MemoryTracker* MemoryTracker::installed() { return g_tracker.load(); }
+
+void detail::set_block_source(BlockSource* source) {
+  g_source.store(source, std::memory_order_release);
+}
 
 std::int64_t MemoryTracker::live_bytes() const {
   std::lock_guard<std::mutex> lock(state_->mutex);

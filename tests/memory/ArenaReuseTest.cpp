@@ -1,0 +1,170 @@
+#include "memory/ArenaReuse.h"
+
+#include "memory/MemoryTracker.h"
+
+#include <ATen/ATen.h>
+#include <ATen/Parallel.h>
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <random>
+#include <thread>
+
+namespace engram::memory {
+namespace {
+
+/// A signature no other test uses.
+std::uint64_t fresh_signature() {
+  static std::atomic<std::uint64_t> next{0x5eed0000};
+  return next++;
+}
+
+/// A small step: temporaries freed inside it, the result kept beyond it.
+at::Tensor small_step(long n, float v) {
+  at::Tensor a = at::full({n}, v);
+  at::Tensor b = at::full({2 * n}, v + 1);
+  at::Tensor c = a * 2 + b.narrow(0, 0, n);
+  a.reset();
+  b.reset();
+  return (c * c).sum(0, /*keepdim=*/true);
+}
+
+class ArenaReuseTest : public ::testing::Test {
+ protected:
+  void SetUp() override { at::set_num_threads(1); }
+  ArenaReuse& reuse_ = ArenaReuse::install();
+};
+
+TEST_F(ArenaReuseTest, ALaterStepOfTheSameSignatureIsServedFromTheArena) {
+  const auto sig = fresh_signature();
+  reuse_.begin_step(sig);
+  const at::Tensor first = small_step(1000, 1.5f);
+  const ReuseStep recorded = reuse_.end_step();
+  EXPECT_TRUE(recorded.recorded);
+  EXPECT_EQ(recorded.hits, 0);
+  EXPECT_GT(recorded.allocations, 3);
+  EXPECT_GT(recorded.lower_bound, 0);
+  EXPECT_GE(recorded.arena_bytes, recorded.lower_bound);
+  for (int i = 0; i < 3; ++i) {
+    reuse_.begin_step(sig);
+    at::Tensor again;
+    { again = small_step(1000, 1.5f); }
+    const ReuseStep served = reuse_.end_step();
+    EXPECT_FALSE(served.recorded);
+    EXPECT_FALSE(served.missed);
+    EXPECT_EQ(served.allocations, recorded.allocations);
+    EXPECT_EQ(served.hits + served.heap, served.allocations);
+    EXPECT_GT(served.hits, 0);
+    EXPECT_GE(served.heap, 1) << "the result outlives the step: the ordinary allocator";
+    EXPECT_FALSE(reuse_.in_arena(again.data_ptr())) << "a block that outlives the step";
+    EXPECT_TRUE(at::equal(again, first));
+  }
+  EXPECT_GE(reuse_.capacity_bytes(), recorded.arena_bytes);
+}
+
+TEST_F(ArenaReuseTest, AnotherSequenceUnderTheSameSignatureFallsBackAndCountsAMiss) {
+  const auto sig = fresh_signature();
+  reuse_.begin_step(sig);
+  small_step(1000, 1.0f);
+  reuse_.end_step();
+  reuse_.begin_step(sig);
+  const at::Tensor other = small_step(3000, 2.0f);  // other sizes from the first allocation
+  const ReuseStep s = reuse_.end_step();
+  EXPECT_TRUE(s.missed);
+  EXPECT_EQ(s.hits, 0);
+  EXPECT_EQ(s.heap, s.allocations);
+  reuse_.begin_step(fresh_signature());
+  const at::Tensor expected = small_step(3000, 2.0f);
+  reuse_.end_step();
+  EXPECT_TRUE(at::equal(other, expected));
+}
+
+TEST_F(ArenaReuseTest, PlansAreCachedBySignature) {
+  const auto small = fresh_signature(), large = fresh_signature();
+  reuse_.begin_step(small);
+  small_step(500, 1.0f);
+  reuse_.end_step();
+  reuse_.begin_step(large);
+  small_step(5000, 1.0f);
+  reuse_.end_step();
+  const long plans = reuse_.plans();
+  for (const auto& [sig, n] :
+       {std::pair{small, 500L}, std::pair{large, 5000L}, std::pair{small, 500L}}) {
+    reuse_.begin_step(sig);
+    small_step(n, 1.0f);
+    const ReuseStep s = reuse_.end_step();
+    EXPECT_FALSE(s.recorded);
+    EXPECT_FALSE(s.missed) << n;
+    EXPECT_GT(s.hits, 0) << n;
+  }
+  EXPECT_EQ(reuse_.plans(), plans) << "no new plan for a signature seen before";
+}
+
+TEST_F(ArenaReuseTest, OtherThreadsAllocateFromTheOrdinaryAllocator) {
+  const auto sig = fresh_signature();
+  for (int i = 0; i < 2; ++i) {
+    reuse_.begin_step(sig);
+    at::Tensor mine = at::full({4096}, 1.0f);
+    bool theirs_in_arena = true;
+    std::thread other([&] {
+      at::Tensor theirs = at::full({4096}, 2.0f);
+      theirs_in_arena = reuse_.in_arena(theirs.data_ptr());
+    });
+    other.join();
+    const bool mine_in_arena = reuse_.in_arena(mine.data_ptr());
+    mine.reset();
+    const ReuseStep s = reuse_.end_step();
+    EXPECT_FALSE(theirs_in_arena);
+    EXPECT_GE(s.foreign, 1);
+    if (i == 1) EXPECT_TRUE(mine_in_arena) << "the step thread's block is served";
+  }
+}
+
+// The plan says the second block reuses the first's bytes; a step that keeps the first alive
+// longer must not get them: it misses, and the first block's data stays intact.
+TEST_F(ArenaReuseTest, BytesStillInUseAreNeverHandedOutAgain) {
+  const auto sig = fresh_signature();
+  reuse_.begin_step(sig);
+  {
+    at::Tensor a = at::full({2048}, 1.0f);
+    a.reset();
+    at::Tensor b = at::full({2048}, 2.0f);
+  }
+  reuse_.end_step();
+  reuse_.begin_step(sig);
+  at::Tensor a = at::full({2048}, 7.0f);  // kept past its planned release
+  at::Tensor b = at::full({2048}, 9.0f);
+  const ReuseStep s = reuse_.end_step();
+  EXPECT_TRUE(s.missed);
+  EXPECT_TRUE(at::equal(a, at::full({2048}, 7.0f)));
+  EXPECT_TRUE(at::equal(b, at::full({2048}, 9.0f)));
+  EXPECT_NE(a.data_ptr(), b.data_ptr());
+}
+
+TEST_F(ArenaReuseTest, StepsMustBeginAndEndInTurn) {
+  EXPECT_THROW(reuse_.end_step(), std::logic_error);
+  reuse_.begin_step(fresh_signature());
+  EXPECT_THROW(reuse_.begin_step(1), std::logic_error);
+  reuse_.end_step();
+  EXPECT_EQ(ArenaReuse::installed(), &reuse_);
+}
+
+// The tracker counts an arena block like any other: the same live bytes with and without reuse.
+TEST_F(ArenaReuseTest, TheTrackerCountsArenaBlocksAsAnyOther) {
+  auto& tracker = MemoryTracker::install();
+  const auto sig = fresh_signature();
+  reuse_.begin_step(sig);
+  small_step(1000, 1.0f);
+  reuse_.end_step();
+  const std::int64_t before = tracker.live_bytes();
+  reuse_.begin_step(sig);
+  tracker.reset_peak();
+  at::Tensor kept = small_step(1000, 1.0f);
+  const ReuseStep s = reuse_.end_step();
+  EXPECT_GT(s.hits, 0);
+  EXPECT_EQ(tracker.live_bytes(), before + static_cast<std::int64_t>(kept.nbytes()));
+  EXPECT_GE(tracker.peak_bytes(), before + 3000 * 4);
+}
+
+}  // namespace
+}  // namespace engram::memory
