@@ -12,8 +12,8 @@
 #include "npi/NpiModel.h"
 #include "npi/NpiWorkload.h"
 #include "resnet/ResNetWorkload.h"
-#include "trainer/Stepper.h"
 #include "trainer/MemoryTechniques.h"
+#include "trainer/Stepper.h"
 #include "trainer/Threads.h"
 #include "trainer/Trainer.h"
 
@@ -47,6 +47,62 @@ using nlohmann::json;
 using Clock = std::chrono::steady_clock;
 
 constexpr int kWarmupSteps = 1;
+/// With reuse in a row, every row warms up this long (the same steps for all, so gradients
+/// compare): the first step records, the second allocates no gradients or optimizer state and
+/// replans, the third is served as every later one.
+constexpr int kReuseWarmupSteps = 3;
+
+/// The techniques of one row: "relu" or, composed, "reuse+relu".
+std::vector<std::string> row_techniques(const std::string& row) {
+  std::vector<std::string> parts;
+  std::size_t start = 0;
+  while (true) {
+    const std::size_t plus = row.find('+', start);
+    parts.push_back(
+        row.substr(start, plus == std::string::npos ? std::string::npos : plus - start));
+    if (plus == std::string::npos) break;
+    start = plus + 1;
+  }
+  return parts;
+}
+
+/// Whether any row uses fixed-structure reuse.
+bool any_reuse(const std::vector<std::string>& rows) {
+  for (const auto& row : rows)
+    if (trainer::chosen_techniques(row_techniques(row)).reuse) return true;
+  return false;
+}
+
+/// The reuse figures of a row's measured steps; `plan_seconds` the longest planning seen
+/// (warm-up included), `replans` the steps that missed and replanned.
+json reuse_json(const std::vector<memory::ReuseStep>& steps, double plan_seconds, long replans) {
+  long hits = 0, allocations = 0, misses = 0, conflicts = 0;
+  json per_hits = json::array(), per_allocations = json::array(), per_missed = json::array();
+  for (const auto& s : steps) {
+    hits += s.hits;
+    allocations += s.allocations;
+    misses += s.missed ? 1 : 0;
+    conflicts += s.conflicts;
+    per_hits.push_back(s.hits);
+    per_allocations.push_back(s.allocations);
+    per_missed.push_back(s.missed);
+  }
+  const memory::ReuseStep& last = steps.back();
+  return {{"hits_per_step", per_hits},
+          {"allocations_per_step", per_allocations},
+          {"missed_per_step", per_missed},
+          {"hit_rate", allocations > 0 ? static_cast<double>(hits) / allocations : 0.0},
+          {"misses", misses},
+          {"conflicts", conflicts},
+          {"replans", replans},
+          {"arena_bytes", last.arena_bytes},
+          {"lower_bound_bytes", last.lower_bound},
+          {"arena_to_lower_bound",
+           last.lower_bound > 0 ? static_cast<double>(last.arena_bytes) / last.lower_bound : 0.0},
+          {"strategy", last.strategy},
+          {"plan_seconds", plan_seconds},
+          {"foreign_allocations_per_step", last.foreign}};
+}
 constexpr double kLearningRate = 1e-3;  // trainer::TrainingOptions defaults
 constexpr long kDefaultNpiBatch = 8;
 constexpr long kDefaultResNetBatch = 32;
@@ -105,8 +161,8 @@ PreparedWorkload make_npi(const MemoryBenchOptions& o, long batch) {
   gen.seed = o.seed;
   auto traces = datasets::generate_traces(task, gen).traces;
   if (static_cast<std::size_t>(batch) > traces.size()) {
-    throw InvalidOption("batch", "must be at most " + std::to_string(traces.size()) +
-                                     " for npi (its traces)");
+    throw InvalidOption(
+        "batch", "must be at most " + std::to_string(traces.size()) + " for npi (its traces)");
   }
   std::mt19937_64 rng(o.seed);
   std::shuffle(traces.begin(), traces.end(), rng);
@@ -401,7 +457,7 @@ json swap_to_json(const std::vector<memory::SwapStats>& scheduled,
 /// measured step's window, `results` the losses and gradients of the measured steps.
 json measure(const MemoryBenchOptions& o, long batch, const std::string& technique,
              std::int64_t budget_bytes, MemoryTracker& tracker, MemoryWindow& last, json& config,
-             StepResults& results, std::ostream& explain_out) {
+             StepResults& results, std::ostream& explain_out, int warmup_steps) {
   PreparedWorkload w = o.workload == "resnet" ? make_resnet(o, batch) : make_npi(o, batch);
   config = w.config;
   auto params = w.workload->parameters();
@@ -417,7 +473,7 @@ json measure(const MemoryBenchOptions& o, long batch, const std::string& techniq
   to.batch = static_cast<int>(batch);
   to.threads = o.threads;
   to.seed = o.seed;
-  to.memory.techniques = {technique};
+  to.memory.techniques = row_techniques(technique);
   to.memory.budget_bytes = budget_bytes;
   to.memory.swap_bandwidth = o.swap_bandwidth;
   std::optional<PreparedWorkload> scratch;
@@ -435,9 +491,21 @@ json measure(const MemoryBenchOptions& o, long batch, const std::string& techniq
   }
   memory::CompressingStore* compressing = techniques.compressing();
   memory::SwapStore* swap = techniques.swap_store();
+  const trainer::Stepper& stepper = session.stepper();
+  double plan_seconds = 0;
+  long replans = 0;
+  auto note_reuse = [&] {
+    if (const memory::ReuseStep* r = stepper.last_reuse()) {
+      plan_seconds = std::max(plan_seconds, r->plan_seconds);
+      replans += r->replanned ? 1 : 0;
+    }
+  };
 
-  for (int i = 0; i < kWarmupSteps; ++i)
+  for (int i = 0; i < warmup_steps; ++i) {
     train_step(session, w.batch);
+    note_reuse();
+  }
+  std::vector<memory::ReuseStep> reuse_steps;
   std::vector<std::int64_t> peaks, activation_peaks;
   std::vector<double> ms;
   std::vector<memory::CompressionStats> compression;
@@ -456,6 +524,8 @@ json measure(const MemoryBenchOptions& o, long batch, const std::string& techniq
     // The gradients the optimizer used in this step (it does not touch them).
     results.losses.push_back(loss);
     results.grads.push_back(gradients_of(params));
+    note_reuse();
+    if (const memory::ReuseStep* r = stepper.last_reuse()) reuse_steps.push_back(*r);
     if (compressing) compression.push_back(compressing->stats());
     if (swap) swapping.push_back(swap->stats());
   }
@@ -505,6 +575,8 @@ json measure(const MemoryBenchOptions& o, long batch, const std::string& techniq
           {"relu", compressing ? relu_json(compression, compressing->options().cache_decompressed)
                                : json(nullptr)},
           {"swap", swap_json},
+          {"reuse",
+           reuse_steps.empty() ? json(nullptr) : reuse_json(reuse_steps, plan_seconds, replans)},
           {"plan", plan_json},
           {"budget_bytes", budget_bytes > 0 ? json(budget_bytes) : json(nullptr)}};
 }
@@ -664,22 +736,26 @@ std::int64_t resolve_budget(const std::string& budget, std::int64_t none_activat
 void run_memory_bench(const MemoryBenchOptions& options, std::ostream& out) {
   const auto& workloads = memory_workloads();
   if (std::find(workloads.begin(), workloads.end(), options.workload) == workloads.end()) {
-    throw InvalidOption("workload", "must be one of " + joined(workloads) + ", not '" +
-                                        options.workload + "'");
+    throw InvalidOption("workload",
+                        "must be one of " + joined(workloads) + ", not '" + options.workload + "'");
   }
-  if (options.techniques.empty()) throw InvalidOption("techniques", "must name at least one technique");
-  for (const auto& t : options.techniques) {
-    const auto& valid = memory_techniques();
-    if (std::find(valid.begin(), valid.end(), t) == valid.end()) {
-      throw InvalidOption("techniques", "has an unknown technique '" + t + "' (valid: " +
-                                              joined(valid) + ")");
+  if (options.techniques.empty())
+    throw InvalidOption("techniques", "must name at least one technique");
+  for (const auto& row : options.techniques) {
+    for (const auto& t : row_techniques(row)) {
+      const auto& valid = memory_techniques();
+      if (std::find(valid.begin(), valid.end(), t) == valid.end()) {
+        throw InvalidOption("techniques", "has an unknown technique '" + t + "' (valid: " +
+                                              joined(valid) + ", or several joined by +)");
+      }
     }
   }
   if (options.json_path.empty()) throw InvalidOption("json_path", "is required");
-  if (!(options.swap_bandwidth >= 0))
-    throw InvalidOption("swap_bandwidth", "must not be negative");
+  if (!(options.swap_bandwidth >= 0)) throw InvalidOption("swap_bandwidth", "must not be negative");
   resolve_budget(options.budget, 1);  // the form, before anything runs
-  const bool plans = trainer::chosen_techniques(options.techniques).uses_units();
+  bool plans = false;
+  for (const auto& row : options.techniques)
+    plans = plans || trainer::chosen_techniques(row_techniques(row)).uses_units();
   if (!options.budget.empty() && !plans) {
     throw InvalidOption("budget",
                         "applies to recompute, swap and all, none of which is among the "
@@ -716,6 +792,7 @@ void run_memory_bench(const MemoryBenchOptions& options, std::ostream& out) {
   MemoryTracker& tracker = MemoryTracker::install();
   const bool blas_threads_set = trainer::set_compute_threads(options.threads);
 
+  const int warmup_steps = any_reuse(options.techniques) ? kReuseWarmupSteps : kWarmupSteps;
   json report{{"benchmark", "memory"},
               {"workload", options.workload},
               {"machine", machine_json()},
@@ -724,7 +801,7 @@ void run_memory_bench(const MemoryBenchOptions& options, std::ostream& out) {
               {"threads", options.threads},
               {"openblas_threads_set", blas_threads_set},
               {"steps", options.steps},
-              {"warmup_steps", kWarmupSteps},
+              {"warmup_steps", warmup_steps},
               {"learning_rate", kLearningRate},
               {"optimizer", "adam"},
               {"config", nullptr},
@@ -739,14 +816,14 @@ void run_memory_bench(const MemoryBenchOptions& options, std::ostream& out) {
   for (std::size_t t = 0; t < options.techniques.size(); ++t) {
     json config;
     const std::string& technique = options.techniques[t];
-    const bool plans = trainer::chosen_techniques({technique}).uses_units();
+    const bool plans = trainer::chosen_techniques(row_techniques(technique)).uses_units();
     std::int64_t none_peak = -1;
     for (const auto& row : report["results"]) {
       if (row["technique"] == "none") none_peak = row["activation_peak_bytes"].get<std::int64_t>();
     }
     const std::int64_t budget = plans ? resolve_budget(options.budget, none_peak) : 0;
-    report["results"].push_back(
-        measure(options, batch, technique, budget, tracker, last, config, step_results[t], out));
+    report["results"].push_back(measure(options, batch, technique, budget, tracker, last, config,
+                                        step_results[t], out, warmup_steps));
     report["config"] = config;
   }
   compare_with_none(options.techniques, step_results, report["results"]);
@@ -786,7 +863,7 @@ void run_memory_bench(const MemoryBenchOptions& options, std::ostream& out) {
   write_file_atomically(options.json_path, report.dump(2) + "\n");
 
   out << "Training-step memory: " << describe(report["config"]) << ", " << options.threads
-      << " thread(s), " << options.steps << " measured step(s) after " << kWarmupSteps
+      << " thread(s), " << options.steps << " measured step(s) after " << warmup_steps
       << " warm-up, " << report["machine"]["cpu"].get<std::string>() << "\n";
   out << "technique      peak MiB  activation peak MiB  (phase)    step ms"
          "  profiler activation MiB   ratio\n";

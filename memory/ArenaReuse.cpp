@@ -20,6 +20,8 @@ namespace {
 
 constexpr std::int64_t kAlignment = 64;  // c10's CPU alignment; the tracker's header keeps it
 
+thread_local bool t_bypass = false;
+
 /// A signature's plan: per allocation of the step, its bytes and offset (-1: ordinary heap).
 struct Plan {
   std::vector<std::int64_t> bytes;
@@ -59,7 +61,7 @@ struct ArenaReuse::State final : public detail::BlockSource {
   ReuseStep step;
 
   void* allocate(std::size_t bytes) override {
-    if (!active.load(std::memory_order_acquire)) return nullptr;
+    if (!active.load(std::memory_order_acquire) || t_bypass) return nullptr;
     std::lock_guard<std::mutex> lock(mutex);
     if (!open) return nullptr;
     if (std::this_thread::get_id() != thread) {
@@ -69,44 +71,55 @@ struct ArenaReuse::State final : public detail::BlockSource {
     ++step.allocations;
     const std::size_t index = next++;
     const auto size = static_cast<std::int64_t>(bytes);
-    if (plan == nullptr) {
-      void* block = c10::alloc_cpu(bytes);
-      recorded.push_back({size, events++, -1});
-      recorded_live.emplace(block, index);
-      return block;
+    void* block = serve(index, size);
+    if (block == nullptr) {
+      ++step.heap;
+      block = c10::alloc_cpu(bytes);
     }
-    if (!step.missed) {
-      if (index >= plan->bytes.size() || plan->bytes[index] != size) {
-        step.missed = true;
-      } else if (plan->offsets[index] >= 0) {
-        const std::int64_t offset = plan->offsets[index];
-        const std::int64_t end = offset + aligned_bytes(size, kAlignment);
-        if (end <= capacity && is_free(offset, end)) {
-          taken.emplace(offset, end);
-          ++step.hits;
-          return arena + offset;
-        }
-        step.missed = true;  // planned bytes still in use (a block outlived its plan)
-      }
+    // Every step records its sequence: a step that missed its plan replaces it.
+    recorded.push_back({size, events++, -1});
+    recorded_live.emplace(block, index);
+    return block;
+  }
+
+  /// The planned block for the step's allocation `index`, or nullptr (recording, a heap-planned
+  /// allocation, or the step has left its plan).
+  void* serve(std::size_t index, std::int64_t size) {
+    if (plan == nullptr || step.missed) return nullptr;
+    if (index >= plan->bytes.size() || plan->bytes[index] != size) {
+      step.missed = true;
+      return nullptr;
     }
-    ++step.heap;
-    return c10::alloc_cpu(bytes);
+    const std::int64_t offset = plan->offsets[index];
+    if (offset < 0) return nullptr;
+    const std::int64_t end = offset + aligned_bytes(size, kAlignment);
+    if (end > capacity) {  // the arena could not grow yet (blocks of it were live)
+      ++step.conflicts;
+      return nullptr;
+    }
+    if (!is_free(offset, end)) {  // planned bytes still held by a block that outlived its plan
+      ++step.conflicts;
+      return nullptr;
+    }
+    taken.emplace(offset, end);
+    ++step.hits;
+    return arena + offset;
   }
 
   void release(void* block) override {
     {
       std::lock_guard<std::mutex> lock(mutex);
-      auto* data = static_cast<char*>(block);
-      if (arena != nullptr && data >= arena && data < arena + capacity) {
-        taken.erase(data - arena);
-        return;
-      }
-      if (open && plan == nullptr) {
+      if (open) {
         const auto found = recorded_live.find(block);
         if (found != recorded_live.end()) {
           recorded[found->second].last = events++;
           recorded_live.erase(found);
         }
+      }
+      auto* data = static_cast<char*>(block);
+      if (arena != nullptr && data >= arena && data < arena + capacity) {
+        taken.erase(data - arena);
+        return;
       }
     }
     c10::free_cpu(block);
@@ -156,6 +169,9 @@ namespace {
 std::atomic<ArenaReuse*> g_installed{nullptr};
 }  // namespace
 
+ReuseBypass::ReuseBypass() : before_(t_bypass) { t_bypass = true; }
+ReuseBypass::~ReuseBypass() { t_bypass = before_; }
+
 ArenaReuse::ArenaReuse() : state_(new State()) {}
 
 ArenaReuse& ArenaReuse::install() {
@@ -196,17 +212,19 @@ ReuseStep ArenaReuse::end_step() {
   if (!s.open) throw std::logic_error("ArenaReuse: end_step() without begin_step()");
   s.open = false;
   s.active.store(false, std::memory_order_release);
-  if (s.plan == nullptr) {
-    // Blocks still live belong to no plan; their frees are ordinary from now on.
-    s.recorded_live.clear();
-    auto [entry, inserted] = s.plans.emplace(s.step.signature, s.make_plan());
-    (void)inserted;
-    s.plan = &entry->second;
-    s.wanted = std::max(s.wanted, entry->second.arena_bytes);
-    s.step.heap = s.step.allocations;
-    s.step.plan_seconds = entry->second.plan_seconds;
-  } else if (s.step.allocations != static_cast<long>(s.plan->bytes.size())) {
+  // Blocks still live belong to no plan; their frees are ordinary from now on.
+  s.recorded_live.clear();
+  if (s.plan != nullptr && s.step.allocations != static_cast<long>(s.plan->bytes.size()))
     s.step.missed = true;  // fewer allocations than planned: another sequence as well
+  if (s.plan == nullptr || s.step.missed) {
+    // The first step of a signature, or one that left its plan (the first steps of training
+    // allocate the gradients and the optimizer's state once): its own sequence is the plan now.
+    s.step.replanned = s.plan != nullptr;
+    Plan& entry = s.plans[s.step.signature];
+    entry = s.make_plan();
+    s.plan = &entry;
+    s.wanted = std::max(s.wanted, entry.arena_bytes);
+    s.step.plan_seconds = entry.plan_seconds;
   }
   s.step.arena_bytes = s.plan->arena_bytes;
   s.step.lower_bound = s.plan->lower_bound;

@@ -19,10 +19,13 @@
 ///
 /// Never wrong, at worst unhelpful: only the thread that began the step is served (other
 /// threads' allocations go to the ordinary allocator); an allocation that outlived the recorded
-/// step is planned on the ordinary allocator; and a step whose sequence differs from its plan
-/// (another size at some position, or planned bytes still held by an earlier block) goes to the
-/// ordinary allocator from there to its end and counts a miss. Plans are cached by signature,
-/// and one arena, as large as the largest plan, serves them all (one step runs at a time).
+/// step is planned on the ordinary allocator; an allocation whose planned bytes are still held
+/// by a block that lives longer this time gets bytes of its own from the ordinary allocator (a
+/// conflict); and a step whose sequence differs from its plan (another size at some position)
+/// goes to the ordinary allocator from there to its end and counts a miss; the sequence of a step
+/// that missed replaces its signature's plan (training's first steps allocate gradients and
+/// optimizer state once, so plans settle by the third step). Plans are cached by signature, and one
+/// arena, as large as the largest plan, serves them all (one step runs at a time).
 
 #include <cstdint>
 #include <string>
@@ -37,11 +40,29 @@ struct ReuseStep {
   long hits = 0;          ///< served at their planned offset in the arena
   long heap = 0;          ///< from the ordinary allocator (planned so, or after a miss)
   bool missed = false;    ///< the sequence left its plan (see the file comment)
-  long foreign = 0;       ///< allocations of other threads during the step (ordinary allocator)
+  /// Allocations whose planned bytes were still held (a block that outlived its plan, say one
+  /// the swap store's I/O thread still writes): each from the ordinary allocator alone.
+  long conflicts = 0;
+  bool replanned = false;  ///< it missed, and its own sequence is the signature's plan now
+  long foreign = 0;        ///< allocations of other threads during the step (ordinary allocator)
   std::int64_t arena_bytes = 0;  ///< the signature's plan: its arena
   std::int64_t lower_bound = 0;  ///< the most bytes its step holds at once (no plan is smaller)
   std::string strategy;          ///< greedy_by_size or greedy_by_breadth
   double plan_seconds = 0;       ///< planning time (the recorded step only)
+};
+
+/// In its scope the calling thread's allocations go to the ordinary allocator and are no part
+/// of the step's sequence: for buffers whose sizes depend on the data (the compressed ReLU
+/// outputs of memory/CompressingStore.h), which would otherwise make every step miss its plan.
+class ReuseBypass {
+ public:
+  ReuseBypass();
+  ~ReuseBypass();
+  ReuseBypass(const ReuseBypass&) = delete;
+  ReuseBypass& operator=(const ReuseBypass&) = delete;
+
+ private:
+  bool before_;
 };
 
 class ArenaReuse {

@@ -1,5 +1,7 @@
 #include "memory/CompressingStore.h"
 
+#include "memory/ArenaReuse.h"
+
 #include "memory/MemoryTracker.h"
 #include "memory/ReluCompression.h"
 #include "memory/detail/TensorIdentity.h"
@@ -223,6 +225,7 @@ c10::intrusive_ptr<SavedTensor> CompressingStore::save(const at::Tensor& tensor,
   CompressedRelu data;
   {
     SpanGuard span("compress", "memory");
+    ReuseBypass bypass;  // the compressed size depends on the data: no part of a fixed plan
     const std::int64_t start = steady_ns();
     data = compress_relu(tensor);
     registry_->compress_ns += steady_ns() - start;

@@ -71,6 +71,24 @@ std::pair<std::size_t, std::size_t> NpiDataset::count_steps(
   return {steps, calls};
 }
 
+std::uint64_t NpiDataset::shape_signature(const std::vector<std::size_t>& traces) const {
+  std::vector<long> lengths;
+  for (auto t : traces) {
+    for (std::size_t i = 0; i < trace_count_.at(t); ++i)
+      lengths.push_back(inv_len_[trace_first_[t] + i]);
+  }
+  std::sort(lengths.begin(), lengths.end());
+  lengths.push_back(static_cast<long>(count_steps(traces).second));
+  std::uint64_t hash = 1469598103934665603ull;  // FNV-1a over the numbers
+  for (long v : lengths) {
+    for (int b = 0; b < 8; ++b) {
+      hash ^= static_cast<std::uint64_t>(v >> (8 * b)) & 0xffu;
+      hash *= 1099511628211ull;
+    }
+  }
+  return hash;
+}
+
 NpiBatch NpiDataset::batch(const std::vector<std::size_t>& traces) const {
   std::vector<long> invs;
   for (auto t : traces) {

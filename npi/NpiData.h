@@ -40,6 +40,9 @@ class NpiDataset {
   NpiBatch batch(const std::vector<std::size_t>& traces) const;
   /// {steps, call steps} in the given traces (what batch() would pack), without packing.
   std::pair<std::size_t, std::size_t> count_steps(const std::vector<std::size_t>& traces) const;
+  /// A hash of what batch() of these traces packs: its invocations' lengths (sorted) and its
+  /// call steps; equal for batches of equal shapes.
+  std::uint64_t shape_signature(const std::vector<std::size_t>& traces) const;
 
  private:
   int feature_dim_;

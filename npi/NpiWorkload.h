@@ -22,6 +22,10 @@ class NpiWorkload final : public trainer::Workload {
   std::vector<double> loss_denominators(const std::vector<std::size_t>& indices) const override;
   /// The traces' problem lengths (digits, list elements), for a curriculum.
   std::vector<int> example_lengths() const override { return data_.trace_lengths(); }
+  /// The packed batch's shape: its invocations' lengths.
+  std::uint64_t step_signature(const std::vector<std::size_t>& indices) const override {
+    return data_.shape_signature(indices);
+  }
 
   /// "encoder", "core" (NpiModelImpl::units) with the layers of nn/; none with torch modules.
   std::vector<std::string> unit_names() const override { return model_->unit_names(); }

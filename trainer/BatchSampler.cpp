@@ -71,7 +71,9 @@ BatchSampler::State BatchSampler::state() const {
 }
 
 void BatchSampler::restore(const State& state) {
-  const std::size_t stage = stage_of(state.drawn);
+  // next() enters a stage when it draws the stage's first batch: after `drawn` batches the
+  // sampler is in the stage of the last one drawn.
+  const std::size_t stage = state.drawn == 0 ? 0 : stage_of(state.drawn - 1);
   const std::vector<std::size_t> examples = pool(stage);
   if (state.order.size() != examples.size())
     throw std::invalid_argument("a sampler state of " + std::to_string(state.order.size()) +

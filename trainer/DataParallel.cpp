@@ -25,7 +25,7 @@ std::vector<std::pair<std::string, std::string>> configuration(
            << o.dist.first_bucket_bytes << ", sync batch norm " << o.dist.sync_batch_norm
            << ", memory";
   for (const auto& t : o.memory.techniques) training << ' ' << t;
-  training << " budget " << o.memory.budget_bytes;
+  training << " budget " << o.memory.budget_bytes << ", curriculum " << o.curriculum;
   return {{"the model's parameter shapes", shapes.str()},
           {"the number of training examples", std::to_string(workload.num_examples())},
           {"the training options", training.str()}};

@@ -56,9 +56,31 @@ StepOutput run_forward_backward(Workload& workload, std::vector<std::size_t> ind
 
 const char* step_phase_name(StepPhase phase) {
   static constexpr std::array<const char*, kNumStepPhases> names{"batch", "forward", "backward",
-                                                                  "clip", "optimizer"};
+                                                                 "clip", "optimizer"};
   return names.at(static_cast<std::size_t>(phase));
 }
+
+namespace {
+
+/// One reuse step around a training step, ended on every way out of it.
+class ReuseScope {
+ public:
+  ReuseScope(bool on, std::uint64_t signature, memory::ReuseStep& out)
+      : reuse_(on ? &memory::ArenaReuse::install() : nullptr), out_(out) {
+    if (reuse_ != nullptr) reuse_->begin_step(signature);
+  }
+  ~ReuseScope() {
+    if (reuse_ != nullptr) out_ = reuse_->end_step();
+  }
+  ReuseScope(const ReuseScope&) = delete;
+  ReuseScope& operator=(const ReuseScope&) = delete;
+
+ private:
+  memory::ArenaReuse* reuse_;
+  memory::ReuseStep& out_;
+};
+
+}  // namespace
 
 Stepper::Stepper(Workload& workload, StepperOptions options)
     : workload_(workload), options_(options), parameters_(workload.parameters()) {
@@ -72,11 +94,25 @@ void Stepper::add_hooks(StepHooks* hooks) {
   if (hooks != nullptr) hooks_.push_back(hooks);
 }
 
-StepOutput Stepper::step(std::vector<std::size_t> indices,
-                         std::vector<double> loss_denominators) {
+StepOutput Stepper::step(std::vector<std::size_t> indices, std::vector<double> loss_denominators) {
+  StepOutput out;
+  {
+    ReuseScope reuse(options_.reuse, options_.reuse ? workload_.step_signature(indices) : 0,
+                     last_reuse_);
+    out = optimize(std::move(indices), std::move(loss_denominators));
+  }
+  if (options_.reuse && last_reuse_.allocations > 0) {
+    out.metrics["reuse_hit_rate"] =
+        static_cast<double>(last_reuse_.hits) / static_cast<double>(last_reuse_.allocations);
+  }
+  return out;
+}
+
+StepOutput Stepper::optimize(std::vector<std::size_t> indices,
+                             std::vector<double> loss_denominators) {
   optimizer_->zero_grad();
-  StepOutput out = run_forward_backward(workload_, std::move(indices),
-                                        std::move(loss_denominators), hooks_);
+  StepOutput out =
+      run_forward_backward(workload_, std::move(indices), std::move(loss_denominators), hooks_);
   memory::PhaseGuard phase(memory::Phase::optimizer);
   {
     memory::SpanGuard span(step_phase_name(StepPhase::clip), "phase");

@@ -25,6 +25,7 @@
 ///   double loss = out.loss.item<double>();
 /// \endcode
 
+#include "memory/ArenaReuse.h"
 #include "trainer/Workload.h"
 
 #include <array>
@@ -52,6 +53,10 @@ class StepHooks {
 struct StepperOptions {
   double learning_rate = 1e-3;  ///< Adam
   double grad_clip = 1.0;       ///< max global gradient norm; 0: no clipping
+  /// Fixed-structure memory reuse (memory/ArenaReuse.h): each step's allocations on this
+  /// thread, from make_batch to the optimizer, are one reuse step of the workload's
+  /// step_signature(); the step's figures go to its metrics ("reuse_hit_rate").
+  bool reuse = false;
 };
 
 class Stepper {
@@ -76,6 +81,8 @@ class Stepper {
   Workload& workload() { return workload_; }
   /// The optimizer over parameters() (its state is saved by trainer/TrainingState.h).
   FusedAdam& optimizer() { return *optimizer_; }
+  /// The last step's use of the arena (StepperOptions::reuse), else nullptr.
+  const memory::ReuseStep* last_reuse() const { return options_.reuse ? &last_reuse_ : nullptr; }
 
  private:
   Workload& workload_;
@@ -83,6 +90,10 @@ class Stepper {
   std::vector<at::Tensor> parameters_;
   std::unique_ptr<FusedAdam> optimizer_;
   std::vector<StepHooks*> hooks_;
+  memory::ReuseStep last_reuse_;
+
+  /// The step without the reuse around it.
+  StepOutput optimize(std::vector<std::size_t> indices, std::vector<double> loss_denominators);
 };
 
 /// The batch, forward and backward phases of a step without clip or optimizer (gradients are

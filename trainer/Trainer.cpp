@@ -73,8 +73,9 @@ TrainingSession::TrainingSession(Workload& workload, const TrainingOptions& opti
   }
   sampler_ = std::make_unique<BatchSampler>(n, static_cast<std::size_t>(options_.batch) * world,
                                             options_.seed, std::move(curriculum));
-  stepper_ = std::make_unique<Stepper>(workload,
-                                       StepperOptions{options_.learning_rate, options_.grad_clip});
+  stepper_ = std::make_unique<Stepper>(
+      workload, StepperOptions{options_.learning_rate, options_.grad_clip,
+                               chosen_techniques(options_.memory.techniques).reuse});
   nn::GradScheduler* scheduler = nullptr;
   nn::ReplicaSum* replicas = nullptr;
   if (world > 1) {

@@ -11,7 +11,7 @@
 namespace engram::trainer {
 
 const std::vector<std::string>& memory_technique_names() {
-  static const std::vector<std::string> names{"none", "relu", "recompute", "swap", "all"};
+  static const std::vector<std::string> names{"none", "relu", "recompute", "swap", "all", "reuse"};
   return names;
 }
 
@@ -21,6 +21,7 @@ TechniqueChoice chosen_techniques(const std::vector<std::string>& names) {
     c.relu = c.relu || t == "relu" || t == "all";
     c.recompute = c.recompute || t == "recompute" || t == "all";
     c.swap = c.swap || t == "swap" || t == "all";
+    c.reuse = c.reuse || t == "reuse";
   }
   return c;
 }

@@ -27,7 +27,7 @@ namespace engram::trainer {
 
 /// The memory techniques of a session (trainer/MemoryTechniques.h), all lossless.
 struct MemoryOptions {
-  /// Any of "none", "relu", "recompute", "swap" (and "all" for the three).
+  /// Any of "none", "relu", "recompute", "swap" (and "all" for the three), "reuse".
   std::vector<std::string> techniques;
   std::int64_t budget_bytes = 0;  ///< bound on activation_peak_bytes; 0: every unit treated
   double swap_bandwidth = 0;      ///< bytes per second for the spill file; 0: unthrottled
@@ -36,13 +36,17 @@ struct MemoryOptions {
   bool slack_schedule = true;
 };
 
-/// The names accepted in MemoryOptions::techniques: "none", "relu", "recompute", "swap", "all".
+/// The names accepted in MemoryOptions::techniques: "none", "relu", "recompute", "swap", "all"
+/// (the three) and "reuse".
 const std::vector<std::string>& memory_technique_names();
 
 /// Which techniques a list of names asks for ("all": the three; "none" and unknown names:
 /// nothing, unknown names being validate()'s to report). The one reading of the names.
 struct TechniqueChoice {
   bool relu = false, recompute = false, swap = false;
+  /// Fixed-structure memory reuse (memory/ArenaReuse.h): not in "all", which names the three
+  /// techniques that trade time for activation memory.
+  bool reuse = false;
   /// Recompute or swap: they act on a model cut into units and need a plan.
   bool uses_units() const { return recompute || swap; }
 };

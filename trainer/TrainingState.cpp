@@ -60,6 +60,7 @@ const at::Tensor& tensor_named(const std::map<std::string, at::Tensor>& tensors,
 }
 
 std::string describe(const nlohmann::json& value) {
+  if (value.is_string()) return value.get<std::string>();
   return value.is_number_unsigned() ? std::to_string(value.get<std::uint64_t>()) : value.dump();
 }
 
@@ -140,10 +141,13 @@ LoopState load_training_state(const std::string& path, TrainingSession& session)
     loop.seconds = config.at("seconds").get<double>();
     sampler.rng = config.at("sampler_rng").get<std::string>();
     sampler.cursor = config.at("sampler_cursor").get<std::size_t>();
-    sampler.drawn = config.value("sampler_drawn", std::size_t{0});
+    // One batch per step; states from before the count was saved have none.
+    sampler.drawn = config.value("sampler_drawn", static_cast<std::size_t>(loop.step));
   } catch (const nlohmann::json::exception&) {
     throw FormatError("'" + path + "' has an incomplete training-state header");
   }
+  if (loop.step >= 0 && sampler.drawn != static_cast<std::size_t>(loop.step))
+    throw FormatError("'" + path + "' has a sampler position that is not its step's");
   if (loop.step < 0 || loop.logged < 0 || loop.metrics_lines < 0)
     throw FormatError("'" + path + "' has a negative step or count");
   const auto& parameters = session.stepper().parameters();

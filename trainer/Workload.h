@@ -84,6 +84,13 @@ class Workload {
   /// Each example's length (its problem size), what a curriculum orders the examples by
   /// (TrainingOptions::curriculum). Empty: the examples have no such order.
   virtual std::vector<int> example_lengths() const { return {}; }
+  /// What makes two steps' allocation sequences the same (fixed-structure memory reuse,
+  /// memory/ArenaReuse.h): steps of equal signatures reuse one plan. The default, the number of
+  /// examples, suits models whose shapes depend on nothing else; a wrong signature costs only
+  /// misses, never a wrong result.
+  virtual std::uint64_t step_signature(const std::vector<std::size_t>& indices) const {
+    return indices.size();
+  }
 
   /// Swap and recompute (trainer/MemoryTechniques.h) act on a model cut into units (nn/Units.h):
   /// a workload that is names its units here, in forward order; empty: not cut into units.

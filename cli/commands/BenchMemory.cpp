@@ -10,7 +10,7 @@ namespace engram::cli {
 namespace {
 
 void add_workload_flags(CLI::App* sub, bench::MemoryBenchOptions& mo) {
-  sub->add_option("--steps", mo.steps, "Measured steps (after one warm-up step)")
+  sub->add_option("--steps", mo.steps, "Measured steps (after one warm-up step; three with reuse)")
       ->capture_default_str();
   sub->add_option("--batch", mo.batch,
                   "Examples per step (default: 8 traces for npi, 32 images for resnet)");
@@ -40,7 +40,8 @@ Command register_bench_memory(CLI::App& parent) {
   sub->add_option("--techniques", mo->techniques,
                   "Comma-separated memory techniques, one row each: none, relu (ReLU outputs as "
                   "bitmap plus nonzero values), recompute, swap (units of the network), all (the "
-                  "three)")
+                  "three), reuse (one planned arena for the step's allocations); a row may join "
+                  "several with +, e.g. reuse+relu")
       ->delimiter(',')
       ->capture_default_str();
   sub->add_option("--json", mo->json_path, "Write the results here")->required();

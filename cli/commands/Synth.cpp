@@ -41,7 +41,16 @@ synth::SynthOptions::SourceClass tbcnn_class(const Synth& c) {
   enc.file = c.options.source;
   enc.function = c.options.function;
   enc.threads = c.options.threads;
-  const auto report = tbcnn::classify_file(enc, 1);
+  tbcnn::ClassifyReport report;
+  try {
+    report = tbcnn::classify_file(enc, 1);
+  } catch (const InvalidOption& e) {
+    if (e.option() != "function") throw;
+    // A model of another task: it reads no loop of a function.
+    throw InvalidOption("tbcnn_model", "'" + c.tbcnn_model +
+                                           "' is not a loop-task model (engram train tbcnn "
+                                           "--task loop makes one)");
+  }
   static const std::vector<std::string> stages{"map", "filter", "fold", "scan", "zipwith"};
   const std::string& stage = report.top.front().first;
   if (std::find(stages.begin(), stages.end(), stage) == stages.end()) {

@@ -58,7 +58,8 @@ Command register_train_npi(CLI::App& parent) {
   spec.memory =
       "Comma-separated memory techniques, all lossless: none (the default), relu (ReLU outputs "
       "kept compressed for backward), recompute and swap (of the model's units, chosen per unit "
-      "under --memory-budget), all";
+      "under --memory-budget), all (the three); reuse (the step's allocations from one planned "
+      "arena) composes with any";
   spec.memory_budget = true;
   c->training = add_training_flags(sub, o.training, spec, flags);
   c->hidden = sub->add_option("--hidden", o.hidden,

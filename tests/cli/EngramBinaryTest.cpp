@@ -88,6 +88,28 @@ TEST_F(EngramBinaryTest, DataGenTracesInAllExcludesPerLengthAndMustBePositive) {
       << ok.out;
 }
 
+// Fixed-structure reuse moves where the step's bytes live, nothing else: the model file is the
+// same byte for byte, and the metrics say the arena served most allocations.
+TEST_F(EngramBinaryTest, TrainingWithReuseWritesTheSameModelBytes) {
+  const std::string data = dir_.file("d.jsonl");
+  ASSERT_EQ(run({"data", "gen", "--task", "addition", "--out", data, "--max-len", "4",
+                 "--per-length", "4"})
+                .code,
+            0);
+  for (const std::string memory : {"none", "reuse"}) {
+    const Process p = run({"train", "npi", "--task", "addition", "--data", data, "--out",
+                           dir_.file(memory + ".pt"), "--steps", "40", "--hidden", "32",
+                           "--batch", "16", "--memory", memory, "--metrics",
+                           dir_.file(memory + ".jsonl")});
+    ASSERT_EQ(p.code, 0) << p.err;
+  }
+  EXPECT_EQ(read_file(dir_.file("none.pt")), read_file(dir_.file("reuse.pt")));
+  const auto lines = testing::split_lines(read_file(dir_.file("reuse.jsonl")));
+  ASSERT_FALSE(lines.empty());
+  const auto last = nlohmann::json::parse(lines.back());
+  EXPECT_GT(last.at("reuse_hit_rate").get<double>(), 0.5) << lines.back();
+}
+
 TEST_F(EngramBinaryTest, TrainAndRunEndToEnd) {
   const std::string data = dir_.file("d.jsonl"), model = dir_.file("m.pt");
   Process p = run({"data", "gen", "--task", "sort-recursive", "--out", data, "--max-len", "3",

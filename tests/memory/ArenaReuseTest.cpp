@@ -71,8 +71,16 @@ TEST_F(ArenaReuseTest, AnotherSequenceUnderTheSameSignatureFallsBackAndCountsAMi
   const at::Tensor other = small_step(3000, 2.0f);  // other sizes from the first allocation
   const ReuseStep s = reuse_.end_step();
   EXPECT_TRUE(s.missed);
+  EXPECT_TRUE(s.replanned);
   EXPECT_EQ(s.hits, 0);
   EXPECT_EQ(s.heap, s.allocations);
+  // The step that missed is the plan now: the same sequence again is served.
+  reuse_.begin_step(sig);
+  small_step(3000, 2.0f);
+  const ReuseStep settled = reuse_.end_step();
+  EXPECT_FALSE(settled.missed);
+  EXPECT_FALSE(settled.replanned);
+  EXPECT_GT(settled.hits, 0);
   reuse_.begin_step(fresh_signature());
   const at::Tensor expected = small_step(3000, 2.0f);
   reuse_.end_step();
@@ -121,7 +129,8 @@ TEST_F(ArenaReuseTest, OtherThreadsAllocateFromTheOrdinaryAllocator) {
 }
 
 // The plan says the second block reuses the first's bytes; a step that keeps the first alive
-// longer must not get them: it misses, and the first block's data stays intact.
+// longer must not get them: a conflict, the second from the ordinary allocator, the first
+// block's data intact.
 TEST_F(ArenaReuseTest, BytesStillInUseAreNeverHandedOutAgain) {
   const auto sig = fresh_signature();
   reuse_.begin_step(sig);
@@ -135,10 +144,38 @@ TEST_F(ArenaReuseTest, BytesStillInUseAreNeverHandedOutAgain) {
   at::Tensor a = at::full({2048}, 7.0f);  // kept past its planned release
   at::Tensor b = at::full({2048}, 9.0f);
   const ReuseStep s = reuse_.end_step();
-  EXPECT_TRUE(s.missed);
+  EXPECT_FALSE(s.missed);
+  EXPECT_EQ(s.conflicts, 1);
+  EXPECT_FALSE(reuse_.in_arena(b.data_ptr()));
   EXPECT_TRUE(at::equal(a, at::full({2048}, 7.0f)));
   EXPECT_TRUE(at::equal(b, at::full({2048}, 9.0f)));
   EXPECT_NE(a.data_ptr(), b.data_ptr());
+}
+
+// Buffers whose sizes follow the data bypass the plan: the rest of the sequence still matches.
+TEST_F(ArenaReuseTest, ABypassKeepsDataDependentSizesOutOfThePlan) {
+  const auto sig = fresh_signature();
+  for (int i = 0; i < 3; ++i) {
+    reuse_.begin_step(sig);
+    at::Tensor fixed = at::full({1024}, 1.0f);
+    at::Tensor varying;
+    {
+      ReuseBypass bypass;
+      varying = at::full({100 + 50 * i}, 2.0f);  // another size every step
+    }
+    const bool varying_in_arena = reuse_.in_arena(varying.data_ptr());
+    fixed.reset();
+    varying.reset();
+    at::Tensor after = at::full({512}, 3.0f);
+    after.reset();
+    const ReuseStep s = reuse_.end_step();
+    EXPECT_FALSE(varying_in_arena);
+    EXPECT_EQ(s.allocations, 2) << "the bypassed allocation is not in the sequence";
+    if (i > 0) {
+      EXPECT_FALSE(s.missed) << "step " << i;
+      EXPECT_EQ(s.hits, 2) << "step " << i;
+    }
+  }
 }
 
 TEST_F(ArenaReuseTest, StepsMustBeginAndEndInTurn) {

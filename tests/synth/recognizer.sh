@@ -47,6 +47,12 @@ expect_usage() {
 expect_usage --recognizer tbcnn
 expect_usage --tbcnn-model loop.pt
 expect_usage --recognizer neural --tbcnn-model loop.pt
+# A TBCNN of another task reads no loop: the model is named, not --function.
+"$engram" train tbcnn --corpus loops.corpus --out files.pt --task classify --steps 5 > /dev/null ||
+  fail "train a classify-task model"
+out=$("$engram" synth --source f.py --function evens --recognizer tbcnn --tbcnn-model files.pt 2>&1)
+[ $? -eq 2 ] || fail "a classify-task model: expected exit 2 ($out)"
+[[ "$out" == *"--tbcnn-model 'files.pt' is not a loop-task model"* ]] || fail "message: $out"
 
 # classify --function reads the named function's loop, wherever it is in the file.
 a=$("$engram" classify --model loop.pt --file f.py --function evens) || fail "classify --function"

@@ -853,19 +853,26 @@ TEST(BatchSamplerCurriculum, ShortestFirstOneMoreLengthPerEqualShareThenEverythi
 
 TEST(BatchSamplerCurriculum, RestoringAStateMidCurriculumContinuesWithTheSameBatches) {
   const std::vector<int> lengths{3, 1, 2, 1, 3, 2, 1, 3};
+  // 6 curriculum batches over 3 lengths: stages change at the 3rd and 5th batch. Saved after
+  // 1..5 batches (2 and 4: the last batch of a stage) and restored, the same batches follow.
+  for (std::size_t at = 1; at <= 5; ++at) {
+    BatchSampler a(8, 3, 5, Curriculum{lengths, 6});
+    for (std::size_t i = 0; i < at; ++i) a.next();
+    const BatchSampler::State saved = a.state();
+    EXPECT_EQ(saved.drawn, at);
+    std::vector<std::vector<std::size_t>> expected;
+    for (int i = 0; i < 8; ++i) expected.push_back(a.next());  // through the stages, then all
+    BatchSampler b(8, 3, 99, Curriculum{lengths, 6});
+    b.restore(saved);
+    for (const auto& batch : expected) EXPECT_EQ(b.next(), batch) << "saved after " << at;
+  }
   BatchSampler a(8, 3, 5, Curriculum{lengths, 6});
   for (int i = 0; i < 3; ++i) a.next();  // in the second stage
   const BatchSampler::State saved = a.state();
-  EXPECT_EQ(saved.drawn, 3u);
-  std::vector<std::vector<std::size_t>> expected;
-  for (int i = 0; i < 8; ++i) expected.push_back(a.next());  // into the third, then all
-  BatchSampler b(8, 3, 99, Curriculum{lengths, 6});
-  b.restore(saved);
-  for (const auto& batch : expected) EXPECT_EQ(b.next(), batch);
   // A state of the first stage claimed for the second is refused: its examples are another set.
   BatchSampler c(8, 3, 5, Curriculum{lengths, 6});
   BatchSampler::State early = c.state();
-  early.drawn = 3;
+  early.drawn = 4;
   EXPECT_THROW(c.restore(early), std::invalid_argument);
   // Without a curriculum the same state is of another number of examples.
   BatchSampler plain(8, 3, 5);
@@ -893,16 +900,20 @@ TEST_F(TrainerTest, ACurriculumTrainsShortExamplesFirstAndResumesMidCurriculum) 
   // Interrupted inside the curriculum and resumed: the same batches and the same weights.
   TrainingOptions part = options;
   part.checkpoint_path = dir_.file("part.ckpt");
-  auto first = fresh();
-  first->signal_at_step = 6;
-  EXPECT_THROW(train(*first, part), Interrupted);
-  auto second = fresh();
-  part.resume = true;
-  train(*second, part);
-  std::vector<std::vector<std::size_t>> batches = first->batches;
-  batches.insert(batches.end(), second->batches.begin(), second->batches.end());
-  EXPECT_EQ(batches, whole->batches);
-  EXPECT_TRUE(torch::equal(second->w_, whole->w_));
+  for (const long at : {4L, 6L}) {  // the last step of a stage, and inside one
+    SCOPED_TRACE("interrupted at step " + std::to_string(at));
+    part.resume = false;
+    auto first = fresh();
+    first->signal_at_step = at;
+    EXPECT_THROW(train(*first, part), Interrupted);
+    auto second = fresh();
+    part.resume = true;
+    train(*second, part);
+    std::vector<std::vector<std::size_t>> batches = first->batches;
+    batches.insert(batches.end(), second->batches.begin(), second->batches.end());
+    EXPECT_EQ(batches, whole->batches);
+    EXPECT_TRUE(torch::equal(second->w_, whole->w_));
+  }
   // Resumed without the curriculum, or with another: refused, naming it.
   for (const double other : {0.0, 0.25}) {
     TrainingOptions o = part;
@@ -923,6 +934,33 @@ TEST_F(TrainerTest, ACurriculumTrainsShortExamplesFirstAndResumesMidCurriculum) 
   } catch (const InvalidOption& e) {
     EXPECT_EQ(e.option(), "curriculum");
   }
+}
+
+TEST_F(TrainerTest, ReuseServesLaterStepsFromTheArenaAndChangesNoWeight) {
+  auto run = [](bool reuse, std::vector<double>* hit_rates) {
+    torch::manual_seed(7);
+    LinearRegression w(32);
+    TrainingOptions options;
+    options.steps = 12;
+    options.batch = 8;  // 32 examples: every batch has the same shape
+    if (reuse) options.memory.techniques = {"reuse"};
+    TrainingSession session(w, options);
+    for (int i = 0; i < options.steps; ++i) {
+      const StepOutput out = session.step();
+      if (hit_rates != nullptr) hit_rates->push_back(out.metrics.count("reuse_hit_rate") != 0
+                                                         ? out.metrics.at("reuse_hit_rate")
+                                                         : -1);
+    }
+    return std::make_pair(w.w_.clone(), w.b_.clone());
+  };
+  std::vector<double> hit_rates;
+  const auto with = run(true, &hit_rates);
+  const auto without = run(false, nullptr);
+  EXPECT_TRUE(torch::equal(with.first, without.first));
+  EXPECT_TRUE(torch::equal(with.second, without.second));
+  ASSERT_EQ(hit_rates.size(), 12u);
+  EXPECT_EQ(hit_rates.front(), 0.0) << "the first step records";
+  EXPECT_GT(hit_rates.back(), 0.5) << "steps of one shape are served from the arena";
 }
 
 TEST(BatchSamplerState, RestoringAStateContinuesWithTheSameBatches) {
