@@ -4,7 +4,8 @@
 # trace budgets of 640, 320, 160, 80, 40 and 20 spread evenly over the training lengths
 # (`data gen --traces N`), seeds 1-3, default training: accuracy at 20, 100 and 1000 (sort-recursive:
 # 20 and 100; its bubble passes make 1000 elements a million calls), 100 problems each; for each
-# task, the smallest budget at which every seed is exact at 100 and at 1000. Then, where plain
+# task, the smallest budget from which on (that budget and every larger one) every seed is exact
+# at 100, and at 1000. Then, where plain
 # addition fails, what its first divergences are and what a user would try first with the same
 # traces: four times the steps, a curriculum (shortest traces first, --curriculum 0.5), a smaller
 # core (--hidden 64).
@@ -61,14 +62,20 @@ one_run() {
     addition-primitive) extra=(--primitives "$lib") ;;
     map) extra=(--primitives "$lib" --primitive double) ;;
   esac
-  rm -f "$work/$name.cmd"
+  rm -f "$work/$name.cmd" "$work/$name.pt" "$work/$name.eval.json"
+  # Each step checked by hand: set -e does not reach into a function run in an || list or a
+  # command substitution, and a run marked done is never run again.
   run_logged "$name" data gen --task "$task" --seed "$seed" --traces "$budget" \
-    --out "$work/$name.jsonl" "${gen_extra[@]}" > /dev/null
+    --out "$work/$name.jsonl" "${gen_extra[@]}" > /dev/null || return 1
   local secs
   secs=$(train_timed "$name" --task "$task" --seed "$seed" --data "$work/$name.jsonl" \
-    --out "$work/$name.pt" "${read_train[@]}")
+    --out "$work/$name.pt" "${read_train[@]}") || return 1
+  [ -s "$work/$name.pt" ] || return 1
   run_logged "$name" eval npi --model "$work/$name.pt" --task "$task" --length "$lengths" \
-    --count "$count" --seed "$seed" --threads 1 "${extra[@]}" --json > "$work/$name.eval.json"
+    --count "$count" --seed "$seed" --threads 1 "${extra[@]}" --json \
+    > "$work/$name.eval.json" || return 1
+  /usr/bin/python3 -c "import json, sys; json.load(open(sys.argv[1]))" "$work/$name.eval.json" ||
+    return 1
   printf '{"train_seconds": %s, "commit": "%s"}\n' "$secs" "$ENGRAM_REPRO_COMMIT" \
     > "$work/$name.done.tmp"
   mv "$work/$name.done.tmp" "$work/$name.done"
@@ -78,12 +85,12 @@ one_run() {
 failed=$work/failed
 rm -f "$failed"
 start() {
-  while [ "$(jobs -rp | wc -l)" -ge "$jobs" ]; do wait -n || true; done
+  while [ "$(jobs -rp | wc -l)" -ge "$jobs" ]; do wait -n || touch "$failed"; done
   [ -e "$failed" ] && return 0
-  (one_run "$@" || { echo "$0: run $1 failed" >&2; touch "$failed"; }) &
+  (one_run "$@" || { echo "$0: run $1 failed" >&2; touch "$failed"; exit 1; }) &
 }
 finish() {
-  while [ "$(jobs -rp | wc -l)" -gt 0 ]; do wait -n || true; done
+  while [ "$(jobs -rp | wc -l)" -gt 0 ]; do wait -n || touch "$failed"; done
   if [ -e "$failed" ]; then exit 1; fi
 }
 
@@ -112,8 +119,9 @@ collect
 # seed again with a curriculum and with a smaller core, and the first of them with four times the
 # steps (the costliest).
 remedy_budget="" remedy_seeds=""
-read -r remedy_budget remedy_seeds < <(/usr/bin/python3 "$root/scripts/reproduce/sample_efficiency.py" \
-  --failing addition "$work" "${names[@]}") || true
+failing=$(/usr/bin/python3 "$root/scripts/reproduce/sample_efficiency.py" --failing addition \
+  "$work" "${names[@]}")
+read -r remedy_budget remedy_seeds <<< "$failing" || true
 if [ -n "${remedy_budget:-}" ]; then
   lengths=$addition_lengths
   first=1

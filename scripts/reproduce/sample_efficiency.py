@@ -55,9 +55,15 @@ def parse_runs(work, specs):
 def divergence(failure):
     """The kind of mistake at a failure's first divergence from the reference trace."""
     want, got = failure.get("expected_call", ""), failure.get("generated_call", "")
+    if not want and not got:
+        return "the reference's calls, a wrong answer"
+    if not got:
+        return f"ends where {want.split('(')[0]} is due"
+    if not want:
+        return f"calls {got.split('(')[0]} after the program's end"
     w, g = CALL.match(want), CALL.match(got)
     if not w or not g:
-        return f"{want or '(end)'} -> {got or '(end)'}"
+        return f"{want} -> {got}"
     if w.group(1) != g.group(1):
         return f"calls {g.group(1)} where {w.group(1)} is due"
     if w.group(1) == "WRITE":
@@ -80,7 +86,7 @@ def accuracy_at(run, length):
     for e in run["eval"]:
         if e["length"] == length:
             return e["accuracy"]
-    return None
+    raise SystemExit(f"sample_efficiency.py: run {run['name']} has no evaluation at {length}")
 
 
 def key_lengths(run):
@@ -118,6 +124,7 @@ def summarize(runs):
             })
 
         def smallest_exact(length):
+            """The smallest budget from which on (it and every larger one) all seeds are exact."""
             if length is None:
                 return None
             exact = [row["budget"] for row in rows
@@ -135,15 +142,19 @@ def summarize(runs):
         for row in rows:
             at = [r for r in plain if r["budget"] == row["budget"]]
             kinds = collections.Counter()
-            failures = 0
+            listed = wrong = 0
             for r in at:
                 for e in r["eval"]:
+                    wrong += e["count"] - e["correct"]
                     for f in e.get("failures", []):
                         kinds[divergence(f)] += 1
-                        failures += 1
-            if failures:
-                diagnosis.append({"budget": row["budget"], "failures": failures,
-                                  "first_divergences": dict(kinds.most_common())})
+                        listed += 1
+            if listed:
+                # `engram eval npi --json` lists the first 10 failures of each length: the kinds
+                # are those of the listed ones, over every seed and length of the budget.
+                diagnosis.append({"budget": row["budget"], "wrong_answers": wrong,
+                                  "failures_listed": listed,
+                                  "first_divergences_of_listed": dict(kinds.most_common())})
         tasks.append({
             "task": task,
             "key_length": key,
