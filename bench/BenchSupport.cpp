@@ -1,6 +1,7 @@
 #include "bench/BenchSupport.h"
 
 #include <fcntl.h>
+#include <malloc.h>
 #include <spawn.h>
 #include <sys/wait.h>
 #include <torch/version.h>
@@ -145,5 +146,34 @@ std::string fixed(double value, int precision) {
   s << std::fixed << std::setprecision(precision) << value;
   return s.str();
 }
+
+bool reset_peak_rss() {
+  ::malloc_trim(0);  // what earlier work freed goes back to the kernel, not into this peak
+  std::ofstream clear("/proc/self/clear_refs");
+  clear << "5";
+  clear.flush();
+  return static_cast<bool>(clear);
+}
+
+namespace {
+/// A "Vm...:" line of /proc/self/status in bytes, -1 when absent.
+std::int64_t status_bytes(const std::string& key) {
+  std::ifstream status("/proc/self/status");
+  std::string line;
+  while (std::getline(status, line)) {
+    if (line.rfind(key, 0) == 0) {
+      std::istringstream fields(line.substr(key.size()));
+      std::int64_t kib = -1;
+      fields >> kib;
+      return kib >= 0 ? kib * 1024 : -1;
+    }
+  }
+  return -1;
+}
+}  // namespace
+
+std::int64_t peak_rss_bytes() { return status_bytes("VmHWM:"); }
+
+std::int64_t rss_bytes() { return status_bytes("VmRSS:"); }
 
 }  // namespace engram::bench

@@ -15,6 +15,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <cstdint>
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -55,5 +56,15 @@ nlohmann::json peer_json(const std::string& text);
 
 /// `value` with `precision` digits after the point.
 std::string fixed(double value, int precision);
+
+/// Gives freed heap memory back to the kernel (malloc_trim) and resets the process's peak
+/// resident set to what is resident now (Linux: "5" into /proc/self/clear_refs); false when the
+/// kernel refuses, and the peak then counts from the process's start.
+bool reset_peak_rss();
+/// The process's peak resident set in bytes since the start or the last reset (VmHWM), -1 when
+/// /proc does not say.
+std::int64_t peak_rss_bytes();
+/// The process's resident set now (VmRSS), -1 when /proc does not say.
+std::int64_t rss_bytes();
 
 }  // namespace engram::bench

@@ -450,6 +450,15 @@ json swap_to_json(const std::vector<memory::SwapStats>& scheduled,
           {"on_demand_stall_ms_per_step", demand_stalls},
           {"on_demand_step_ms", median(on_demand_ms)},
           {"on_demand_swap_ins_per_step", on_demand.back().on_demand},
+          {"resident_after_write_bytes",
+           std::max_element(scheduled.begin(), scheduled.end(),
+                            [](const memory::SwapStats& a, const memory::SwapStats& b) {
+                              return a.resident_after_write_bytes < b.resident_after_write_bytes;
+                            })
+               ->resident_after_write_bytes},
+          {"eviction",
+           "each write flushed (sync_file_range) and dropped from the page cache "
+           "(posix_fadvise DONTNEED), each read dropped again"},
           {"bandwidth_bytes_per_second", t.swap_bytes_per_ms() * 1000.0}};
 }
 
@@ -506,6 +515,10 @@ json measure(const MemoryBenchOptions& o, long batch, const std::string& techniq
     note_reuse();
   }
   std::vector<memory::ReuseStep> reuse_steps;
+  // The process's peak resident set over this row's measured steps (where the kernel lets it be
+  // reset; else since the process began).
+  const bool rss_reset = reset_peak_rss();
+  const std::int64_t rss_at_start = rss_bytes();
   std::vector<std::int64_t> peaks, activation_peaks;
   std::vector<double> ms;
   std::vector<memory::CompressionStats> compression;
@@ -529,6 +542,8 @@ json measure(const MemoryBenchOptions& o, long batch, const std::string& techniq
     if (compressing) compression.push_back(compressing->stats());
     if (swap) swapping.push_back(swap->stats());
   }
+  const std::int64_t peak_rss = peak_rss_bytes();
+  const std::int64_t spill_resident = swap ? swap->spill_resident_bytes() : 0;
   json swap_json = nullptr;
   if (swap) {
     // The same steps again with every swapped tensor read back on demand, for the stall time
@@ -547,6 +562,7 @@ json measure(const MemoryBenchOptions& o, long batch, const std::string& techniq
     }
     techniques.set_slack_schedule(true);
     swap_json = swap_to_json(swapping, on_demand, on_demand_ms, techniques);
+    swap_json["spill_resident_bytes_after_measured_steps"] = spill_resident;
   }
   const PeakAttribution where = attribute_peak(last);
   return {{"technique", technique},
@@ -575,6 +591,14 @@ json measure(const MemoryBenchOptions& o, long batch, const std::string& techniq
           {"relu", compressing ? relu_json(compression, compressing->options().cache_decompressed)
                                : json(nullptr)},
           {"swap", swap_json},
+          {"peak_rss_bytes", peak_rss},
+          // Rows run one after another in this process: what earlier rows left resident (the
+          // allocator's cache, a reuse arena) is in the peak; above the start is this row's.
+          {"rss_at_start_bytes", rss_at_start},
+          {"peak_rss_above_start_bytes",
+           peak_rss >= 0 && rss_at_start >= 0 ? json(peak_rss - rss_at_start) : json(nullptr)},
+          {"peak_rss_since", rss_reset ? "the row's measured steps" : "the process's start"},
+          {"threads", {{"compute", o.threads}, {"swap_io", swap ? 1 : 0}}},
           {"reuse",
            reuse_steps.empty() ? json(nullptr) : reuse_json(reuse_steps, plan_seconds, replans)},
           {"plan", plan_json},

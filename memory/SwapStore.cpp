@@ -24,6 +24,7 @@
 
 #include <fcntl.h>
 #include <stdlib.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 namespace engram::memory {
@@ -56,7 +57,9 @@ namespace detail {
 
 struct SwapState {
   int fd = -1;
-  double bandwidth = 0;  // bytes per second; 0: unthrottled
+  double bandwidth = 0;                        // bytes per second; 0: unthrottled
+  std::int64_t fail_after_bytes = -1;          // fault injection (SwapStoreOptions)
+  mutable std::atomic<std::int64_t> moved{0};  // bytes through the file, for fail_after_bytes
 
   std::mutex mutex;  // guards everything below but the atomics
   std::condition_variable changed;
@@ -85,11 +88,32 @@ struct SwapState {
 
   std::atomic<std::int64_t> swapped_out_tensors{0}, swapped_out_bytes{0}, swapped_in_bytes{0},
       prefetched{0}, on_demand{0}, stall_ns{0}, swap_out_ns{0}, swap_in_ns{0};
+  mutable std::atomic<std::int64_t> resident_after_write{0};  // set by the const transfer()
 
   std::thread io;
 
   ~SwapState() {
     if (fd >= 0) ::close(fd);
+  }
+
+  /// Bytes of [offset, offset + bytes) of the spill file in the page cache (mincore); -1 when
+  /// the kernel cannot tell.
+  std::int64_t resident_bytes(std::int64_t offset, std::int64_t bytes) const {
+    if (bytes <= 0) return 0;
+    const std::int64_t page = ::sysconf(_SC_PAGESIZE);
+    const std::int64_t first = offset / page * page;
+    const std::int64_t length = offset + bytes - first;
+    void* map = ::mmap(nullptr, static_cast<std::size_t>(length), PROT_READ, MAP_SHARED, fd,
+                       static_cast<off_t>(first));
+    if (map == MAP_FAILED) return -1;
+    std::vector<unsigned char> in_core(static_cast<std::size_t>((length + page - 1) / page));
+    std::int64_t resident = -1;
+    if (::mincore(map, static_cast<std::size_t>(length), in_core.data()) == 0) {
+      resident = 0;
+      for (unsigned char c : in_core) resident += (c & 1) != 0 ? page : 0;
+    }
+    ::munmap(map, static_cast<std::size_t>(length));
+    return resident;
   }
 
   /// Moves `bytes` between memory and the file at `offset`, throttled to `bandwidth`.
@@ -98,18 +122,39 @@ struct SwapState {
     const auto start = Clock::now();
     for (std::int64_t done = 0; done < bytes;) {
       const auto n = static_cast<std::size_t>(std::min(kChunk, bytes - done));
-      const ssize_t r = write ? ::pwrite(fd, data + done, n, offset + done)
-                              : ::pread(fd, data + done, n, offset + done);
+      const bool injected = fail_after_bytes >= 0 && moved.load() >= fail_after_bytes;
+      if (injected) errno = EIO;
+      const ssize_t r = injected ? -1
+                        : write  ? ::pwrite(fd, data + done, n, offset + done)
+                                 : ::pread(fd, data + done, n, offset + done);
       if (r < 0 && errno == EINTR) continue;
       if (r <= 0) {
         throw std::runtime_error(std::string("swap: spill file ") + (write ? "write" : "read") +
                                  " failed: " + (r < 0 ? std::strerror(errno) : "end of file"));
       }
       done += r;
+      moved += r;
       if (bandwidth > 0) {
         std::this_thread::sleep_until(
             start + std::chrono::duration_cast<Clock::duration>(
                         std::chrono::duration<double>(static_cast<double>(done) / bandwidth)));
+      }
+    }
+    // The bytes leave memory: written back now and dropped from the page cache, or the spill
+    // file would keep in RAM what swapping was to free (read back: the copy is in the tensor).
+    if (write &&
+        ::sync_file_range(fd, offset, bytes,
+                          SYNC_FILE_RANGE_WAIT_BEFORE | SYNC_FILE_RANGE_WRITE |
+                              SYNC_FILE_RANGE_WAIT_AFTER) != 0 &&
+        errno != ESPIPE && errno != EINVAL) {
+      throw std::runtime_error(std::string("swap: spill file write-back failed: ") +
+                               std::strerror(errno));
+    }
+    ::posix_fadvise(fd, offset, bytes, POSIX_FADV_DONTNEED);  // advice: nothing to check
+    if (write) {
+      const std::int64_t resident = resident_bytes(offset, bytes);
+      std::int64_t seen = resident_after_write.load();
+      while (resident > seen && !resident_after_write.compare_exchange_weak(seen, resident)) {
       }
     }
   }
@@ -508,6 +553,7 @@ SwapStore::SwapStore(SwapStoreOptions options) : state_(std::make_shared<SwapSta
     throw std::invalid_argument("swap: the bandwidth must be a non-negative number");
   }
   state_->bandwidth = options.bandwidth_bytes_per_second;
+  state_->fail_after_bytes = options.fail_after_bytes;
   const std::filesystem::path dir = options.spill_directory.empty()
                                         ? std::filesystem::temp_directory_path()
                                         : std::filesystem::path(options.spill_directory);
@@ -518,6 +564,8 @@ SwapStore::SwapStore(SwapStoreOptions options) : state_(std::make_shared<SwapSta
                              std::strerror(errno));
   }
   ::unlink(name.c_str());  // the open descriptor keeps it; nothing is left on disk
+  // No readahead: a read brings back its region and nothing around it into the page cache.
+  ::posix_fadvise(state_->fd, 0, 0, POSIX_FADV_RANDOM);
   state_->io_running = true;
   state_->io = std::thread(io_loop, state_.get());
 }
@@ -691,13 +739,15 @@ SwapStats SwapStore::stats() const {
   out.stall_ns = s.stall_ns;
   out.swap_out_ns = s.swap_out_ns;
   out.swap_in_ns = s.swap_in_ns;
+  out.resident_after_write_bytes = s.resident_after_write;
   return out;
 }
 
 void SwapStore::reset_stats() {
   auto& s = *state_;
-  for (auto* counter : {&s.swapped_out_tensors, &s.swapped_out_bytes, &s.swapped_in_bytes,
-                        &s.prefetched, &s.on_demand, &s.stall_ns, &s.swap_out_ns, &s.swap_in_ns}) {
+  for (auto* counter :
+       {&s.swapped_out_tensors, &s.swapped_out_bytes, &s.swapped_in_bytes, &s.prefetched,
+        &s.on_demand, &s.stall_ns, &s.swap_out_ns, &s.swap_in_ns, &s.resident_after_write}) {
     counter->store(0);
   }
 }
@@ -705,6 +755,11 @@ void SwapStore::reset_stats() {
 std::int64_t SwapStore::bytes_out() const {
   std::lock_guard<std::mutex> lock(state_->mutex);
   return state_->bytes_out;
+}
+
+std::int64_t SwapStore::spill_resident_bytes() const {
+  const off_t size = ::lseek(state_->fd, 0, SEEK_END);
+  return size > 0 ? state_->resident_bytes(0, size) : 0;
 }
 
 }  // namespace engram::memory

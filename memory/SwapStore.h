@@ -72,6 +72,9 @@ struct SwapStoreOptions {
   std::string spill_directory;
   /// Throttles transfers to this many bytes per second; 0: as fast as the file goes.
   double bandwidth_bytes_per_second = 0;
+  /// Fault injection for tests: once this many bytes have moved through the spill file, every
+  /// further write or read fails with EIO; negative: never.
+  std::int64_t fail_after_bytes = -1;
 };
 
 /// What a SwapStore did since it was made or since reset_stats().
@@ -84,6 +87,10 @@ struct SwapStats {
   std::int64_t stall_ns = 0;     ///< time load() waited for tensors to come back
   std::int64_t swap_out_ns = 0;  ///< I/O thread time spent writing (throttling included)
   std::int64_t swap_in_ns = 0;   ///< I/O thread time spent reading (throttling included)
+  /// The spill file's pages still in memory (the kernel's page cache, mincore) just after a
+  /// write was flushed and dropped: the most over the writes (0 when swapped bytes really left
+  /// memory; a tmpfs spill directory keeps them all).
+  std::int64_t resident_after_write_bytes = 0;
 };
 
 class SwapStore : public ActivationStore {
@@ -126,6 +133,8 @@ class SwapStore : public ActivationStore {
   void reset_stats();
   /// Bytes of the handles that are out now (written, not read back).
   std::int64_t bytes_out() const;
+  /// The spill file's bytes in the page cache now (mincore over the whole file).
+  std::int64_t spill_resident_bytes() const;
 
  private:
   std::unique_ptr<PlainStore> own_inner_;

@@ -256,9 +256,14 @@ TEST_F(MemoryBenchTest, UnknownTechniquesAndWorkloadsExitWithTwo) {
   }
   const Process p =
       bench({"--workload", "resnet", "--techniques", "compress", "--json", json_path});
-  EXPECT_NE(p.err.find("unknown technique 'compress' (valid: none, relu, recompute, swap, all)"),
+  EXPECT_NE(p.err.find("unknown technique 'compress' (valid: none, relu, recompute, swap, all, "
+                       "reuse, or several joined by +)"),
             std::string::npos)
       << p.err;
+  const Process joined =
+      bench({"--workload", "resnet", "--techniques", "none,reuse+zip", "--json", json_path});
+  EXPECT_EQ(joined.code, 2);
+  EXPECT_NE(joined.err.find("unknown technique 'zip'"), std::string::npos) << joined.err;
   EXPECT_EQ(dir_.entries().count("m.json"), 0u) << "no report after a usage error";
 }
 

@@ -11,6 +11,8 @@
 #include <filesystem>
 #include <stdexcept>
 
+#include <sys/vfs.h>
+
 namespace engram::memory {
 namespace {
 
@@ -71,6 +73,73 @@ TEST_F(SwapStoreTest, ASwappedUnitsTensorLeavesMemoryAndComesBackBitExact) {
   EXPECT_EQ(store.bytes_out(), 0);
   saved->release();
   EXPECT_THROW(saved->load(), std::logic_error);
+}
+
+// Swapped bytes leave memory: after each write the spill file's pages are flushed and dropped
+// from the page cache (on tmpfs the file's pages are its storage: nothing can leave).
+TEST_F(SwapStoreTest, SwappedBytesLeaveThePageCache) {
+  SwapStore store(options());
+  const at::Tensor expected = torch::randn({256, 1024});  // 1 MiB
+  c10::intrusive_ptr<SavedTensor> saved;
+  {
+    at::Tensor x = expected.clone();
+    store.begin_unit(0, /*swapped=*/true);
+    saved = store.save(x, SavedKind::activation);
+    store.end_unit(torch::zeros({1}));
+  }
+  store.end_forward();
+  store.wait_for_transfers();
+  ASSERT_EQ(store.bytes_out(), 1 << 20);
+  struct statfs fs_info{};
+  ASSERT_EQ(::statfs(dir_.c_str(), &fs_info), 0);
+  if (fs_info.f_type == 0x01021994)  // TMPFS_MAGIC
+    GTEST_SKIP() << dir_ << " is tmpfs: its pages are the file's storage";
+  EXPECT_EQ(store.stats().resident_after_write_bytes, 0);
+  EXPECT_LE(store.spill_resident_bytes(), 4096 * 2) << "at most a page at each end";
+  EXPECT_TRUE(bit_equal(saved->load(), expected));
+  EXPECT_LE(store.spill_resident_bytes(), 4096 * 2) << "read back: dropped again";
+  saved->release();
+}
+
+// An I/O error in the spill file: a failed write keeps the tensor in memory (swapping is an
+// optimisation), a failed read fails the load with a clear error; never wrong data.
+TEST_F(SwapStoreTest, AnIoErrorKeepsTheTensorOrFailsItsLoadClearly) {
+  const at::Tensor expected = torch::randn({64, 1024});  // 256 KiB
+  auto swap_out = [&](SwapStore& store) {
+    c10::intrusive_ptr<SavedTensor> saved;
+    {
+      at::Tensor x = expected.clone();
+      store.begin_unit(0, /*swapped=*/true);
+      saved = store.save(x, SavedKind::activation);
+      store.end_unit(torch::zeros({1}));
+    }
+    store.end_forward();
+    store.wait_for_transfers();
+    return saved;
+  };
+  SwapStoreOptions o = options();
+  o.fail_after_bytes = 0;  // the first write fails
+  {
+    SwapStore store(o);
+    auto saved = swap_out(store);
+    EXPECT_EQ(store.bytes_out(), 0) << "not written: kept in memory";
+    EXPECT_TRUE(bit_equal(saved->load(), expected));
+    saved->release();
+  }
+  o.fail_after_bytes = 256 << 10;  // the write succeeds, the read back fails
+  {
+    SwapStore store(o);
+    auto saved = swap_out(store);
+    EXPECT_EQ(store.bytes_out(), 256 << 10);
+    try {
+      saved->load();
+      ADD_FAILURE() << "a failed read loaded a tensor";
+    } catch (const std::runtime_error& e) {
+      EXPECT_NE(std::string(e.what()).find("spill file read failed"), std::string::npos)
+          << e.what();
+    }
+    saved->release();
+  }
 }
 
 TEST_F(SwapStoreTest, TheSpillFileLeavesNothingOnDisk) {
