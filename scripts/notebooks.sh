@@ -40,7 +40,7 @@ mkdir -p "$figures" "$executed"
 # Each notebook's figures, in the order it saves them (figures.save's names): a figure missing
 # here fails the run, so a notebook cannot silently stop drawing one.
 declare -A expected=(
-  [npi]="npi_generalization npi_training_curves npi_call_tree"
+  [npi]="npi_generalization npi_sample_efficiency npi_training_curves npi_call_tree"
   [memory]="memory_timeline memory_tradeoff"
   [tbcnn]="tbcnn_accuracy tbcnn_vectors"
   [dp]="dp_timeline dp_link_speed"

@@ -450,7 +450,67 @@ def synth_recognizers(res):
     return table(header, rows) + source(res, "synth_recognizers")
 
 
+def npi_sample_efficiency(res):
+    data = res("npi_sample_efficiency")
+
+    def seeds(values):
+        return " / ".join("–" if v is None else f"{v:.2f}" for v in values)
+
+    rows = []
+    # Columns by position: each task's first, second and third evaluation length (20, 100, 1000;
+    # sort-recursive has no third).
+    lengths = max((list(t["rows"][0]["accuracy"]) for t in data["tasks"]), key=len)
+    for t in data["tasks"]:
+        for row in t["rows"]:
+            own = list(row["accuracy"])
+            cells = [seeds(row["accuracy"][own[i]]) if i < len(own) else "not run"
+                     for i in range(len(lengths))]
+            rows.append([t["task"], row["budget"]] + cells)
+    seed_list = ", ".join(str(s) for s in data["tasks"][0]["rows"][0]["seeds"])
+    header = ["task", "traces", f"accuracy at {lengths[0]} (seeds {seed_list})"] + \
+        [f"at {length}" for length in lengths[1:]]
+    lines = table(header, rows)
+    summary = []
+    for t in data["tasks"]:
+        def smallest(budget, length):
+            if length is None:
+                return "not run"
+            return f"{budget}" if budget is not None else "none of these"
+        row = [t["task"], smallest(t["smallest_budget_exact_at_key_length"], t["key_length"])]
+        if len(lengths) > 2:
+            row.append(smallest(t["smallest_budget_exact_at_long_length"], t["long_length"]))
+        summary.append(row)
+    lines += ["", "The fewest traces from which on every seed is exact (at every larger budget too):",
+              ""]
+    lines += table(["task"] + [f"exact at {length}" for length in lengths[1:3]], summary)
+    plain = next((t for t in data["tasks"] if t["task"] == "addition"), None)
+    if plain and plain["diagnosis"]:
+        rows = []
+        for d in plain["diagnosis"]:
+            kinds = ", ".join(f"{kind} ({n})" for kind, n in
+                              list(d["first_divergences_of_listed"].items())[:3])
+            rows.append([d["budget"], d["wrong_answers"], d["failures_listed"], kinds])
+        lines += ["", "Where plain addition fails: its first divergence from the reference trace "
+                  "in the failures `eval npi` lists (the first 10 per length and seed):", ""]
+        lines += table(["traces", "wrong answers", "failures listed",
+                        "first divergences, most frequent"], rows)
+    if data.get("remedies"):
+        remedy_rows = []
+        for r in data["remedies"]:
+            def acc(a):
+                return " / ".join(f"{v:.2f}" for v in a.values())
+            remedy_rows.append([f"{r['task']}, {r['budget']} traces, seed {r['seed']}", r["remedy"],
+                                acc(r["accuracy"]), acc(r["default_accuracy"] or {}),
+                                secs(r["train_seconds"])])
+        lines += ["", "What a user would try first where plain addition fails (the same traces; "
+                  "accuracy at " + " / ".join(lengths) + "):", ""]
+        lines += table(["run", "remedy", "accuracy", "default training", "training (s)"],
+                       remedy_rows)
+    return lines + source(res, "npi_sample_efficiency")
+
+
 TABLES = {
+    "npi_sample_efficiency": npi_sample_efficiency,
     "npi": npi,
     "npi_generalization": npi_generalization,
     "memory_baseline": memory_baseline,
