@@ -75,11 +75,9 @@ TEST_F(SwapStoreTest, ASwappedUnitsTensorLeavesMemoryAndComesBackBitExact) {
   EXPECT_THROW(saved->load(), std::logic_error);
 }
 
-// Swapped bytes leave memory: after each write the spill file's pages are flushed and dropped
-// from the page cache (on tmpfs the file's pages are its storage: nothing can leave).
-TEST_F(SwapStoreTest, SwappedBytesLeaveThePageCache) {
-  SwapStore store(options());
-  const at::Tensor expected = torch::randn({256, 1024});  // 1 MiB
+/// A copy of `expected` saved by a swapped unit and dropped by its forward pass, with the
+/// store's transfers done: on its way out unless the write failed.
+c10::intrusive_ptr<SavedTensor> swap_out(SwapStore& store, const at::Tensor& expected) {
   c10::intrusive_ptr<SavedTensor> saved;
   {
     at::Tensor x = expected.clone();
@@ -89,8 +87,17 @@ TEST_F(SwapStoreTest, SwappedBytesLeaveThePageCache) {
   }
   store.end_forward();
   store.wait_for_transfers();
+  return saved;
+}
+
+// Swapped bytes leave memory: after each write the spill file's pages are flushed and dropped
+// from the page cache (on tmpfs the file's pages are its storage: nothing can leave).
+TEST_F(SwapStoreTest, SwappedBytesLeaveThePageCache) {
+  SwapStore store(options());
+  const at::Tensor expected = torch::randn({256, 1024});  // 1 MiB
+  const c10::intrusive_ptr<SavedTensor> saved = swap_out(store, expected);
   ASSERT_EQ(store.bytes_out(), 1 << 20);
-  struct statfs fs_info{};
+  struct statfs fs_info {};
   ASSERT_EQ(::statfs(dir_.c_str(), &fs_info), 0);
   if (fs_info.f_type == 0x01021994)  // TMPFS_MAGIC
     GTEST_SKIP() << dir_ << " is tmpfs: its pages are the file's storage";
@@ -105,23 +112,11 @@ TEST_F(SwapStoreTest, SwappedBytesLeaveThePageCache) {
 // optimisation), a failed read fails the load with a clear error; never wrong data.
 TEST_F(SwapStoreTest, AnIoErrorKeepsTheTensorOrFailsItsLoadClearly) {
   const at::Tensor expected = torch::randn({64, 1024});  // 256 KiB
-  auto swap_out = [&](SwapStore& store) {
-    c10::intrusive_ptr<SavedTensor> saved;
-    {
-      at::Tensor x = expected.clone();
-      store.begin_unit(0, /*swapped=*/true);
-      saved = store.save(x, SavedKind::activation);
-      store.end_unit(torch::zeros({1}));
-    }
-    store.end_forward();
-    store.wait_for_transfers();
-    return saved;
-  };
   SwapStoreOptions o = options();
   o.fail_after_bytes = 0;  // the first write fails
   {
     SwapStore store(o);
-    auto saved = swap_out(store);
+    auto saved = swap_out(store, expected);
     EXPECT_EQ(store.bytes_out(), 0) << "not written: kept in memory";
     EXPECT_TRUE(bit_equal(saved->load(), expected));
     saved->release();
@@ -129,7 +124,7 @@ TEST_F(SwapStoreTest, AnIoErrorKeepsTheTensorOrFailsItsLoadClearly) {
   o.fail_after_bytes = 256 << 10;  // the write succeeds, the read back fails
   {
     SwapStore store(o);
-    auto saved = swap_out(store);
+    auto saved = swap_out(store, expected);
     EXPECT_EQ(store.bytes_out(), 256 << 10);
     try {
       saved->load();
