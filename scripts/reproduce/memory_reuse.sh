@@ -67,8 +67,12 @@ for path, name in ((out, "reuse"), (npi_out, "npi")):
             "reuse_hit_rate_per_logged_step": [l.get("reuse_hit_rate") for l in lines],
         }
     write_result(path, f"bench memory with fixed-structure reuse ({name})", report)
-rss = {"runs": [bench(os.path.join(work, "swap.json"), "rss"),
-                bench(os.path.join(work, "swap_1gbs.json"), "rss")]}
+runs = []
+for file, throttle in (("swap.json", 0), ("swap_1gbs.json", 1e9)):
+    run = bench(os.path.join(work, file), "rss")
+    run["spill_throttle_bytes_per_second"] = throttle  # --swap-bandwidth; 0: none
+    runs.append(run)
+rss = {"runs": runs}
 write_result(rss_out, "swap that leaves memory: spill-file residency and peak RSS", rss)
 for path in (out, npi_out, rss_out):
     print("wrote", path)
