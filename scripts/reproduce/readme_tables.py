@@ -220,6 +220,47 @@ def memory_swap_bandwidth(res):
     return table(header, rows) + source(res, "memory_swap_bandwidth")
 
 
+def memory_reuse(res):
+    def mb(x):
+        return f"{x / 1e6:.1f}"
+
+    rows = []
+    for name, workload in (("memory_reuse", "ResNet-18, batch 32"),
+                           ("memory_reuse_npi", "NPI addition")):
+        for r in res(name)["results"]:
+            u = r.get("reuse")
+            rows.append([workload, r["technique"], mb(r["peak_bytes"]),
+                         mb(u["arena_bytes"]) if u else "-",
+                         mb(u["lower_bound_bytes"]) if u else "-",
+                         f"{u['arena_to_lower_bound']:.3f}" if u else "-",
+                         f"{u['hit_rate']:.3f}" if u else "-",
+                         f"{u['misses']} / {u['conflicts']}" if u else "-",
+                         f"{r['step_ms']:.0f}", f"{r['time_ratio']:.3f}",
+                         r["max_abs_grad_diff"]])
+    header = ["workload", "technique", "peak MB", "arena MB", "lower bound MB", "arena / bound",
+              "hit rate", "misses / conflicts", "step ms", "time vs none", "max grad diff"]
+    lines = table(header, rows)
+    identical = res("memory_reuse_npi")["training"]["model_files_identical"]
+    lines += ["", "NPI addition trained with and without `--memory reuse`: model files "
+              + ("byte-identical." if identical else "DIFFERENT.")]
+    swap_rows = []
+    for run in res("memory_swap_rss")["runs"]:
+        for r in run["results"]:
+            s = r.get("swap") or {}
+            rate = run["spill_throttle_bytes_per_second"]
+            throttle = f"spill throttled to {rate / 1e9:g} GB/s" if rate else "unthrottled"
+            swap_rows.append([r["technique"] + ("" if r["technique"] == "none" else f", {throttle}"),
+                              mb(r["peak_bytes"]), mb(r["peak_rss_above_start_bytes"]),
+                              mb(s["resident_after_write_bytes"]) if s else "-",
+                              mb(s["spill_resident_bytes_after_measured_steps"]) if s else "-",
+                              f"{r['time_ratio']:.3f}"])
+    lines += ["", "Swap with the spill file's pages dropped after each write (ResNet-18, batch 32):", ""]
+    lines += table(["row", "tracked peak MB", "peak RSS above the row's start MB",
+                    "spill file resident after a write MB", "resident after the steps MB",
+                    "time vs none"], swap_rows)
+    return lines + source(res, "memory_reuse", "memory_reuse_npi", "memory_swap_rss")
+
+
 def high_order(res):
     data = res("npi_high_order")
     programs = {}
@@ -517,6 +558,7 @@ TABLES = {
     "memory_techniques": memory_techniques,
     "memory_relu": memory_relu,
     "memory_swap_bandwidth": memory_swap_bandwidth,
+    "memory_reuse": memory_reuse,
     "npi_high_order": high_order,
     "primitives_networks": primitives_networks,
     "npi_addition_primitive": npi_addition_primitive,
