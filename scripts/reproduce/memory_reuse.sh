@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Claims (issue 18, fixed-structure memory reuse and swap that leaves memory). In one bench
 # invocation each, every row a fresh model from the same seed on the same batch:
-#   memory_reuse.json      ResNet-18 (CIFAR layout, batch 32): none, reuse, and reuse with each of
-#                          relu, recompute and swap: the arena against the live-bytes lower bound,
-#                          hit rate, step time against none, gradients against none;
+#   memory_reuse.json      ResNet-18 (CIFAR layout, batch 32): none, reuse, and each of relu,
+#                          recompute and swap without and with reuse: the arena against the
+#                          live-bytes lower bound, hit rate, step time against the same row
+#                          without reuse, gradients against none;
 #   memory_reuse_npi.json  NPI addition: none, reuse: the same figures on its packed batches;
 #   memory_swap_rss.json   ResNet-18: none, swap, and swap throttled to 1 GB/s: the spill file's
 #                          resident pages after each write and after the steps, each row's peak
@@ -27,7 +28,8 @@ if [ "$quick" = 1 ]; then
   train_extra=(--steps 20 --hidden 32)
 fi
 run_logged reuse bench memory --workload resnet --no-peer \
-  --techniques none,reuse,reuse+relu,reuse+recompute,reuse+swap --json "$out" "${extra[@]}"
+  --techniques none,reuse,relu,reuse+relu,recompute,reuse+recompute,swap,reuse+swap \
+  --json "$out" "${extra[@]}"
 run_logged npi bench memory --workload npi --no-peer --techniques none,reuse --json "$npi_out" \
   "${npi_extra[@]}"
 run_logged rss bench memory --workload resnet --no-peer --techniques none,swap --json \
