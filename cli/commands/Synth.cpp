@@ -2,11 +2,11 @@
 #include "synth/Synth.h"
 #include "cli/Command.h"
 #include "common/Errors.h"
+#include "datasets/ListTask.h"
 #include "tbcnn/Tbcnn.h"
 
 #include <CLI/CLI.hpp>
 
-#include <algorithm>
 #include <memory>
 
 namespace engram::cli {
@@ -51,9 +51,8 @@ synth::SynthOptions::SourceClass tbcnn_class(const Synth& c) {
                                            "' is not a loop-task model (engram train tbcnn "
                                            "--task loop makes one)");
   }
-  static const std::vector<std::string> stages{"map", "filter", "fold", "scan", "zipwith"};
   const std::string& stage = report.top.front().first;
-  if (std::find(stages.begin(), stages.end(), stage) == stages.end()) {
+  if (!datasets::is_higher_order(stage)) {
     throw InvalidOption("tbcnn_model", "'" + c.tbcnn_model + "' classifies into '" + stage +
                                            "', not high-order functions: a loop-task model is "
                                            "needed (engram train tbcnn --task loop)");

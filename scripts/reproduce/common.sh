@@ -77,3 +77,12 @@ stdlib_corpus() {
   run_logged corpus data code --lang python --src "$work/stdlib" --out "$work/stdlib.corpus" \
     "${code_args[@]}" > "$work/corpus.code.txt"
 }
+
+# primitive_args TASK LIBRARY: prints the eval/run flags that bind TASK's learned primitive from
+# LIBRARY, one per line (addition-primitive: the full adder; map: the learned double).
+primitive_args() {
+  case "$1" in
+    addition-primitive) printf '%s\n' --primitives "$2" ;;
+    map) printf '%s\n' --primitives "$2" --primitive double ;;
+  esac
+}

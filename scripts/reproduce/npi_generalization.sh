@@ -37,10 +37,7 @@ one_run() {
   local name=$task-seed$seed
   local read_train=() extra=()
   read -r -a read_train <<< "$train"
-  case "$task" in
-    addition-primitive) extra=(--primitives "$lib") ;;
-    map) extra=(--primitives "$lib" --primitive double) ;;
-  esac
+  mapfile -t extra < <(primitive_args "$task" "$lib")
   run_logged "$name" data gen --task "$task" --seed "$seed" --out "$work/$name.jsonl" \
     "${gen_extra[@]}" > /dev/null
   train_timed "$name" --task "$task" --seed "$seed" --data "$work/$name.jsonl" \

@@ -58,10 +58,7 @@ one_run() {
   [ -s "$work/$name.done" ] && return 0
   local read_train=() extra=()
   read -r -a read_train <<< "$train"
-  case "$task" in
-    addition-primitive) extra=(--primitives "$lib") ;;
-    map) extra=(--primitives "$lib" --primitive double) ;;
-  esac
+  mapfile -t extra < <(primitive_args "$task" "$lib")
   rm -f "$work/$name.cmd" "$work/$name.pt" "$work/$name.eval.json"
   # Each step checked by hand: set -e does not reach into a function run in an || list or a
   # command substitution, and a run marked done is never run again.
