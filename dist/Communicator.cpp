@@ -323,9 +323,12 @@ void Communicator::agree(const std::string& what, const std::string& value) {
   const std::string key = "agree/" + std::to_string(agreements_++) + "/" + what + "/";
   std::map<int, std::string> values;
   try {
-    store.set(key + std::to_string(env_.rank), bytes_of(value));
-    // Rank 0's first, so that a wrong WORLD_SIZE is reported before waiting for absent ranks.
+    // Rank 0's value first, so that a wrong WORLD_SIZE is reported before waiting for absent
+    // ranks; the other ranks read it before they publish theirs, so rank 0 (which hosts the
+    // store and leaves on a disagreement) cannot be gone before they have it.
+    if (env_.rank == 0) store.set(key + "0", bytes_of(value));
     values[0] = text_of(store.get(key + "0"));
+    if (env_.rank != 0) store.set(key + std::to_string(env_.rank), bytes_of(value));
     if (values[0] == value && env_.rank == 0) {
       for (int r = 1; r < env_.world_size; ++r)
         values[r] = text_of(store.get(key + std::to_string(r)));
