@@ -86,3 +86,19 @@ primitive_args() {
     map) printf '%s\n' --primitives "$2" --primitive double ;;
   esac
 }
+
+# start_job FN NAME ARGS...: FN NAME ARGS in the background, at most $jobs at a time (the scripts
+# that run several); a failed job is reported by NAME and stops new ones. finish_jobs waits for all
+# and exits 1 if any failed.
+jobs_failed=$work/failed
+rm -f "$jobs_failed"
+start_job() {
+  local fn=$1 name=$2
+  while [ "$(jobs -rp | wc -l)" -ge "$jobs" ]; do wait -n || touch "$jobs_failed"; done
+  [ -e "$jobs_failed" ] && return 0
+  ("$fn" "${@:2}" || { echo "$0: $name failed" >&2; touch "$jobs_failed"; exit 1; }) &
+}
+finish_jobs() {
+  while [ "$(jobs -rp | wc -l)" -gt 0 ]; do wait -n || touch "$jobs_failed"; done
+  if [ -e "$jobs_failed" ]; then exit 1; fi
+}

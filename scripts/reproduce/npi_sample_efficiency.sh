@@ -78,19 +78,6 @@ one_run() {
   mv "$work/$name.done.tmp" "$work/$name.done"
 }
 
-# start NAME ARGS...: one_run in the background, at most $jobs at a time; a failed run stops all.
-failed=$work/failed
-rm -f "$failed"
-start() {
-  while [ "$(jobs -rp | wc -l)" -ge "$jobs" ]; do wait -n || touch "$failed"; done
-  [ -e "$failed" ] && return 0
-  (one_run "$@" || { echo "$0: run $1 failed" >&2; touch "$failed"; exit 1; }) &
-}
-finish() {
-  while [ "$(jobs -rp | wc -l)" -gt 0 ]; do wait -n || touch "$failed"; done
-  if [ -e "$failed" ]; then exit 1; fi
-}
-
 names=()
 for config in "${configs[@]}"; do
   IFS='|' read -r task train lengths <<< "$config"
@@ -99,11 +86,11 @@ for config in "${configs[@]}"; do
     for seed in $seeds; do
       name=$task-n$budget-s$seed
       names+=("$name|$task|$seed|$budget|")
-      start "$name" "$task" "$seed" "$budget" "$train" "$lengths"
+      start_job one_run "$name" "$task" "$seed" "$budget" "$train" "$lengths"
     done
   done
 done
-finish
+finish_jobs
 
 claim="sample efficiency: accuracy at 20, 100 and 1000 against the number of training traces (budgets $budgets, spread evenly over the training lengths), seeds $seeds, default training, for addition, addition-primitive (learned full adder), sort-recursive and map (learned double); the smallest budget at which every seed is exact; where plain addition fails, its first divergences and the remedies a user would try first"
 collect() {
@@ -125,18 +112,18 @@ if [ -n "${remedy_budget:-}" ]; then
   for seed in ${remedy_seeds//,/ }; do
     name=addition-n$remedy_budget-s$seed-curriculum
     names+=("$name|addition|$seed|$remedy_budget|curriculum: $remedy_curriculum")
-    start "$name" addition "$seed" "$remedy_budget" "$remedy_curriculum" "$lengths"
+    start_job one_run "$name" addition "$seed" "$remedy_budget" "$remedy_curriculum" "$lengths"
     name=addition-n$remedy_budget-s$seed-smaller
     names+=("$name|addition|$seed|$remedy_budget|smaller core: $remedy_small")
-    start "$name" addition "$seed" "$remedy_budget" "$remedy_small" "$lengths"
+    start_job one_run "$name" addition "$seed" "$remedy_budget" "$remedy_small" "$lengths"
     if [ "$first" = 1 ]; then
       name=addition-n$remedy_budget-s$seed-longer
       names+=("$name|addition|$seed|$remedy_budget|more steps: $remedy_long")
-      start "$name" addition "$seed" "$remedy_budget" "$remedy_long" "$lengths"
+      start_job one_run "$name" addition "$seed" "$remedy_budget" "$remedy_long" "$lengths"
       first=0
     fi
   done
-  finish
+  finish_jobs
   collect
 fi
 echo "wrote $out"

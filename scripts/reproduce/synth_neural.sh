@@ -2,9 +2,11 @@
 # Claim (issue 21): every function of tests/synth/functions.py is recovered as the program its
 # "# expect:" line names, and the neural program (map, filter, fold, scan and zipwith trained
 # with default options on lists of length at most 10, seed 1; the primitive library's networks,
-# K = 10, each new primitive trained into it by synth as --add does) equals the Python function
-# on 1000 random lists of length 100. Writes results/synth.json; --quick runs a tiny version
-# (two functions, small programs, 20 lists of length 30).
+# K = 10, each new primitive trained by synth as --add does, into the function's own copy of the
+# library) equals the Python function on 1000 random lists of length 100. Writes
+# results/synth.json; --quick runs a tiny version (two functions, small programs, 20 lists of
+# length 30). --jobs N runs N trainings or functions at a time, each on one thread; --work DIR
+# keeps the runs in DIR, and a run started again with the same DIR skips what is done.
 source "$(dirname "$0")/common.sh"
 out=${out:-$root/results/synth.json}
 source_file=$root/tests/synth/functions.py
@@ -22,27 +24,61 @@ if [ "$quick" = 1 ]; then
   functions="squares_loop affine"
   lib_extra=(--primitive square)
 fi
+threads=0
+[ "$jobs" -gt 1 ] && threads=1
 models=$work/models
 mkdir -p "$models"
 lib=$work/primitives.pt
-run_logged library train primitives --out "$lib" --k 10 "${lib_extra[@]}" > /dev/null
-tasks="map filter fold scan zipwith"
-[ "$quick" = 1 ] && tasks="map"
-for task in $tasks; do
+if [ ! -s "$lib" ]; then
+  rm -f "$work/library.cmd"
+  run_logged library train primitives --out "$lib" --k 10 --threads "$threads" \
+    "${lib_extra[@]}" > /dev/null
+fi
+
+# one_model TASK: its traces and its program; TASK.model.json marks it done.
+one_model() {
+  local task=$1
+  [ -s "$work/$task.model.json" ] && return 0
+  rm -f "$work/$task.cmd"
   run_logged "$task" data gen --task "$task" --seed 1 --out "$work/$task.jsonl" \
-    "${gen_extra[@]}" > /dev/null
+    "${gen_extra[@]}" > /dev/null || return 1
+  local secs
   secs=$(train_timed "$task" --task "$task" --seed 1 --data "$work/$task.jsonl" \
-    --out "$models/$task.pt" "${train_opts[@]}")
-  echo "{\"task\": \"$task\", \"train_seconds\": $secs}" > "$work/$task.model.json"
-done
-for f in $functions; do
+    --out "$models/$task.pt" --threads "$threads" "${train_opts[@]}") || return 1
+  [ -s "$models/$task.pt" ] || return 1
+  echo "{\"task\": \"$task\", \"train_seconds\": $secs}" > "$work/$task.model.json.tmp"
+  mv "$work/$task.model.json.tmp" "$work/$task.model.json"
+}
+
+# one_function NAME: synth on a fresh copy of the library (a new primitive is trained into the
+# copy, so functions run side by side); NAME.seconds marks it done. A disagreement exits 1 and is
+# recorded, not fatal; output that is not JSON fails the run.
+one_function() {
+  local f=$1
+  [ -s "$work/$f.seconds" ] && return 0
+  rm -f "$work/$f.cmd"
+  cp "$lib" "$work/$f.primitives.pt"
+  local start end status=0
   start=$(date +%s%N)
   run_logged "$f" synth --source "$source_file" --function "$f" --models "$models" \
-    --primitives "$lib" --checks "$checks" --check-length "$length" --json \
-    > "$work/$f.synth.json" || true  # a disagreement exits 1: it is recorded, not fatal
+    --primitives "$work/$f.primitives.pt" --checks "$checks" --check-length "$length" \
+    --threads "$threads" --json > "$work/$f.synth.json" || status=$?
   end=$(date +%s%N)
-  awk -v ns=$((end - start)) 'BEGIN { printf "%.1f", ns / 1e9 }' > "$work/$f.seconds"
-done
+  if [ "$status" -gt 1 ]; then return 1; fi
+  if [ -s "$work/$f.synth.json" ]; then
+    /usr/bin/python3 -c "import json, sys; json.load(open(sys.argv[1]))" "$work/$f.synth.json" ||
+      return 1
+  fi
+  awk -v ns=$((end - start)) 'BEGIN { printf "%.1f", ns / 1e9 }' > "$work/$f.seconds.tmp"
+  mv "$work/$f.seconds.tmp" "$work/$f.seconds"
+}
+
+tasks="map filter fold scan zipwith"
+[ "$quick" = 1 ] && tasks="map"
+for task in $tasks; do start_job one_model "$task" "$task"; done
+finish_jobs
+for f in $functions; do start_job one_function "$f" "$f"; done
+finish_jobs
 /usr/bin/python3 - "$out" "$work" "$source_file" "$checks" "$length" $functions <<'PY'
 import json, os, re, sys
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(sys.argv[3])), "..", "..",
