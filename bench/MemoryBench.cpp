@@ -26,6 +26,7 @@
 #include <array>
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <functional>
 #include <iomanip>
@@ -232,6 +233,8 @@ std::vector<float> gradients_of(const std::vector<at::Tensor>& params) {
 struct StepResults {
   std::vector<double> losses;             ///< per measured step
   std::vector<std::vector<float>> grads;  ///< per measured step, see gradients_of()
+  /// The first warm-up step's, taken from the initial weights every row shares.
+  std::vector<float> first_grads;
 };
 
 json bytes_by_tag(const std::array<std::int64_t, memory::kNumTags>& bytes) {
@@ -396,7 +399,35 @@ json relu_kernel_throughput() {
 
 /// The plan of a technique that uses units: per unit its measured costs, choice and swap-in
 /// start, and the planner's figures and log.
+json algorithms_to_json(const trainer::MemoryTechniques& t) {
+  const auto& a = t.algorithm_plan();
+  json layers = json::array();
+  for (const auto& l : a.layers) {
+    json algorithms = json::array();
+    for (const auto& c : l.costs) {
+      algorithms.push_back({{"algorithm", c.algorithm},
+                            {"workspace_bytes", c.workspace_bytes},
+                            {"forward_ms", c.forward_ms},
+                            {"backward_ms", c.backward_ms},
+                            {"max_abs_diff", c.max_abs_diff},
+                            {"max_rel_diff", c.max_rel_diff}});
+    }
+    layers.push_back({{"name", l.name},
+                      {"chosen", l.costs[l.chosen].algorithm},
+                      {"least_workspace", l.costs[l.least].algorithm},
+                      {"algorithms", algorithms}});
+  }
+  const auto measured = [&](std::int64_t bytes) { return bytes > 0 ? json(bytes) : json(nullptr); };
+  return {{"layers", layers},
+          {"replaced_layers", t.replaced_layers()},
+          {"measured_plans", a.measurements},
+          {"default_algorithms_activation_peak_bytes", measured(a.default_peak_bytes)},
+          {"planned_activation_peak_bytes", measured(a.peak_bytes)},
+          {"log", a.log}};
+}
+
 json plan_to_json(const trainer::MemoryTechniques& t) {
+  if (!t.uses_units()) return {{"algorithms", algorithms_to_json(t)}};
   const memory::MemoryPlan& p = t.memory_plan();
   const auto& costs = t.unit_costs();
   json units = json::array();
@@ -422,7 +453,8 @@ json plan_to_json(const trainer::MemoryTechniques& t) {
           {"swap_bytes_per_ms", t.swap_bytes_per_ms()},
           {"triggers", "n = number of units: end of forward; k: unit k's backward begins"},
           {"timing", memory::timing_name(p.timing)},
-          {"log", p.log}};
+          {"log", p.log},
+          {"algorithms", t.algo() ? algorithms_to_json(t) : json(nullptr)}};
 }
 
 /// The swap row's figures: per measured step with the slack schedule, and the same steps with
@@ -486,7 +518,7 @@ json measure(const MemoryBenchOptions& o, long batch, const std::string& techniq
   to.memory.budget_bytes = budget_bytes;
   to.memory.swap_bandwidth = o.swap_bandwidth;
   std::optional<PreparedWorkload> scratch;
-  if (trainer::chosen_techniques(to.memory.techniques).uses_units())
+  if (trainer::chosen_techniques(to.memory.techniques).plans())
     scratch.emplace(o.workload == "resnet" ? make_resnet(o, batch) : make_npi(o, batch));
   trainer::TrainingSession session(*w.workload, to, scratch ? scratch->workload.get() : nullptr);
   scratch.reset();
@@ -494,7 +526,7 @@ json measure(const MemoryBenchOptions& o, long batch, const std::string& techniq
   session.stepper().add_hooks(&retag);
   trainer::MemoryTechniques& techniques = session.memory();
   json plan_json = nullptr;
-  if (techniques.uses_units()) {
+  if (techniques.plans()) {
     plan_json = plan_to_json(techniques);
     if (o.explain) explain_out << "[" << technique << "] " << techniques.explain();
   }
@@ -512,6 +544,7 @@ json measure(const MemoryBenchOptions& o, long batch, const std::string& techniq
 
   for (int i = 0; i < warmup_steps; ++i) {
     train_step(session, w.batch);
+    if (i == 0) results.first_grads = gradients_of(params);
     note_reuse();
   }
   std::vector<memory::ReuseStep> reuse_steps;
@@ -587,6 +620,7 @@ json measure(const MemoryBenchOptions& o, long batch, const std::string& techniq
           {"activation_peak_ratio", nullptr},
           {"time_ratio", nullptr},
           {"max_abs_grad_diff", nullptr},
+          {"first_step_grad_rel_l2_diff", nullptr},
           {"max_abs_loss_diff", nullptr},
           {"relu", compressing ? relu_json(compression, compressing->options().cache_decompressed)
                                : json(nullptr)},
@@ -634,6 +668,23 @@ void compare_with_none(const std::vector<std::string>& techniques,
       }
       loss_diff = std::max(loss_diff, std::fabs(results[t].losses[step] - reference.losses[step]));
     }
+    // For techniques that are not bit-exact (algo): the first step's gradients, from the same
+    // weights in every row, as the relative L2 norm of their difference. (Later steps' weights
+    // differ, and so do their gradients; and a rounding difference that moves one ReLU input
+    // across zero changes single gradient entries by a visible share, not the norm.)
+    double diff_squares = 0, reference_squares = 0;
+    const auto& first = results[t].first_grads;
+    const auto& first_reference = reference.first_grads;
+    if (first.size() != first_reference.size())
+      throw std::logic_error("rows with different parameters");
+    for (std::size_t i = 0; i < first.size(); ++i) {
+      const double r = first_reference[i], d = static_cast<double>(first[i]) - r;
+      diff_squares += d * d;
+      reference_squares += r * r;
+    }
+    row["first_step_grad_rel_l2_diff"] = reference_squares > 0
+                                             ? std::sqrt(diff_squares / reference_squares)
+                                             : std::sqrt(diff_squares);
     row["max_abs_grad_diff"] = grad_diff;
     row["max_abs_loss_diff"] = loss_diff;
     // The saving against bitmap plus values' prediction means something for relu alone: "all"
@@ -721,6 +772,16 @@ std::string mib(const json& bytes) {
   return bytes.is_null() ? "-" : fixed(bytes.get<double>() / kMiB, 2);
 }
 
+/// A difference for a table column: "0", or three significant digits ("3.17e-03").
+std::string difference(const json& value) {
+  if (value.is_null()) return "-";
+  const double v = value.get<double>();
+  if (v == 0) return "0";
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.2e", v);
+  return buf;
+}
+
 }  // namespace
 
 const std::vector<std::string>& memory_workloads() {
@@ -779,10 +840,10 @@ void run_memory_bench(const MemoryBenchOptions& options, std::ostream& out) {
   resolve_budget(options.budget, 1);  // the form, before anything runs
   bool plans = false;
   for (const auto& row : options.techniques)
-    plans = plans || trainer::chosen_techniques(row_techniques(row)).uses_units();
+    plans = plans || trainer::chosen_techniques(row_techniques(row)).plans();
   if (!options.budget.empty() && !plans) {
     throw InvalidOption("budget",
-                        "applies to recompute, swap and all, none of which is among the "
+                        "applies to recompute, swap, all and algo, none of which is among the "
                         "techniques");
   }
   if (!options.budget.empty() && options.budget.back() == 'x' &&
@@ -835,12 +896,26 @@ void run_memory_bench(const MemoryBenchOptions& options, std::ostream& out) {
   report["versions"]["python_torch"] = nullptr;  // filled in by the peer
   report["versions"]["python"] = nullptr;
 
+  {
+    // A row of `none`, measured and thrown away: otherwise the first row alone pays the
+    // process's first touches of its memory (page faults, the heap's growth), which skews every
+    // time ratio against it: in results/memory_reuse.json of c81d0e3 the first row's (none's)
+    // median step was 722 ms while its own last two steps took 616 and 610 ms.
+    MemoryWindow discarded_window;
+    json discarded_config;
+    StepResults discarded;
+    std::ostringstream quiet;
+    measure(options, batch, "none", 0, tracker, discarded_window, discarded_config, discarded, quiet,
+            warmup_steps);
+  }
+  report["warmup_row"] = "none";
+
   MemoryWindow last;
   std::vector<StepResults> step_results(options.techniques.size());
   for (std::size_t t = 0; t < options.techniques.size(); ++t) {
     json config;
     const std::string& technique = options.techniques[t];
-    const bool plans = trainer::chosen_techniques(row_techniques(technique)).uses_units();
+    const bool plans = trainer::chosen_techniques(row_techniques(technique)).plans();
     std::int64_t none_peak = -1;
     for (const auto& row : report["results"]) {
       if (row["technique"] == "none") none_peak = row["activation_peak_bytes"].get<std::int64_t>();
@@ -911,8 +986,8 @@ void run_memory_bench(const MemoryBenchOptions& options, std::ostream& out) {
           << std::right << std::setw(10) << fixed(r["peak_ratio"].get<double>(), 3) << std::setw(23)
           << fixed(r["activation_peak_ratio"].get<double>(), 3) << std::setw(12)
           << fixed(r["time_ratio"].get<double>(), 3) << std::setw(17)
-          << r["max_abs_grad_diff"].dump() << std::setw(17) << r["max_abs_loss_diff"].dump()
-          << "\n";
+          << difference(r["max_abs_grad_diff"]) << std::setw(17)
+          << difference(r["max_abs_loss_diff"]) << "\n";
     }
   }
   for (const auto& r : report["results"]) {
@@ -939,6 +1014,19 @@ void run_memory_bench(const MemoryBenchOptions& options, std::ostream& out) {
         << fixed(swap["stall_ms"].get<double>(), 1) << " ms per step with the "
         << r["plan"]["timing"].get<std::string>() << " schedule, "
         << fixed(swap["on_demand_stall_ms"].get<double>(), 1) << " ms on demand\n";
+  }
+  for (const auto& r : report["results"]) {
+    if (r["plan"].is_null() || r["plan"]["algorithms"].is_null()) continue;
+    const json& a = r["plan"]["algorithms"];
+    out << r["technique"].get<std::string>() << ": " << a["replaced_layers"].size() << " of "
+        << a["layers"].size() << " layers on another algorithm";
+    std::string sep = ": ";
+    for (const auto& l : a["layers"]) {
+      if (l["chosen"] == "default") continue;
+      out << sep << l["name"].get<std::string>() << " (" << l["chosen"].get<std::string>() << ")";
+      sep = ", ";
+    }
+    out << "\n";
   }
   if (!report["relu_kernels"].is_null()) {
     const json& k = report["relu_kernels"];

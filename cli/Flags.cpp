@@ -113,8 +113,8 @@ TrainingFlags add_training_flags(CLI::App* command, trainer::TrainingOptions& op
   if (spec.memory_budget) {
     f.memory_budget = command->add_option(
         "--memory-budget", options.memory.budget_bytes,
-        "Bound on a step's activation peak in bytes for recompute and swap (the planner picks "
-        "per unit; 0: every unit)");
+        "Bound on a step's activation peak in bytes for recompute, swap and algo (the planner "
+        "picks per unit and layer; 0: every unit)");
     f.swap_bandwidth =
         command->add_option("--swap-bandwidth", options.memory.swap_bandwidth,
                             "Throttle the swap spill file to this many bytes per second (0: no)");

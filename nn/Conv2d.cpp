@@ -1,10 +1,25 @@
 #include "nn/Conv2d.h"
 
+#include "memory/MemoryTracker.h"
 #include "nn/detail/FunctionSupport.h"
 
+#include <ATen/ops/_slow_conv2d_backward.h>
+#include <ATen/ops/_slow_conv2d_forward.h>
+#include <ATen/ops/constant_pad_nd.h>
+#include <ATen/ops/convolution.h>
+#include <ATen/ops/convolution_backward.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/empty_like.h>
+#include <ATen/ops/mm.h>
+#include <ATen/ops/randn.h>
+#include <ATen/ops/zeros.h>
+#include <ATen/ops/zeros_like.h>
 #include <torch/nn/init.h>
 
+#include <algorithm>
+#include <chrono>
 #include <cmath>
+#include <stdexcept>
 
 namespace engram::nn {
 namespace {
@@ -13,10 +28,119 @@ using detail::AutogradContext;
 using detail::variable_list;
 using memory::SavedKind;
 
+// --- direct: one sample, one kernel offset at a time ------------------------------------------
+
+struct Geometry {
+  int64_t n, c, h, w, o, k, stride, padding, ho, wo;
+};
+
+Geometry geometry(const at::Tensor& x, const at::Tensor& weight, int64_t stride, int64_t padding) {
+  Geometry g{x.size(0),      x.size(1), x.size(2), x.size(3), weight.size(0),
+             weight.size(2), stride,    padding,   0,         0};
+  g.ho = (g.h + 2 * padding - g.k) / stride + 1;
+  g.wo = (g.w + 2 * padding - g.k) / stride + 1;
+  return g;
+}
+
+/// Sample `n` of x zero-padded on every side: [C, H + 2p, W + 2p] (a view when p is 0).
+at::Tensor padded_sample(const at::Tensor& x, int64_t n, int64_t padding) {
+  at::Tensor s = x.select(0, n);
+  return padding > 0 ? at::constant_pad_nd(s, {padding, padding, padding, padding}) : s;
+}
+
+/// The [C, Ho, Wo] window of a padded sample that kernel offset (i, j) reads.
+at::Tensor offset_window(const at::Tensor& padded, const Geometry& g, int64_t i, int64_t j) {
+  return padded.slice(1, i, i + g.stride * (g.ho - 1) + 1, g.stride)
+      .slice(2, j, j + g.stride * (g.wo - 1) + 1, g.stride);
+}
+
+/// weight[:, :, i, j]: [O, C].
+at::Tensor offset_weight(const at::Tensor& weight, int64_t i, int64_t j) {
+  return weight.select(3, j).select(2, i);
+}
+
+at::Tensor direct_forward(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias,
+                          int64_t stride, int64_t padding) {
+  const Geometry g = geometry(x, weight, stride, padding);
+  at::Tensor y = at::empty({g.n, g.o, g.ho, g.wo}, x.options());
+  if (bias.defined()) {
+    y.copy_(bias.view({1, g.o, 1, 1}).expand_as(y));
+  } else {
+    y.zero_();
+  }
+  for (int64_t n = 0; n < g.n; ++n) {
+    const at::Tensor padded = padded_sample(x, n, padding);
+    at::Tensor out = y.select(0, n).view({g.o, g.ho * g.wo});
+    for (int64_t i = 0; i < g.k; ++i) {
+      for (int64_t j = 0; j < g.k; ++j) {
+        out.addmm_(offset_weight(weight, i, j),
+                   offset_window(padded, g, i, j).reshape({g.c, g.ho * g.wo}));
+      }
+    }
+  }
+  return y;
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor> direct_backward(
+    const at::Tensor& grad_output, const at::Tensor& x, const at::Tensor& weight, bool has_bias,
+    int64_t stride, int64_t padding, std::array<bool, 3> mask) {
+  const Geometry g = geometry(x, weight, stride, padding);
+  at::Tensor dx, dw, db;
+  if (mask[0]) dx = at::empty_like(x, at::MemoryFormat::Contiguous);
+  if (mask[1]) dw = at::zeros_like(weight, at::MemoryFormat::Contiguous);
+  for (int64_t n = 0; n < g.n && (mask[0] || mask[1]); ++n) {
+    const at::Tensor dy = grad_output.select(0, n).reshape({g.o, g.ho * g.wo});
+    if (mask[0]) {
+      // Each offset's contribution scattered into the padded sample, then the padding cut off.
+      at::Tensor dpadded = at::zeros({g.c, g.h + 2 * padding, g.w + 2 * padding}, x.options());
+      for (int64_t i = 0; i < g.k; ++i) {
+        for (int64_t j = 0; j < g.k; ++j) {
+          offset_window(dpadded, g, i, j)
+              .add_(at::mm(offset_weight(weight, i, j).t(), dy).view({g.c, g.ho, g.wo}));
+        }
+      }
+      dx.select(0, n).copy_(
+          dpadded.slice(1, padding, padding + g.h).slice(2, padding, padding + g.w));
+    }
+    if (mask[1]) {
+      const at::Tensor padded = padded_sample(x, n, padding);
+      for (int64_t i = 0; i < g.k; ++i) {
+        for (int64_t j = 0; j < g.k; ++j) {
+          offset_weight(dw, i, j).add_(
+              at::mm(dy, offset_window(padded, g, i, j).reshape({g.c, g.ho * g.wo}).t()));
+        }
+      }
+    }
+  }
+  if (mask[2] && has_bias) db = grad_output.sum({0, 2, 3});
+  return {dx, dw, db};
+}
+
+/// The bytes of the defined tensors among `ts`.
+int64_t defined_bytes(std::initializer_list<at::Tensor> ts) {
+  int64_t bytes = 0;
+  for (const auto& t : ts) {
+    if (t.defined()) bytes += static_cast<int64_t>(t.nbytes());
+  }
+  return bytes;
+}
+
+double max_abs_difference(const at::Tensor& a, const at::Tensor& b) {
+  if (!a.defined() || !b.defined()) return 0;
+  return (a - b).abs().max().item<double>();
+}
+
+/// max_abs_difference over the largest absolute value of `reference`.
+double max_rel_difference(const at::Tensor& a, const at::Tensor& reference) {
+  if (!a.defined() || !reference.defined()) return 0;
+  const double scale = reference.abs().max().item<double>();
+  return scale > 0 ? max_abs_difference(a, reference) / scale : max_abs_difference(a, reference);
+}
+
 struct Conv2dFunction : public torch::autograd::Function<Conv2dFunction> {
   // `params` is {weight} or {weight, bias}: undefined tensors cannot be autograd inputs.
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, at::TensorList params,
-                            int64_t stride, int64_t padding) {
+                            int64_t stride, int64_t padding, int64_t algorithm) {
     const at::Tensor& weight = params[0];
     const at::Tensor bias = params.size() > 1 ? params[1] : at::Tensor();
     TORCH_CHECK(x.dim() == 4 && weight.dim() == 4 && x.size(1) == weight.size(1),
@@ -27,8 +151,8 @@ struct Conv2dFunction : public torch::autograd::Function<Conv2dFunction> {
     if (bias.defined()) detail::save(ctx, "bias", bias, SavedKind::parameter);
     ctx->saved_data["stride"] = stride;
     ctx->saved_data["padding"] = padding;
-    return at::convolution(x, weight, bias, {stride, stride}, {padding, padding}, {1, 1},
-                           /*transposed=*/false, {0, 0}, /*groups=*/1);
+    ctx->saved_data["algorithm"] = algorithm;
+    return conv2d_forward(static_cast<ConvAlgorithm>(algorithm), x, weight, bias, stride, padding);
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grad_outputs) {
@@ -38,28 +162,24 @@ struct Conv2dFunction : public torch::autograd::Function<Conv2dFunction> {
     const at::Tensor bias = has_bias ? detail::load(ctx, "bias") : at::Tensor();
     const int64_t stride = ctx->saved_data["stride"].toInt();
     const int64_t padding = ctx->saved_data["padding"].toInt();
+    const auto algorithm = static_cast<ConvAlgorithm>(ctx->saved_data["algorithm"].toInt());
     const at::Tensor g = grad_outputs[0].contiguous();
     detail::submit_weight_grad(
         ctx,
-        WeightGradTask{"conv2d", {weight, bias}, [x, weight, bias, g, stride, padding] {
+        WeightGradTask{"conv2d", {weight, bias}, [x, weight, bias, g, stride, padding, algorithm] {
                          const bool dw = weight.requires_grad();
                          const bool db = bias.defined() && bias.requires_grad();
-                         std::vector<int64_t> bias_sizes{weight.size(0)};
-                         auto grads = at::convolution_backward(
-                             g, x, weight,
-                             db ? c10::OptionalIntArrayRef(bias_sizes) : c10::OptionalIntArrayRef(),
-                             {stride, stride}, {padding, padding}, {1, 1}, false, {0, 0}, 1,
-                             {false, dw, db});
+                         auto grads = conv2d_backward(algorithm, g, x, weight, bias.defined(),
+                                                      stride, padding, {false, dw, db});
                          if (dw) detail::accumulate_grad(weight, std::get<1>(grads));
                          if (db) detail::accumulate_grad(bias, std::get<2>(grads));
                        }});
     at::Tensor dx;
     if (ctx->needs_input_grad(0)) {
-      dx = std::get<0>(at::convolution_backward(g, x, weight, c10::nullopt, {stride, stride},
-                                                {padding, padding}, {1, 1}, false, {0, 0}, 1,
-                                                {true, false, false}));
+      dx = std::get<0>(conv2d_backward(algorithm, g, x, weight, has_bias, stride, padding,
+                                       {true, false, false}));
     }
-    variable_list grads(1 + (has_bias ? 2 : 1) + 2);
+    variable_list grads(1 + (has_bias ? 2 : 1) + 3);
     grads[0] = dx;
     return grads;
   }
@@ -67,14 +187,75 @@ struct Conv2dFunction : public torch::autograd::Function<Conv2dFunction> {
 
 }  // namespace
 
+const char* conv_algorithm_name(ConvAlgorithm algorithm) {
+  switch (algorithm) {
+    case ConvAlgorithm::kIm2col:
+      return "im2col";
+    case ConvAlgorithm::kDirect:
+      return "direct";
+    default:
+      return "default";
+  }
+}
+
+ConvAlgorithm parse_conv_algorithm(const std::string& name) {
+  for (auto a : {ConvAlgorithm::kDefault, ConvAlgorithm::kIm2col, ConvAlgorithm::kDirect}) {
+    if (name == conv_algorithm_name(a)) return a;
+  }
+  throw std::invalid_argument("no convolution algorithm '" + name + "' (default, im2col, direct)");
+}
+
+at::Tensor conv2d_forward(ConvAlgorithm algorithm, const at::Tensor& x, const at::Tensor& weight,
+                          const at::Tensor& bias, int64_t stride, int64_t padding) {
+  switch (algorithm) {
+    case ConvAlgorithm::kIm2col: {
+      const int64_t k = weight.size(2);
+      return at::_slow_conv2d_forward(
+          x.contiguous(), weight.contiguous(), {k, k},
+          bias.defined() ? c10::optional<at::Tensor>(bias) : c10::nullopt, {stride, stride},
+          {padding, padding});
+    }
+    case ConvAlgorithm::kDirect:
+      return direct_forward(x, weight, bias, stride, padding);
+    default:
+      return at::convolution(x, weight, bias, {stride, stride}, {padding, padding}, {1, 1},
+                             /*transposed=*/false, {0, 0}, /*groups=*/1);
+  }
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor> conv2d_backward(
+    ConvAlgorithm algorithm, const at::Tensor& grad_output, const at::Tensor& x,
+    const at::Tensor& weight, bool has_bias, int64_t stride, int64_t padding,
+    std::array<bool, 3> mask) {
+  mask[2] = mask[2] && has_bias;
+  switch (algorithm) {
+    case ConvAlgorithm::kIm2col: {
+      const int64_t k = weight.size(2);
+      return at::_slow_conv2d_backward(grad_output.contiguous(), x.contiguous(),
+                                       weight.contiguous(), {k, k}, {stride, stride},
+                                       {padding, padding}, mask);
+    }
+    case ConvAlgorithm::kDirect:
+      return direct_backward(grad_output, x, weight, has_bias, stride, padding, mask);
+    default: {
+      std::vector<int64_t> bias_sizes{weight.size(0)};
+      return at::convolution_backward(
+          grad_output, x, weight,
+          mask[2] ? c10::OptionalIntArrayRef(bias_sizes) : c10::OptionalIntArrayRef(),
+          {stride, stride}, {padding, padding}, {1, 1}, false, {0, 0}, 1, mask);
+    }
+  }
+}
+
 at::Tensor conv2d(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias,
-                  int64_t stride, int64_t padding) {
+                  int64_t stride, int64_t padding, ConvAlgorithm algorithm) {
   TORCH_CHECK(weight.defined(), "nn::conv2d: undefined weight");
   detail::SavingScope saving({x, weight, bias});
+  const auto a = static_cast<int64_t>(algorithm);
   if (bias.defined()) {
-    return Conv2dFunction::apply(x, at::TensorList({weight, bias}), stride, padding);
+    return Conv2dFunction::apply(x, at::TensorList({weight, bias}), stride, padding, a);
   }
-  return Conv2dFunction::apply(x, at::TensorList(weight), stride, padding);
+  return Conv2dFunction::apply(x, at::TensorList(weight), stride, padding, a);
 }
 
 Conv2dImpl::Conv2dImpl(Conv2dOptions options_) : options(options_) { reset(); }
@@ -101,7 +282,73 @@ void Conv2dImpl::reset() {
 }
 
 at::Tensor Conv2dImpl::forward(const at::Tensor& x) {
-  return nn::conv2d(x, weight, bias, options.stride(), options.padding());
+  last_input_sizes_ = x.sizes().vec();
+  return nn::conv2d(x, weight, bias, options.stride(), options.padding(), algorithm_);
+}
+
+std::vector<std::string> Conv2dImpl::algorithms() const {
+  return {conv_algorithm_name(ConvAlgorithm::kDefault), conv_algorithm_name(ConvAlgorithm::kIm2col),
+          conv_algorithm_name(ConvAlgorithm::kDirect)};
+}
+
+void Conv2dImpl::set_algorithm(const std::string& name) { algorithm_ = parse_conv_algorithm(name); }
+
+std::vector<AlgorithmCost> Conv2dImpl::measure_algorithms(int repeats) {
+  if (last_input_sizes_.empty())
+    throw std::logic_error("Conv2d::measure_algorithms before any forward");
+  auto* tracker = memory::MemoryTracker::installed();
+  if (tracker == nullptr) throw std::logic_error("Conv2d::measure_algorithms needs the tracker");
+  torch::NoGradGuard no_grad;
+  const at::Tensor w = weight.detach(), b = bias.defined() ? bias.detach() : at::Tensor();
+  const int64_t s = options.stride(), p = options.padding();
+  const at::Tensor x = at::randn(last_input_sizes_, w.options());
+  const bool has_bias = b.defined();
+  const std::array<bool, 3> all{true, true, has_bias};
+  const auto ms_since = [](std::chrono::steady_clock::time_point t) {
+    return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t).count();
+  };
+  const auto median = [](std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    return v[v.size() / 2];
+  };
+  std::vector<AlgorithmCost> costs;
+  at::Tensor grad_output, y0, dx0, dw0, db0;  // the default's results, on the same tensors
+  for (const auto& name : algorithms()) {
+    const ConvAlgorithm a = parse_conv_algorithm(name);
+    AlgorithmCost c;
+    c.algorithm = name;
+    // Warm-up, and the bytes: what the run held beyond its inputs and its results.
+    tracker->begin_window();
+    at::Tensor y = conv2d_forward(a, x, w, b, s, p);
+    memory::MemoryWindow fw = tracker->end_window();
+    if (!grad_output.defined()) grad_output = at::randn(y.sizes(), y.options());
+    tracker->begin_window();
+    auto [dx, dw, db] = conv2d_backward(a, grad_output, x, w, has_bias, s, p, all);
+    memory::MemoryWindow bw = tracker->end_window();
+    c.workspace_bytes = std::max(fw.peak_bytes - fw.start_live_bytes - defined_bytes({y}),
+                                 bw.peak_bytes - bw.start_live_bytes - defined_bytes({dx, dw, db}));
+    if (a == ConvAlgorithm::kDefault) {
+      y0 = y, dx0 = dx, dw0 = dw, db0 = db;
+    } else {
+      c.max_abs_diff = std::max({max_abs_difference(y, y0), max_abs_difference(dx, dx0),
+                                 max_abs_difference(dw, dw0), max_abs_difference(db, db0)});
+      c.max_rel_diff = std::max({max_rel_difference(y, y0), max_rel_difference(dx, dx0),
+                                 max_rel_difference(dw, dw0), max_rel_difference(db, db0)});
+    }
+    std::vector<double> forward_ms, backward_ms;
+    for (int r = 0; r < std::max(1, repeats); ++r) {
+      auto t = std::chrono::steady_clock::now();
+      y = conv2d_forward(a, x, w, b, s, p);
+      forward_ms.push_back(ms_since(t));
+      t = std::chrono::steady_clock::now();
+      std::tie(dx, dw, db) = conv2d_backward(a, grad_output, x, w, has_bias, s, p, all);
+      backward_ms.push_back(ms_since(t));
+    }
+    c.forward_ms = median(forward_ms);
+    c.backward_ms = median(backward_ms);
+    costs.push_back(std::move(c));
+  }
+  return costs;
 }
 
 }  // namespace engram::nn

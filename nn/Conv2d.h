@@ -11,10 +11,27 @@
 ///
 /// Parameters and initialization as torch::nn::Conv2d. Square kernels, strides and paddings;
 /// no groups, no dilation.
+///
+/// Three algorithms compute the same convolution (nn/Algorithms.h: the memory planner may replace
+/// one by another that needs less workspace; results equal up to floating-point summation order):
+///   default  at::convolution's own choice: on a CPU build with oneDNN, oneDNN, which reorders
+///            the input and output gradient into its blocked layout (a copy of each);
+///   im2col   ATen's im2col + GEMM path (at::_slow_conv2d_*): the columns of the whole batch,
+///            C*k*k times the output's spatial size per sample, in forward and again in backward;
+///   direct   one sample and one kernel offset at a time: each offset's shifted input slice times
+///            that offset's weight matrix, accumulated (forward, weight gradient) or scattered
+///            (input gradient); holds one sample's padded input and one slice.
+
+#include "nn/Algorithms.h"
 
 #include <torch/arg.h>
 #include <torch/nn/cloneable.h>
 #include <torch/nn/pimpl.h>
+
+#include <array>
+#include <string>
+#include <tuple>
+#include <vector>
 
 namespace engram::nn {
 
@@ -31,19 +48,44 @@ struct Conv2dOptions {
   TORCH_ARG(bool, bias) = true;
 };
 
+enum class ConvAlgorithm { kDefault, kIm2col, kDirect };
+/// "default", "im2col", "direct".
+const char* conv_algorithm_name(ConvAlgorithm algorithm);
+/// The algorithm of that name; throws std::invalid_argument for another.
+ConvAlgorithm parse_conv_algorithm(const std::string& name);
+
 /// Convolution of x [N, C, H, W] with weight [O, C, k, k]; `bias` [O] may be undefined.
 at::Tensor conv2d(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias,
-                  int64_t stride, int64_t padding);
+                  int64_t stride, int64_t padding,
+                  ConvAlgorithm algorithm = ConvAlgorithm::kDefault);
 
-class Conv2dImpl : public torch::nn::Cloneable<Conv2dImpl> {
+/// The algorithms' kernels, outside autograd (conv2d() calls them; tests compare them).
+at::Tensor conv2d_forward(ConvAlgorithm algorithm, const at::Tensor& x, const at::Tensor& weight,
+                          const at::Tensor& bias, int64_t stride, int64_t padding);
+/// Input, weight and bias gradients, each computed only where `mask` asks (else undefined).
+std::tuple<at::Tensor, at::Tensor, at::Tensor> conv2d_backward(
+    ConvAlgorithm algorithm, const at::Tensor& grad_output, const at::Tensor& x,
+    const at::Tensor& weight, bool has_bias, int64_t stride, int64_t padding,
+    std::array<bool, 3> mask);
+
+class Conv2dImpl : public torch::nn::Cloneable<Conv2dImpl>, public AlgorithmLayer {
  public:
   explicit Conv2dImpl(Conv2dOptions options);
   void reset() override;
   at::Tensor forward(const at::Tensor& x);
 
+  std::vector<std::string> algorithms() const override;
+  std::string algorithm() const override { return conv_algorithm_name(algorithm_); }
+  void set_algorithm(const std::string& name) override;
+  std::vector<AlgorithmCost> measure_algorithms(int repeats) override;
+
   Conv2dOptions options;
   at::Tensor weight;  ///< [out, in, k, k]
   at::Tensor bias;    ///< [out], undefined without bias
+
+ private:
+  ConvAlgorithm algorithm_ = ConvAlgorithm::kDefault;
+  std::vector<int64_t> last_input_sizes_;  ///< of the last forward's input
 };
 TORCH_MODULE(Conv2d);
 

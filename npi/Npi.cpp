@@ -126,7 +126,8 @@ TrainReport train_npi(const TrainOptions& options) {
   // the NPI has no state that they move) and runs every step under the plan.
   const trainer::TrainSummary summary = trainer::train(workload, t);
   if (options.training.writes_files()) save_model(options.out_path, model);
-  return {summary.steps, summary.seconds, summary.final_loss, summary.examples_per_second};
+  return {summary.steps, summary.seconds, summary.final_loss, summary.examples_per_second,
+          summary.memory_plan};
 }
 
 std::vector<LengthReport> evaluate_npi(const EvalOptions& options) {

@@ -63,6 +63,8 @@ struct TrainReport {
   double seconds = 0;
   double final_loss = 0;
   double traces_per_second = 0;
+  /// With recompute or swap: the plan training ran under (trainer::TrainSummary::memory_plan).
+  std::string memory_plan;
 };
 
 TrainReport train_npi(const TrainOptions& options);

@@ -45,6 +45,14 @@ std::vector<std::string> ResNetWorkload::unit_names() const {
   return names;
 }
 
+std::vector<nn::NamedAlgorithmLayer> ResNetWorkload::algorithm_layers() {
+  std::vector<nn::NamedAlgorithmLayer> layers;
+  for (const auto& item : model_->named_modules()) {
+    if (auto* conv = item.value()->as<nn::Conv2dImpl>()) layers.push_back({item.key(), conv});
+  }
+  return layers;
+}
+
 trainer::StepOutput ResNetWorkload::forward(const trainer::Batch& b) {
   auto [images, labels] = batch(b.indices);
   const at::Tensor logits = runner_ != nullptr

@@ -50,6 +50,8 @@ class ResNetWorkload final : public trainer::Workload {
   /// "stem", "stage1.0", ...: resnet_units().
   std::vector<std::string> unit_names() const override;
   void set_unit_runner(nn::UnitRunner* runner) override { runner_ = runner; }
+  /// Every convolution ("stem.conv", "stage1.0.conv1", ...), in the model's module order.
+  std::vector<nn::NamedAlgorithmLayer> algorithm_layers() override;
 
   ResNet& model() { return model_; }
   const SyntheticImages& data() const { return data_; }

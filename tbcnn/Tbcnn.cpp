@@ -313,6 +313,7 @@ TrainTbcnnReport train_tbcnn(const TrainTbcnnOptions& options) {
   report.nodes_per_second = summary.examples_per_second * static_cast<double>(train.nodes) /
                             static_cast<double>(train.trees.size());
   report.compressed_tensors = summary.compressed_tensors;
+  report.memory_plan = summary.memory_plan;
   return report;
 }
 

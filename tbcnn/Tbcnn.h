@@ -70,6 +70,8 @@ struct TrainTbcnnReport {
   double trees_per_second = 0;
   double nodes_per_second = 0;
   long compressed_tensors = 0;  ///< --memory relu: ReLU outputs stored compressed
+  /// With recompute or swap: the plan training ran under (trainer::TrainSummary::memory_plan).
+  std::string memory_plan;
   /// valid_every > 0: the valid accuracy at each scored step, and the step of the model written.
   std::vector<std::pair<long, double>> valid_curve;
   long best_step = 0;

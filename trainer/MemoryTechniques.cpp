@@ -9,6 +9,9 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
+#include <numeric>
+#include <sstream>
 
 namespace engram::trainer {
 namespace {
@@ -68,6 +71,7 @@ MemoryTechniques::MemoryTechniques(MemoryOptions options) : options_(std::move(o
   relu_ = chosen.relu;
   recompute_ = chosen.recompute;
   swap_ = chosen.swap;
+  algo_ = chosen.algo;
   if (relu_) {
     compressing_ = std::make_unique<memory::CompressingStore>(
         memory::CompressingStoreOptions{/*cache_decompressed=*/true});
@@ -85,8 +89,10 @@ MemoryTechniques::~MemoryTechniques() = default;
 
 std::string MemoryTechniques::name() const {
   std::string s;
-  for (const auto& [on, n] :
-       {std::pair<bool, const char*>{relu_, "relu"}, {recompute_, "recompute"}, {swap_, "swap"}}) {
+  for (const auto& [on, n] : {std::pair<bool, const char*>{relu_, "relu"},
+                              {recompute_, "recompute"},
+                              {swap_, "swap"},
+                              {algo_, "algo"}}) {
     if (on) s += (s.empty() ? "" : "+") + std::string(n);
   }
   return s.empty() ? "none" : s;
@@ -130,57 +136,278 @@ std::vector<memory::UnitCosts> profile_units(Workload& workload,
   return costs;
 }
 
-void MemoryTechniques::plan(Workload& workload, const std::vector<std::size_t>& batch) {
-  if (!uses_units()) return;
-  double head_ms = 0;
+namespace {
+
+std::string mib_text(std::int64_t bytes) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.2f MiB", static_cast<double>(bytes) / 1048576.0);
+  return buf;
+}
+
+double total_ms(const nn::AlgorithmCost& c) { return c.forward_ms + c.backward_ms; }
+
+/// Workspace bytes a layer's least-workspace algorithm saves over its default (0: none).
+std::int64_t saving(const MemoryTechniques::LayerAlgorithms& l) {
+  return l.costs[0].workspace_bytes - l.costs[l.least].workspace_bytes;
+}
+
+/// Milliseconds per step that replacing the layer's default costs (may be negative).
+double extra_ms(const MemoryTechniques::LayerAlgorithms& l) {
+  return total_ms(l.costs[l.least]) - total_ms(l.costs[0]);
+}
+
+}  // namespace
+
+void MemoryTechniques::profile_algorithms(Workload& workload,
+                                          const std::vector<std::size_t>& batch) {
+  const auto named = workload.algorithm_layers();
+  if (named.empty()) {
+    throw InvalidOption("memory.techniques",
+                        "algo replaces the algorithms of layers that have several (the "
+                        "convolutions of nn/Conv2d), and this model has none");
+  }
+  algorithms_ = AlgorithmPlan{};
+  for (const auto& named_layer : named) {
+    named_layer.layer->set_algorithm(named_layer.layer->algorithms().front());
+  }
   {
-    // Profile with the compressing store when ReLU compression is on: the bytes a unit saves
-    // are then the compressed ones.
+    // One step records each layer's input shape.
     nn::RuntimeGuard use(compressing_.get(), nullptr);
-    costs_ = profile_units(workload, batch, head_ms);
+    measured_step(workload, batch, nullptr, compressing_.get(), nullptr);
   }
-  swap_bytes_per_ms_ = 0;
-  if (swap_) {
-    swap_bytes_per_ms_ = options_.swap_bandwidth > 0 ? options_.swap_bandwidth / 1000.0
-                                                     : measure_swap_rate(options_);
+  for (const auto& [name, layer] : named) {
+    LayerAlgorithms l;
+    l.name = name;
+    l.costs = layer->measure_algorithms(/*repeats=*/3);
+    for (std::size_t a = 1; a < l.costs.size(); ++a) {
+      const auto& c = l.costs[a];
+      const auto& best = l.costs[l.least];
+      if (c.workspace_bytes < best.workspace_bytes ||
+          (c.workspace_bytes == best.workspace_bytes && total_ms(c) < total_ms(best))) {
+        l.least = a;
+      }
+    }
+    algorithms_.layers.push_back(std::move(l));
   }
+}
+
+void MemoryTechniques::set_algorithms(Workload& workload, bool defaults) const {
+  const auto named = workload.algorithm_layers();
+  if (named.size() != algorithms_.layers.size())
+    throw std::logic_error("MemoryTechniques: the workload's layers differ from the planned ones");
+  for (std::size_t i = 0; i < named.size(); ++i) {
+    const LayerAlgorithms& l = algorithms_.layers[i];
+    named[i].layer->set_algorithm(l.costs[defaults ? 0 : l.chosen].algorithm);
+  }
+}
+
+std::vector<std::string> MemoryTechniques::replaced_layers() const {
+  std::vector<std::string> names;
+  for (const auto& l : algorithms_.layers) {
+    if (l.chosen != 0) names.push_back(l.name);
+  }
+  return names;
+}
+
+std::int64_t MemoryTechniques::measure_peak(Workload& workload,
+                                            const std::vector<std::size_t>& batch,
+                                            const std::vector<memory::UnitChoice>* choices,
+                                            const memory::SwapInSchedule& schedule) {
+  if (choices == nullptr) {
+    return measured_step(workload, batch, nullptr, store(), nullptr).activation_peak_bytes;
+  }
+  nn::UnitRunner trial(*choices, swap_store_.get());
+  if (swap_store_) {
+    swap_store_->set_prefetch_schedule(options_.slack_schedule ? schedule.prefetch_at
+                                                               : std::vector<std::vector<int>>{});
+    // Synchronous transfers: the most memory this schedule can hold (see SwapStore).
+    swap_store_->set_synchronous(true);
+  }
+  const std::int64_t peak =
+      measured_step(workload, batch, &trial, store(), swap_store_.get()).activation_peak_bytes;
+  if (swap_store_) swap_store_->set_synchronous(false);
+  return peak;
+}
+
+memory::MemoryPlan MemoryTechniques::plan_units_for(Workload& workload,
+                                                    const std::vector<std::size_t>& batch,
+                                                    double head_ms) {
   const double rate = swap_bytes_per_ms_ > 0 ? swap_bytes_per_ms_ : 1e6;
   if (options_.budget_bytes == 0) {
     // Everything allowed, on every unit.
-    plan_ = memory::plan_every_unit(costs_, memory::UnitChoice{recompute_, swap_}, rate, head_ms);
-  } else {
-    memory::PlannerOptions po;
-    po.budget_bytes = options_.budget_bytes;
-    po.allow_recompute = recompute_;
-    po.allow_swap = swap_;
-    po.swap_bytes_per_ms = rate;
-    po.head_ms = head_ms;
-    const memory::PeakMeasure measure = [&](const std::vector<memory::UnitChoice>& choices,
-                                            const memory::SwapInSchedule& schedule) {
-      nn::UnitRunner trial(choices, swap_store_.get());
-      if (swap_store_) {
-        swap_store_->set_prefetch_schedule(
-            options_.slack_schedule ? schedule.prefetch_at : std::vector<std::vector<int>>{});
-      }
-      // Synchronous transfers: the most memory this schedule can hold (see SwapStore).
-      if (swap_store_) swap_store_->set_synchronous(true);
-      const std::int64_t peak =
-          measured_step(workload, batch, &trial, store(), swap_store_.get()).activation_peak_bytes;
-      if (swap_store_) swap_store_->set_synchronous(false);
-      return peak;
-    };
-    plan_ = memory::plan_units(costs_, po, measure);
+    return memory::plan_every_unit(costs_, memory::UnitChoice{recompute_, swap_}, rate, head_ms);
   }
-  runner_ = std::make_unique<nn::UnitRunner>(plan_.choices, swap_store_.get());
-  set_slack_schedule(options_.slack_schedule);
+  memory::PlannerOptions po;
+  po.budget_bytes = options_.budget_bytes;
+  po.allow_recompute = recompute_;
+  po.allow_swap = swap_;
+  po.swap_bytes_per_ms = rate;
+  po.head_ms = head_ms;
+  const memory::PeakMeasure measure = [&](const std::vector<memory::UnitChoice>& choices,
+                                          const memory::SwapInSchedule& schedule) {
+    return measure_peak(workload, batch, &choices, schedule);
+  };
+  return memory::plan_units(costs_, po, measure);
+}
+
+void MemoryTechniques::plan_algorithms_alone(Workload& workload,
+                                             const std::vector<std::size_t>& batch) {
+  AlgorithmPlan& a = algorithms_;
+  const std::int64_t budget = options_.budget_bytes;
+  set_algorithms(workload);
+  std::int64_t peak = measure_peak(workload, batch, nullptr, {});
+  ++a.measurements;
+  a.default_peak_bytes = peak;
+  a.log.push_back("every layer on its default: activation peak " + std::to_string(peak) +
+                  " bytes (" + mib_text(peak) + ")");
+  // Cheapest milliseconds per byte saved first.
+  std::vector<std::size_t> order;
+  for (std::size_t i = 0; i < a.layers.size(); ++i) {
+    if (saving(a.layers[i]) > 0) order.push_back(i);
+  }
+  std::stable_sort(order.begin(), order.end(), [&](std::size_t x, std::size_t y) {
+    return extra_ms(a.layers[x]) / static_cast<double>(saving(a.layers[x])) <
+           extra_ms(a.layers[y]) / static_cast<double>(saving(a.layers[y]));
+  });
+  for (std::size_t i : order) {
+    if (peak <= budget) break;
+    LayerAlgorithms& l = a.layers[i];
+    l.chosen = l.least;
+    set_algorithms(workload);
+    peak = measure_peak(workload, batch, nullptr, {});
+    ++a.measurements;
+    std::ostringstream line;
+    line << "above the budget: " << l.name << " " << l.costs[0].algorithm << " -> "
+         << l.costs[l.least].algorithm << " (workspace -" << mib_text(saving(l)) << ", "
+         << (extra_ms(l) >= 0 ? "+" : "") << extra_ms(l) << " ms): activation peak " << peak
+         << " bytes (" << mib_text(peak) << ")";
+    a.log.push_back(line.str());
+  }
+  if (peak > budget) {
+    a.peak_bytes = peak;
+    throw memory::InfeasibleBudget(budget, peak);
+  }
+  // The peak moves from layer to layer as they are replaced: some replacements may no longer be
+  // needed once later ones are made.
+  a.peak_bytes = restore_defaults(workload, batch, nullptr, peak);
+}
+
+std::int64_t MemoryTechniques::restore_defaults(Workload& workload,
+                                                const std::vector<std::size_t>& batch,
+                                                const memory::MemoryPlan* units,
+                                                std::int64_t peak) {
+  AlgorithmPlan& a = algorithms_;
+  const std::int64_t budget = options_.budget_bytes;
+  std::vector<std::size_t> order;
+  for (std::size_t i = 0; i < a.layers.size(); ++i) {
+    if (a.layers[i].chosen != 0) order.push_back(i);
+  }
+  // The costliest replacement first.
+  std::stable_sort(order.begin(), order.end(), [&](std::size_t x, std::size_t y) {
+    return extra_ms(a.layers[x]) > extra_ms(a.layers[y]);
+  });
+  for (std::size_t i : order) {
+    LayerAlgorithms& l = a.layers[i];
+    l.chosen = 0;
+    set_algorithms(workload);
+    const std::int64_t p = units != nullptr
+                               ? measure_peak(workload, batch, &units->choices, units->schedule)
+                               : measure_peak(workload, batch, nullptr, {});
+    ++a.measurements;
+    const bool fits = p <= budget;
+    a.log.push_back(l.name + " back on " + l.costs[0].algorithm + ": activation peak " +
+                    std::to_string(p) + " bytes, " +
+                    (fits ? "within the budget (kept default)"
+                          : "above the budget (stays " + l.costs[l.least].algorithm + ")"));
+    if (fits) {
+      peak = p;
+    } else {
+      l.chosen = l.least;
+    }
+  }
+  set_algorithms(workload);
+  a.log.push_back("within the budget of " + std::to_string(budget) + " bytes");
+  return peak;
+}
+
+void MemoryTechniques::plan_algorithms_with_units(Workload& workload,
+                                                  const std::vector<std::size_t>& batch,
+                                                  double head_ms,
+                                                  const memory::InfeasibleBudget& alone) {
+  AlgorithmPlan& a = algorithms_;
+  const std::int64_t budget = options_.budget_bytes;
+  a.default_peak_bytes = alone.smallest_feasible_bytes;
+  a.log.push_back("recompute/swap with every layer on its default reach at best " +
+                  std::to_string(alone.smallest_feasible_bytes) + " bytes (" +
+                  mib_text(alone.smallest_feasible_bytes) +
+                  "), above the budget: every layer on its least-workspace algorithm, and the "
+                  "units planned again");
+  for (auto& l : a.layers) l.chosen = l.least;
+  set_algorithms(workload);
+  plan_ = plan_units_for(workload, batch, head_ms);  // InfeasibleBudget if this fails too
+  std::int64_t peak = plan_.activation_peak_bytes;
+  a.log.push_back("units planned with every layer replaced: activation peak " +
+                  std::to_string(peak) + " bytes (" + mib_text(peak) + ")");
+  // Give back defaults where the plan still fits.
+  a.peak_bytes = restore_defaults(workload, batch, &plan_, peak);
+  plan_.activation_peak_bytes = a.peak_bytes;
+}
+
+void MemoryTechniques::plan(Workload& workload, const std::vector<std::size_t>& batch) {
+  if (!plans()) return;
+  if (algo_) profile_algorithms(workload, batch);
+  double head_ms = 0;
+  if (uses_units()) {
+    {
+      // Profile with the compressing store when ReLU compression is on: the bytes a unit saves
+      // are then the compressed ones.
+      nn::RuntimeGuard use(compressing_.get(), nullptr);
+      costs_ = profile_units(workload, batch, head_ms);
+    }
+    swap_bytes_per_ms_ = 0;
+    if (swap_) {
+      swap_bytes_per_ms_ = options_.swap_bandwidth > 0 ? options_.swap_bandwidth / 1000.0
+                                                       : measure_swap_rate(options_);
+    }
+  }
+  if (algo_ && options_.budget_bytes == 0) {
+    // No budget: every layer on its least-workspace algorithm.
+    for (auto& l : algorithms_.layers) l.chosen = l.least;
+  }
+  if (!uses_units()) {
+    if (options_.budget_bytes > 0) plan_algorithms_alone(workload, batch);
+  } else if (!algo_ || options_.budget_bytes == 0) {
+    plan_ = plan_units_for(workload, batch, head_ms);
+  } else {
+    try {
+      set_algorithms(workload);  // every layer on its default
+      plan_ = plan_units_for(workload, batch, head_ms);
+      algorithms_.log.push_back(
+          "recompute/swap meet the budget with every layer on its default: nothing replaced");
+    } catch (const memory::InfeasibleBudget& alone) {
+      plan_algorithms_with_units(workload, batch, head_ms, alone);
+    }
+  }
+  if (algo_) set_algorithms(workload, /*defaults=*/true);
+  if (uses_units()) {
+    runner_ = std::make_unique<nn::UnitRunner>(plan_.choices, swap_store_.get());
+    set_slack_schedule(options_.slack_schedule);
+  }
   if (swap_store_) swap_store_->reset_stats();
   if (compressing_) compressing_->reset_stats();
 }
 
 void MemoryTechniques::apply(Workload& workload) {
+  if (!plans()) return;
+  if (algo_) set_algorithms(workload);
   if (!uses_units()) return;
   if (!runner_) throw std::logic_error("MemoryTechniques::apply before plan()");
   workload.set_unit_runner(runner_.get());
+}
+
+void MemoryTechniques::release(Workload& workload) {
+  if (uses_units()) workload.set_unit_runner(nullptr);
+  if (algo_ && !algorithms_.layers.empty()) set_algorithms(workload, /*defaults=*/true);
 }
 
 void MemoryTechniques::set_slack_schedule(bool on) {
@@ -192,8 +419,36 @@ void MemoryTechniques::set_slack_schedule(bool on) {
 }
 
 std::string MemoryTechniques::explain() const {
-  if (!uses_units()) return "memory plan: " + name() + " (no units to plan)\n";
-  return memory::explain(plan_, costs_);
+  if (!plans()) return "memory plan: " + name() + " (no units to plan)\n";
+  std::ostringstream s;
+  if (uses_units()) s << memory::explain(plan_, costs_);
+  if (!algo_) return s.str();
+  const AlgorithmPlan& a = algorithms_;
+  s << "algorithm plan: " << replaced_layers().size() << " of " << a.layers.size()
+    << " layers replaced";
+  if (options_.budget_bytes > 0) {
+    s << "; budget " << options_.budget_bytes << " bytes, " << a.measurements << " measured steps";
+  } else {
+    s << "; no budget, every layer on its least-workspace algorithm";
+  }
+  s << "\n  layer                  algorithm  workspace MiB  forward ms  backward ms  max abs diff"
+       "  max rel diff\n";
+  char line[200];
+  for (const auto& l : a.layers) {
+    for (std::size_t i = 0; i < l.costs.size(); ++i) {
+      const auto& c = l.costs[i];
+      std::snprintf(line, sizeof line, "  %-22s %-9s %13.2f %11.2f %12.2f %13.2e %13.2e%s\n",
+                    i == 0 ? l.name.c_str() : "", c.algorithm.c_str(),
+                    static_cast<double>(c.workspace_bytes) / 1048576.0, c.forward_ms, c.backward_ms,
+                    c.max_abs_diff, c.max_rel_diff, i == l.chosen ? "  <- chosen" : "");
+      s << line;
+    }
+  }
+  if (!a.log.empty()) {
+    s << "  how the planner got there:\n";
+    for (const auto& entry : a.log) s << "    " << entry << "\n";
+  }
+  return s.str();
 }
 
 }  // namespace engram::trainer

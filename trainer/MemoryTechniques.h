@@ -32,7 +32,25 @@
 /// installed if it is not), with the swap store's transfers synchronous, so that a plan is
 /// judged by the most memory its schedule can hold. The swap store's prefetch schedule is the
 /// plan's (memory/UnitPlanner.h: the slack schedule, or just in time when only that fits).
-
+///
+/// Lower-memory algorithm replacement ("algo"): each layer the workload lists
+/// (Workload::algorithm_layers, nn/Algorithms.h: the ResNet's convolutions) is measured in
+/// isolation with each of its algorithms on the input shape of one step (workspace bytes, forward
+/// and backward time, largest difference from the default's results). Without a budget every
+/// layer runs its least-workspace algorithm. With a budget, layers keep their default as long as
+/// the budget is met without replacing them:
+///   algo alone       the default step is measured; while its peak is above the budget, the
+///                    layer whose replacement costs the fewest milliseconds per workspace byte
+///                    saved is replaced, and the step measured again; once within it, each
+///                    replaced layer is given back its default, the costliest first, wherever
+///                    the step still measures within the budget (the peak moves between layers
+///                    as they are replaced, so early replacements may turn out unneeded);
+///   algo with units  the unit planner runs with default algorithms; only when no unit plan
+///                    meets the budget (InfeasibleBudget) is every layer replaced and the unit
+///                    planner run again, and then each layer is given back its default, the
+///                    costliest replacement first, wherever the plan's measured peak stays
+///                    within the budget.
+/// The replaced layers and the planner's decisions are in explain().
 #include "memory/CompressingStore.h"
 #include "memory/SwapStore.h"
 #include "memory/UnitPlanner.h"
@@ -61,8 +79,11 @@ class MemoryTechniques {
   bool relu() const { return relu_; }
   bool recompute() const { return recompute_; }
   bool swap() const { return swap_; }
+  bool algo() const { return algo_; }
   /// Recompute or swap: the workload must be cut into units, and plan() must run.
   bool uses_units() const { return recompute_ || swap_; }
+  /// Recompute, swap or algo: plan() must run, and apply() changes the workload.
+  bool plans() const { return uses_units() || algo_; }
   /// "none", or the techniques joined with '+' ("relu+recompute").
   std::string name() const;
 
@@ -72,11 +93,35 @@ class MemoryTechniques {
   memory::SwapStore* swap_store() { return swap_store_.get(); }
 
   /// Chooses the plan by measuring steps of `workload` on `batch` (see the file comment). Throws
-  /// UsageError when the workload is not cut into units, memory::InfeasibleBudget when the
-  /// budget is below every plan's peak. Does nothing when !uses_units().
+  /// UsageError when the workload is not cut into units (recompute, swap) or has no replaceable
+  /// layers (algo), memory::InfeasibleBudget when the budget is below every plan's peak. Does
+  /// nothing when !plans(). Leaves `workload`'s layers on their default algorithms.
   void plan(Workload& workload, const std::vector<std::size_t>& batch);
-  /// Runs `workload`'s units under the plan from now on (plan() first).
+  /// Runs `workload`'s units and layers under the plan from now on (plan() first; `workload`
+  /// may be another instance of the planned model).
   void apply(Workload& workload);
+  /// Undoes apply(): no unit runner, every layer on its default algorithm.
+  void release(Workload& workload);
+
+  /// One replaceable layer as measured and as planned (technique algo).
+  struct LayerAlgorithms {
+    std::string name;
+    std::vector<nn::AlgorithmCost> costs;  ///< one per algorithm, the default first
+    std::size_t least = 0;  ///< index in costs of the least workspace (then the least time)
+    std::size_t chosen = 0;  ///< index in costs of what the plan runs
+  };
+  /// The algorithm plan (technique algo).
+  struct AlgorithmPlan {
+    std::vector<LayerAlgorithms> layers;
+    /// Measured steps of the algo planner (with a budget), the activation peak with every
+    /// layer on its default and with the plan (0 where not measured).
+    int measurements = 0;
+    std::int64_t default_peak_bytes = 0, peak_bytes = 0;
+    std::vector<std::string> log;  ///< each decision and measurement, in order
+  };
+  const AlgorithmPlan& algorithm_plan() const { return algorithms_; }
+  /// The names of the layers the plan runs on another algorithm than the default.
+  std::vector<std::string> replaced_layers() const;
 
   const memory::MemoryPlan& memory_plan() const { return plan_; }
   const std::vector<memory::UnitCosts>& unit_costs() const { return costs_; }
@@ -89,7 +134,29 @@ class MemoryTechniques {
 
  private:
   MemoryOptions options_;
-  bool relu_ = false, recompute_ = false, swap_ = false;
+  /// Measures each replaceable layer's algorithms (one step first records their input shapes).
+  void profile_algorithms(Workload& workload, const std::vector<std::size_t>& batch);
+  /// Sets each layer of `workload` to the plan's algorithm (`defaults`: to its default).
+  void set_algorithms(Workload& workload, bool defaults = false) const;
+  /// The unit plan under a budget (plan_units with a measuring step), or every unit treated.
+  memory::MemoryPlan plan_units_for(Workload& workload, const std::vector<std::size_t>& batch,
+                                    double head_ms);
+  /// The step's activation peak with the layers as set and `choices` (no units: nullptr).
+  std::int64_t measure_peak(Workload& workload, const std::vector<std::size_t>& batch,
+                            const std::vector<memory::UnitChoice>* choices,
+                            const memory::SwapInSchedule& schedule);
+  /// Gives each replaced layer back its default, the costliest replacement first, wherever the
+  /// step (under `units`' plan, or without units) still measures within the budget; returns the
+  /// last peak measured within it (`peak`: the current one's).
+  std::int64_t restore_defaults(Workload& workload, const std::vector<std::size_t>& batch,
+                                const memory::MemoryPlan* units, std::int64_t peak);
+  /// Budget planning of algo without units, and after the unit planner found no plan.
+  void plan_algorithms_alone(Workload& workload, const std::vector<std::size_t>& batch);
+  void plan_algorithms_with_units(Workload& workload, const std::vector<std::size_t>& batch,
+                                  double head_ms, const memory::InfeasibleBudget& alone);
+
+  bool relu_ = false, recompute_ = false, swap_ = false, algo_ = false;
+  AlgorithmPlan algorithms_;
   std::unique_ptr<memory::CompressingStore> compressing_;
   std::unique_ptr<memory::SwapStore> swap_store_;
   std::unique_ptr<nn::UnitRunner> runner_;

@@ -45,9 +45,9 @@ TrainingSession::TrainingSession(Workload& workload, const TrainingOptions& opti
   if (n == 0) throw std::runtime_error("no training examples");
   set_compute_threads(options_.threads);
   memory_ = std::make_unique<MemoryTechniques>(options_.memory);
-  if (memory_->uses_units()) {
+  if (memory_->plans()) {
     Workload& on = planning != nullptr ? *planning : workload;
-    if (on.unit_names().empty()) {
+    if (memory_->uses_units() && on.unit_names().empty()) {
       throw InvalidOption("memory.techniques",
                           "recompute and swap act on a model cut into units, and this model is "
                           "not (relu applies to any model of nn/ layers)");
@@ -92,7 +92,7 @@ TrainingSession::~TrainingSession() {
   runtime_.reset();
   stepper_.reset();
   data_parallel_.reset();
-  if (memory_ && memory_->uses_units()) workload_.set_unit_runner(nullptr);
+  if (memory_ && memory_->plans()) memory_->release(workload_);
 }
 
 StepOutput TrainingSession::step() { return step(sampler_->next()); }
@@ -334,6 +334,7 @@ TrainSummary train(Workload& workload, const TrainingOptions& options, const Log
   summary.examples_per_second = summary.seconds > 0 ? examples / summary.seconds : 0;
   if (const auto* compressing = session.memory().compressing())
     summary.compressed_tensors = compressing->stats().compressed_tensors;
+  if (session.memory().plans()) summary.memory_plan = session.memory().explain();
   return summary;
 }
 

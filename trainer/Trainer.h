@@ -84,6 +84,9 @@ struct TrainSummary {
   double seconds = 0;  ///< training only: not the callbacks' time
   double examples_per_second = 0;
   long compressed_tensors = 0;  ///< ReLU outputs stored compressed (memory technique relu)
+  /// With recompute or swap: the plan the session trained under, as text (memory::explain:
+  /// each unit's choice and how the planner got there); empty otherwise.
+  std::string memory_plan;
 };
 
 /// Called every `log_every` steps (and at the last) with the step number and the metrics

@@ -11,7 +11,8 @@
 namespace engram::trainer {
 
 const std::vector<std::string>& memory_technique_names() {
-  static const std::vector<std::string> names{"none", "relu", "recompute", "swap", "all", "reuse"};
+  static const std::vector<std::string> names{"none", "relu",  "recompute", "swap",
+                                              "all",  "reuse", "algo"};
   return names;
 }
 
@@ -22,6 +23,7 @@ TechniqueChoice chosen_techniques(const std::vector<std::string>& names) {
     c.recompute = c.recompute || t == "recompute" || t == "all";
     c.swap = c.swap || t == "swap" || t == "all";
     c.reuse = c.reuse || t == "reuse";
+    c.algo = c.algo || t == "algo";
   }
   return c;
 }
@@ -70,8 +72,9 @@ void validate(const MemoryOptions& o) {
     }
   }
   if (o.budget_bytes < 0) throw InvalidOption("memory.budget_bytes", "must not be negative");
-  if (o.budget_bytes > 0 && !chosen_techniques(o.techniques).uses_units())
-    throw InvalidOption("memory.budget_bytes", "needs recompute or swap among the techniques");
+  if (o.budget_bytes > 0 && !chosen_techniques(o.techniques).plans())
+    throw InvalidOption("memory.budget_bytes",
+                        "needs recompute, swap or algo among the techniques");
   if (!(o.swap_bandwidth >= 0))
     throw InvalidOption("memory.swap_bandwidth",
                         "must be a non-negative number of bytes per second");

@@ -27,17 +27,19 @@ namespace engram::trainer {
 
 /// The memory techniques of a session (trainer/MemoryTechniques.h), all lossless.
 struct MemoryOptions {
-  /// Any of "none", "relu", "recompute", "swap" (and "all" for the three), "reuse".
+  /// Any of "none", "relu", "recompute", "swap" (and "all" for the three), "reuse", "algo".
   std::vector<std::string> techniques;
-  std::int64_t budget_bytes = 0;  ///< bound on activation_peak_bytes; 0: every unit treated
-  double swap_bandwidth = 0;      ///< bytes per second for the spill file; 0: unthrottled
-  std::string spill_directory;    ///< empty: the system's temporary directory
+  /// Bound on activation_peak_bytes; 0: every unit treated (and every replaceable layer given
+  /// its least-workspace algorithm).
+  std::int64_t budget_bytes = 0;
+  double swap_bandwidth = 0;    ///< bytes per second for the spill file; 0: unthrottled
+  std::string spill_directory;  ///< empty: the system's temporary directory
   /// Prefetch by the slack schedule (true) or read swapped tensors back on demand (false).
   bool slack_schedule = true;
 };
 
 /// The names accepted in MemoryOptions::techniques: "none", "relu", "recompute", "swap", "all"
-/// (the three) and "reuse".
+/// (the three), "reuse" and "algo".
 const std::vector<std::string>& memory_technique_names();
 
 /// Which techniques a list of names asks for ("all": the three; "none" and unknown names:
@@ -47,8 +49,13 @@ struct TechniqueChoice {
   /// Fixed-structure memory reuse (memory/ArenaReuse.h): not in "all", which names the three
   /// techniques that trade time for activation memory.
   bool reuse = false;
+  /// Lower-memory algorithm replacement (nn/Algorithms.h): not in "all" either; it changes
+  /// results within floating-point summation order, where the three are exact.
+  bool algo = false;
   /// Recompute or swap: they act on a model cut into units and need a plan.
   bool uses_units() const { return recompute || swap; }
+  /// Recompute, swap or algo: planned by measuring steps before training, and a budget applies.
+  bool plans() const { return uses_units() || algo; }
 };
 TechniqueChoice chosen_techniques(const std::vector<std::string>& names);
 

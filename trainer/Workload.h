@@ -28,6 +28,8 @@
 #include <utility>
 #include <vector>
 
+#include "nn/Algorithms.h"
+
 namespace engram::nn {
 class UnitRunner;
 }  // namespace engram::nn
@@ -98,6 +100,10 @@ class Workload {
   /// From now on forward() runs the units through `runner` (nullptr: as before). Only called
   /// when unit_names() is not empty; `runner` must outlive its use.
   virtual void set_unit_runner(nn::UnitRunner* runner) { (void)runner; }
+  /// Lower-memory algorithm replacement (technique "algo", trainer/MemoryTechniques.h): the
+  /// layers whose algorithm can be replaced (nn/Algorithms.h), in a stable order, named as in
+  /// the model; empty: none.
+  virtual std::vector<nn::NamedAlgorithmLayer> algorithm_layers() { return {}; }
 };
 
 }  // namespace engram::trainer

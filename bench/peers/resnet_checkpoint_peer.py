@@ -1,21 +1,23 @@
 #!/usr/bin/env python3
 """Python PyTorch peer of Engram's recompute rows: PyTorch's own activation checkpointing
-(torch.utils.checkpoint.checkpoint, use_reentrant=True, PyTorch 1.13's default) on the same CIFAR
-ResNet-18 and the same synthetic batch as resnet_memory_peer.py (whose network, batch, step and
-measuring code it imports), measured side by side with the plain network in one process.
+(torch.utils.checkpoint.checkpoint in both of its modes: use_reentrant=True, PyTorch 1.13's
+default, and use_reentrant=False) on the same CIFAR ResNet-18 and the same synthetic batch as
+resnet_memory_peer.py (whose network, batch, step and measuring code it imports), measured side
+by side with the plain network in one process.
 
     /usr/bin/python3 bench/peers/resnet_checkpoint_peer.py --batch 32 --image-size 32 \
         --widths 64,128,256,512 [--blocks-per-stage 2] [--num-classes 10] [--seed 1] \
         [--threads 1] [--steps 3]
     /usr/bin/python3 bench/peers/resnet_checkpoint_peer.py --probe   # torch and Python versions
 
-Rows: "none" is the plain network; "checkpoint" checkpoints Engram's recompute units, the stem
-and then every BasicBlock, each its own torch.utils.checkpoint.checkpoint call; the head (global
+Rows: "none" is the plain network; "checkpoint_reentrant" and "checkpoint_nonreentrant"
+checkpoint Engram's recompute units, the stem and then every BasicBlock, each its own
+torch.utils.checkpoint.checkpoint call, with use_reentrant=True and False; the head (global
 average pool and fc) is not checkpointed. With use_reentrant=True a unit's parameters get
 gradients only if one of its inputs requires grad, which the image batch does not, so the stem's
 call is also given a one-element anchor tensor that requires grad (it is not a parameter, and
-backward gives it no gradient). Each row trains a fresh model built from the same seed, with
-torch.optim.Adam as resnet_memory_peer.py.
+backward gives it no gradient); the non-reentrant mode needs none. Each row trains a fresh model
+built from the same seed, with torch.optim.Adam as resnet_memory_peer.py.
 
 How the figures are taken, per row: one warm-up step (Adam allocates its state), then one step
 profiled exactly as resnet_memory_peer.py's activation_peak_bytes: gradients freed before it
@@ -25,11 +27,14 @@ maximum of the running sum of the remaining allocation events taken over the for
 backward passes only (the recomputation runs inside backward, so it counts). Then --steps
 measured steps, each timed with time.perf_counter from zero_grad(set_to_none=True) through
 making the batch, forward, backward and optimizer.step(), as Engram's train_step times it;
-step_ms is their median. checkpoint_activation_peak_ratio and checkpoint_time_ratio are the
-checkpoint row's figures over the none row's.
+step_ms is their median. Each checkpoint row's activation_peak_ratio and time_ratio are its
+figures over the none row's; "best" names the better of the two modes (the lower activation
+peak, then the lower step time), and checkpoint_activation_peak_ratio and checkpoint_time_ratio
+are its ratios, the ones Engram's rows are compared with.
 
-The known flaw of reentrant checkpointing: backward reruns each unit's forward in training mode,
-so every BatchNorm inside a checkpointed unit updates its running statistics twice per step.
+The known flaw of checkpointing a network with batch norm: backward reruns each unit's forward
+in training mode, so every BatchNorm inside a checkpointed unit updates its running statistics
+twice per step (in both modes).
 bn_running_stat_updates_per_step is measured, not assumed: the change of num_batches_tracked of
 the first BatchNorm of the first residual block (stage1[0].bn1) over the warm-up step.
 
@@ -65,31 +70,39 @@ from resnet_memory_peer import (  # noqa: E402
     versions,
 )
 
-TECHNIQUES = ("none", "checkpoint")
+TECHNIQUES = ("none", "checkpoint_reentrant", "checkpoint_nonreentrant")
 
 
 class CheckpointedResNet(ResNet):
     """The same network (same modules, names and parameters); the stem and each BasicBlock run
-    under torch.utils.checkpoint.checkpoint (reentrant), the head does not."""
+    under torch.utils.checkpoint.checkpoint in the given mode, the head does not."""
 
-    def __init__(self, *args, **kwargs):
+    def __init__(self, *args, reentrant, **kwargs):
         super().__init__(*args, **kwargs)
-        # Not a parameter or buffer: only makes the stem's checkpoint output require grad.
+        self.reentrant = reentrant
+        # Not a parameter or buffer: only makes the stem's reentrant checkpoint output require
+        # grad.
         self.anchor = torch.ones(1, requires_grad=True)
 
     def forward(self, x):
-        h = checkpoint(lambda images, _anchor: self.stem(images), x, self.anchor,
-                       use_reentrant=True)
+        if self.reentrant:
+            h = checkpoint(lambda images, _anchor: self.stem(images), x, self.anchor,
+                           use_reentrant=True)
+        else:
+            h = checkpoint(self.stem, x, use_reentrant=False)
         for block in self.blocks:
-            h = checkpoint(block, h, use_reentrant=True)
+            h = checkpoint(block, h, use_reentrant=self.reentrant)
         return self.fc(h.mean((2, 3)))
 
 
 def build(technique, widths, args):
     """A fresh model from the seed (identical weights for every technique) and its Adam."""
     torch.manual_seed(args.seed)
-    cls = CheckpointedResNet if technique == "checkpoint" else ResNet
-    model = cls(widths, args.blocks_per_stage, args.num_classes, args.in_channels)
+    network = (widths, args.blocks_per_stage, args.num_classes, args.in_channels)
+    if technique == "none":
+        model = ResNet(*network)
+    else:
+        model = CheckpointedResNet(*network, reentrant=technique == "checkpoint_reentrant")
     model.train()
     return model, torch.optim.Adam(model.parameters(), lr=LEARNING_RATE)
 
@@ -167,7 +180,11 @@ def main():
         parameters.add(count)
     if len(parameters) != 1:
         sys.exit("the rows built networks with different parameter counts")
-    none, ckpt = rows
+    none = rows[0]
+    for row in rows[1:]:
+        row["activation_peak_ratio"] = row["activation_peak_bytes"] / none["activation_peak_bytes"]
+        row["time_ratio"] = row["step_ms"] / none["step_ms"]
+    best = min(rows[1:], key=lambda r: (r["activation_peak_bytes"], r["step_ms"]))
 
     print(json.dumps({
         **versions(),
@@ -178,9 +195,9 @@ def main():
         "widths": widths,
         "steps": args.steps,
         "rows": rows,
-        "checkpoint_activation_peak_ratio":
-            ckpt["activation_peak_bytes"] / none["activation_peak_bytes"],
-        "checkpoint_time_ratio": ckpt["step_ms"] / none["step_ms"],
+        "best": best["technique"],
+        "checkpoint_activation_peak_ratio": best["activation_peak_ratio"],
+        "checkpoint_time_ratio": best["time_ratio"],
         "relu_zero_fraction": relu_zero_fraction(widths, args),
     }))
 

@@ -40,8 +40,9 @@ Command register_bench_memory(CLI::App& parent) {
   sub->add_option("--techniques", mo->techniques,
                   "Comma-separated memory techniques, one row each: none, relu (ReLU outputs as "
                   "bitmap plus nonzero values), recompute, swap (units of the network), all (the "
-                  "three), reuse (one planned arena for the step's allocations); a row may join "
-                  "several with +, e.g. reuse+relu")
+                  "three), reuse (one planned arena for the step's allocations), algo (layers "
+                  "on lower-workspace algorithms: the convolutions); a row may join several with "
+                  "+, e.g. reuse+relu")
       ->delimiter(',')
       ->capture_default_str();
   sub->add_option("--json", mo->json_path, "Write the results here")->required();
@@ -52,13 +53,13 @@ Command register_bench_memory(CLI::App& parent) {
       ->capture_default_str();
   sub->add_flag("--no-peer", mo->skip_peer, "Measure C++ only");
   sub->add_option("--budget", mo->budget,
-                  "Bound on activation_peak_bytes for recompute, swap and all: bytes, or a "
+                  "Bound on activation_peak_bytes for recompute, swap, all and algo: bytes, or a "
                   "fraction of none's activation peak such as 0.5x (none first); without it "
-                  "every unit is recomputed or swapped");
+                  "every unit is recomputed or swapped, every layer on its least-workspace algorithm");
   sub->add_option("--swap-bandwidth", mo->swap_bandwidth,
                   "Throttle the spill file to this many bytes per second (0: unthrottled)")
       ->capture_default_str();
-  sub->add_flag("--explain", mo->explain, "Print the swap/recompute plan of each row");
+  sub->add_flag("--explain", mo->explain, "Print the swap/recompute and algorithm plans of each row");
   return {sub,
           [mo](std::ostream& out, std::ostream&) {
             bench::run_memory_bench(*mo, out);

@@ -34,7 +34,7 @@ int run_train_npi(TrainNpi& c, std::ostream& out) {
       << std::setprecision(1) << report.seconds << " s (" << report.traces_per_second
       << " traces/s), final loss " << std::setprecision(5) << report.final_loss;
   if (o.training.writes_files()) out << "; wrote " << o.out_path;
-  out << "\n";
+  out << "\n" << report.memory_plan;
   return 0;
 }
 

@@ -30,7 +30,7 @@ int run_train_tbcnn(TrainTbcnn& c, std::ostream& out) {
     out << ", the model of step " << r.best_step << " (valid accuracy " << std::setprecision(4)
         << r.best_valid_accuracy << ", the best of " << r.valid_curve.size() << " scored)";
   }
-  out << "\n";
+  out << "\n" << r.memory_plan;
   return 0;
 }
 

@@ -211,13 +211,45 @@ TEST_F(CliTest, TrainingWithRecomputeAndSwapWritesTheSameModel) {
                2, "recompute and swap need impl engram");
   expect_error({"train", "npi", "--task", "addition", "--data", data_, "--out", model_, "--memory",
                 "relu", "--memory-budget", "1000"},
-               2, "--memory-budget needs recompute or swap");
+               2, "--memory-budget needs recompute, swap or algo");
   // Far below anything: the error names the smallest feasible budget, and nothing is written.
   const Outcome o = expect_error({"train", "npi", "--task", "addition", "--data", data_, "--out",
                                   model_, "--memory", "swap", "--memory-budget", "1000"},
                                  2, "is below the smallest feasible budget");
   EXPECT_NE(o.err.find("memory budget 1000 bytes"), std::string::npos) << o.err;
   EXPECT_FALSE(std::filesystem::exists(model_));
+
+  // A budget below the model's baseline (every unit kept): the smallest feasible one for this
+  // model, which the error names. The planner must recompute or swap units to meet it; the plan
+  // is printed, and the model is still the plain run's.
+  std::vector<std::string> too_low{"train",   "npi", "--task",    "addition", "--data",   data_,
+                                   "--out",   model_, "--steps",  "4",        "--hidden", "16",
+                                   "--batch", "4",    "--threads", "1",       "--seed",   "3",
+                                   "--memory", "recompute,swap", "--memory-budget", "1000"};
+  const Outcome low = expect_error(too_low, 2, "is below the smallest feasible budget");
+  const std::string marker = "smallest feasible budget, ";
+  const auto at = low.err.find(marker);
+  ASSERT_NE(at, std::string::npos) << low.err;
+  const long long smallest = std::stoll(low.err.substr(at + marker.size()));
+  const std::string tight = dir_.file("tight.pt");
+  const Outcome planned =
+      train(tight, {"--memory", "recompute,swap", "--memory-budget", std::to_string(smallest)});
+  EXPECT_EQ(read_file(tight), read_file(plain));
+  const std::string& text = planned.out;
+  EXPECT_NE(text.find("memory plan: budget " + std::to_string(smallest) + " bytes"),
+            std::string::npos)
+      << text;
+  const auto kept = text.find("every unit kept ");
+  ASSERT_NE(kept, std::string::npos) << text;
+  EXPECT_GT(std::stoll(text.substr(kept + 16)), smallest) << "the budget is below the baseline";
+  // Every unit's line names its choice; at the smallest budget none is kept.
+  int units = 0;
+  for (const auto& line : split_lines(text)) {
+    if (line.rfind("  encoder", 0) != 0 && line.rfind("  core", 0) != 0) continue;
+    ++units;
+    EXPECT_EQ(line.find(" keep "), std::string::npos) << line;
+  }
+  EXPECT_GT(units, 0) << text;
 }
 
 TEST_F(CliTest, DataGenDefaultsDependOnTheTask) {

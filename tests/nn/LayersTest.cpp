@@ -105,6 +105,92 @@ TEST_F(LayersTest, Conv2dMatchesFiniteDifferences) {
                                             1e-6, 1e-7, 1e-6);
 }
 
+// Every algorithm (nn/Algorithms.h) of every geometry the ResNet has, and odd ones.
+TEST_F(LayersTest, Conv2dAlgorithmsMatchFiniteDifferences) {
+  struct Geometry {
+    int64_t in, out, k, stride, padding, h, w;
+    bool bias;
+  };
+  for (const Geometry g :
+       {Geometry{3, 4, 3, 2, 1, 5, 5, true}, Geometry{2, 3, 1, 2, 0, 5, 6, false},
+        Geometry{2, 2, 3, 1, 0, 5, 4, true}, Geometry{2, 3, 3, 1, 1, 4, 4, false},
+        Geometry{2, 2, 2, 3, 2, 7, 5, true}}) {
+    for (const std::string algorithm : {"default", "im2col", "direct"}) {
+      Conv2d conv(Conv2dOptions(g.in, g.out, g.k).stride(g.stride).padding(g.padding).bias(g.bias));
+      conv->to(torch::kDouble);
+      conv->set_algorithm(algorithm);
+      EXPECT_EQ(conv->algorithm(), algorithm);
+      const at::Tensor x = leaf(torch::randn({2, g.in, g.h, g.w}, torch::kDouble));
+      Inputs wrt{x, conv->weight};
+      if (g.bias) wrt.push_back(conv->bias);
+      SCOPED_TRACE(algorithm + ", kernel " + std::to_string(g.k) + ", stride " +
+                   std::to_string(g.stride) + ", padding " + std::to_string(g.padding));
+      expect_gradients_match_finite_differences([&] { return conv(x); }, wrt, 1e-6, 1e-7, 1e-6);
+    }
+  }
+}
+
+// In float the algorithms sum in other orders: equal to the default's results within float
+// rounding, which is what the memory planner reports as max_rel_diff.
+TEST_F(LayersTest, Conv2dAlgorithmsAgreeWithTheDefaultInFloat) {
+  const at::Tensor x = torch::randn({3, 8, 9, 9});
+  const at::Tensor w = torch::randn({6, 8, 3, 3}), b = torch::randn({6});
+  const at::Tensor y = conv2d_forward(ConvAlgorithm::kDefault, x, w, b, 2, 1);
+  const at::Tensor g = torch::randn_like(y);
+  const auto reference =
+      conv2d_backward(ConvAlgorithm::kDefault, g, x, w, true, 2, 1, {true, true, true});
+  for (const auto a : {ConvAlgorithm::kIm2col, ConvAlgorithm::kDirect}) {
+    SCOPED_TRACE(conv_algorithm_name(a));
+    const at::Tensor ya = conv2d_forward(a, x, w, b, 2, 1);
+    EXPECT_TRUE(torch::allclose(ya, y, 1e-5, 1e-4));
+    const auto grads = conv2d_backward(a, g, x, w, true, 2, 1, {true, true, true});
+    EXPECT_TRUE(torch::allclose(std::get<0>(grads), std::get<0>(reference), 1e-5, 1e-4));
+    EXPECT_TRUE(torch::allclose(std::get<1>(grads), std::get<1>(reference), 1e-5, 1e-3));
+    EXPECT_TRUE(torch::allclose(std::get<2>(grads), std::get<2>(reference), 1e-5, 1e-4));
+    // Only what the mask asks for.
+    const auto dx_only = conv2d_backward(a, g, x, w, true, 2, 1, {true, false, false});
+    EXPECT_TRUE(std::get<0>(dx_only).defined());
+    EXPECT_FALSE(std::get<1>(dx_only).defined());
+    EXPECT_FALSE(std::get<2>(dx_only).defined());
+  }
+  EXPECT_THROW(parse_conv_algorithm("winograd"), std::invalid_argument);
+  Conv2d conv(Conv2dOptions(2, 2, 3));
+  EXPECT_THROW(conv->set_algorithm("winograd"), std::invalid_argument);
+  EXPECT_EQ(conv->algorithm(), "default");
+}
+
+// Workspace is measured, not assumed: im2col holds the whole batch's columns, direct one sample's
+// padded input and one window.
+TEST_F(LayersTest, Conv2dMeasuresTheWorkspaceOfItsAlgorithms) {
+  memory::MemoryTracker::install();
+  Conv2d conv(Conv2dOptions(8, 8, 3).padding(1).bias(false));
+  EXPECT_THROW(conv->measure_algorithms(1), std::logic_error);
+  {
+    torch::NoGradGuard no_grad;
+    conv(torch::randn({4, 8, 12, 12}));
+  }
+  const auto costs = conv->measure_algorithms(1);
+  ASSERT_EQ(costs.size(), 3u);
+  EXPECT_EQ(costs[0].algorithm, "default");
+  EXPECT_EQ(costs[0].max_abs_diff, 0);
+  const auto& im2col = costs[1];
+  const auto& direct = costs[2];
+  EXPECT_EQ(im2col.algorithm, "im2col");
+  EXPECT_EQ(direct.algorithm, "direct");
+  const int64_t columns = 4 * 8 * 9 * 12 * 12 * 4;  // N * C*k*k * H*W floats
+  EXPECT_GE(im2col.workspace_bytes, columns);
+  const int64_t padded_sample = 8 * 14 * 14 * 4, window = 8 * 12 * 12 * 4;
+  EXPECT_GT(direct.workspace_bytes, 0);
+  EXPECT_LE(direct.workspace_bytes, 2 * (padded_sample + window));
+  for (const auto& c : costs) {
+    EXPECT_LT(c.max_rel_diff, 1e-5) << c.algorithm;
+    EXPECT_GT(c.forward_ms, 0) << c.algorithm;
+    EXPECT_GT(c.backward_ms, 0) << c.algorithm;
+  }
+  // Measuring changes nothing: the layer still runs its algorithm.
+  EXPECT_EQ(conv->algorithm(), "default");
+}
+
 TEST_F(LayersTest, BatchNorm2dMatchesFiniteDifferencesInTrainingAndEvaluation) {
   BatchNorm2d bn(BatchNorm2dOptions(3));
   bn->to(torch::kDouble);

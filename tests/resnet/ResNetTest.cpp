@@ -167,6 +167,23 @@ class ResNetTest : public ::testing::Test {
   }
 };
 
+// One step's loss, then every parameter's gradient, with the layers saving through `store`.
+std::vector<at::Tensor> loss_and_gradients(ResNet& net, const at::Tensor& x,
+                                           const at::Tensor& labels,
+                                           memory::ActivationStore* store) {
+  net->zero_grad();
+  at::Tensor loss;
+  {
+    nn::RuntimeGuard use(store, nullptr);
+    loss = torch::nn::functional::cross_entropy(net(x), labels);
+    loss.backward();
+  }
+  nn::current_runtime().scheduler->finish();
+  std::vector<at::Tensor> grads{loss.detach()};
+  for (const auto& p : net->parameters()) grads.push_back(p.grad().clone());
+  return grads;
+}
+
 TEST_F(ResNetTest, GradientsEqualTorchModulesInDouble) {
   expect_equal_to_torch_modules(torch::kDouble);
 }
@@ -183,17 +200,7 @@ TEST_F(ResNetTest, GradientsAreBitIdenticalUnderTheCompressingStore) {
   const at::Tensor x = torch::randn({2, 3, 16, 16});
   const at::Tensor labels = torch::randint(0, 10, {2}, torch::kLong);
   const auto step = [&](memory::ActivationStore* store) {
-    net->zero_grad();
-    at::Tensor loss;
-    {
-      nn::RuntimeGuard use(store, nullptr);
-      loss = torch::nn::functional::cross_entropy(net(x), labels);
-      loss.backward();
-    }
-    nn::current_runtime().scheduler->finish();
-    std::vector<at::Tensor> grads{loss.detach()};
-    for (const auto& p : net->parameters()) grads.push_back(p.grad().clone());
-    return grads;
+    return loss_and_gradients(net, x, labels, store);
   };
   memory::PlainStore plain;
   const auto expected = step(&plain);
@@ -214,6 +221,40 @@ TEST_F(ResNetTest, GradientsAreBitIdenticalUnderTheCompressingStore) {
   EXPECT_GT(s.sparsity(), 0.2);
   EXPECT_GT(s.compression_ratio(), 1.2);
   EXPECT_EQ(compressing.live_handles(), 0);
+}
+
+// Lower-memory algorithms (nn/Algorithms.h) under the compressing store: a convolution whose
+// input is a compressed ReLU output computes from its decompressed copy exactly what it computes
+// from the dense tensor, and within float rounding of the default algorithm.
+TEST_F(ResNetTest, ReplacedConvolutionsAreExactUnderTheCompressingStore) {
+  ResNet net(small_options());
+  const at::Tensor x = torch::randn({2, 3, 16, 16});
+  const at::Tensor labels = torch::randint(0, 10, {2}, torch::kLong);
+  const auto step = [&](memory::ActivationStore* store) {
+    return loss_and_gradients(net, x, labels, store);
+  };
+  memory::PlainStore plain;
+  const auto reference = step(&plain);
+  for (const std::string algorithm : {"im2col", "direct"}) {
+    // One block's second convolution only (its input: the block's first ReLU output), then all.
+    for (const bool every : {false, true}) {
+      for (const auto& item : net->named_modules()) {
+        if (auto* conv = item.value()->as<nn::Conv2dImpl>()) {
+          conv->set_algorithm(every || item.key() == "stage1.0.conv2" ? algorithm : "default");
+        }
+      }
+      SCOPED_TRACE(algorithm + (every ? " everywhere" : " in stage1.0.conv2"));
+      const auto dense = step(&plain);
+      memory::CompressingStore compressing(
+          memory::CompressingStoreOptions{/*cache_decompressed=*/true});
+      const auto compressed = step(&compressing);
+      for (std::size_t i = 0; i < reference.size(); ++i) {
+        EXPECT_TRUE(torch::equal(compressed[i], dense[i])) << i;
+        const double scale = reference[i].abs().max().item<double>();
+        EXPECT_LE((dense[i] - reference[i]).abs().max().item<double>(), 1e-4 * scale) << i;
+      }
+    }
+  }
 }
 
 TEST_F(ResNetTest, DefaultIsResNet18WithTheDocumentedNames) {
