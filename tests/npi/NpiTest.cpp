@@ -388,10 +388,13 @@ TEST_F(NpiTest, OverfitsOneAdditionTraceAndTheInterpreterReproducesIt) {
   const Trace trace = task.teach(input);
   ASSERT_EQ(trace.output, "125");
   const NpiDataset data(task, {trace});
-  NpiModel model(small_config(task, 32));
+  // Hidden 64: with hidden 32 this seed settled, on an Intel Xeon, in a minimum with one decision
+  // of 11 wrong that 6000 steps did not leave (on an AMD EPYC it fitted); with hidden 64 seeds 0
+  // to 9 fitted there in 50 to 80 steps.
+  NpiModel model(small_config(task, 64));
   NpiWorkload workload(model, data);
   trainer::TrainingOptions options;
-  options.steps = 1000;  // an upper bound: over 40 seeds it took 70 to 220 steps
+  options.steps = 1000;  // an upper bound
   options.batch = 1;
   options.learning_rate = 2e-2;
   options.log_every = 10;
