@@ -5,7 +5,6 @@
 
 #include <ATen/ops/_slow_conv2d_backward.h>
 #include <ATen/ops/_slow_conv2d_forward.h>
-#include <ATen/ops/constant_pad_nd.h>
 #include <ATen/ops/convolution.h>
 #include <ATen/ops/convolution_backward.h>
 #include <ATen/ops/empty.h>
@@ -28,7 +27,12 @@ using detail::AutogradContext;
 using detail::variable_list;
 using memory::SavedKind;
 
-// --- direct: one sample, one kernel offset at a time ------------------------------------------
+// --- direct: one kernel offset at a time, the samples in small chunks -------------------------
+
+/// The most bytes of one chunk's window (input or output gradient) or product that the direct
+/// algorithm holds at once (see chunk_samples): the GEMMs of deep layers, whose windows are
+/// small, still cover several samples.
+constexpr int64_t kDirectChunkBytes = int64_t{512} << 10;
 
 struct Geometry {
   int64_t n, c, h, w, o, k, stride, padding, ho, wo;
@@ -42,21 +46,60 @@ Geometry geometry(const at::Tensor& x, const at::Tensor& weight, int64_t stride,
   return g;
 }
 
-/// Sample `n` of x zero-padded on every side: [C, H + 2p, W + 2p] (a view when p is 0).
-at::Tensor padded_sample(const at::Tensor& x, int64_t n, int64_t padding) {
-  at::Tensor s = x.select(0, n);
-  return padding > 0 ? at::constant_pad_nd(s, {padding, padding, padding, padding}) : s;
+/// Along one spatial axis, the outputs [first, first + count) whose input (out * stride + offset -
+/// padding) lies inside [0, size), and the first such input: kernel offset `offset` reads no
+/// padding there.
+struct Span1d {
+  int64_t first = 0, count = 0, input = 0;
+};
+
+Span1d valid_span(int64_t offset, int64_t size, int64_t outputs, int64_t stride, int64_t padding) {
+  Span1d s;
+  const int64_t shift = offset - padding;  // input = out * stride + shift
+  int64_t first = 0;
+  while (first < outputs && first * stride + shift < 0) ++first;
+  int64_t last = outputs - 1;
+  while (last >= first && last * stride + shift >= size) --last;
+  s.first = first;
+  s.count = std::max<int64_t>(0, last - first + 1);
+  s.input = first * stride + shift;
+  return s;
 }
 
-/// The [C, Ho, Wo] window of a padded sample that kernel offset (i, j) reads.
-at::Tensor offset_window(const at::Tensor& padded, const Geometry& g, int64_t i, int64_t j) {
-  return padded.slice(1, i, i + g.stride * (g.ho - 1) + 1, g.stride)
-      .slice(2, j, j + g.stride * (g.wo - 1) + 1, g.stride);
+/// What kernel offset (i, j) pairs up: the output window and the input window it reads.
+struct OffsetWindows {
+  Span1d rows, cols;
+  bool empty() const { return rows.count == 0 || cols.count == 0; }
+  /// Samples [n0, n1) of the input window: [b, C, rows, cols] (strided, a view).
+  at::Tensor input(const at::Tensor& x, const Geometry& g, int64_t n0, int64_t n1) const {
+    return x.slice(0, n0, n1)
+        .slice(2, rows.input, rows.input + g.stride * (rows.count - 1) + 1, g.stride)
+        .slice(3, cols.input, cols.input + g.stride * (cols.count - 1) + 1, g.stride);
+  }
+  /// Samples [n0, n1) of the output window: [b, O, rows, cols] (a view).
+  at::Tensor output(const at::Tensor& y, int64_t n0, int64_t n1) const {
+    return y.slice(0, n0, n1)
+        .slice(2, rows.first, rows.first + rows.count)
+        .slice(3, cols.first, cols.first + cols.count);
+  }
+};
+
+OffsetWindows windows(const Geometry& g, int64_t i, int64_t j) {
+  return {valid_span(i, g.h, g.ho, g.stride, g.padding),
+          valid_span(j, g.w, g.wo, g.stride, g.padding)};
 }
 
-/// weight[:, :, i, j]: [O, C].
-at::Tensor offset_weight(const at::Tensor& weight, int64_t i, int64_t j) {
-  return weight.select(3, j).select(2, i);
+/// [b, C, r, c] as the matrix [C, b * r * c] (a copy).
+at::Tensor channels_by_positions(const at::Tensor& t) {
+  return t.permute({1, 0, 2, 3}).reshape({t.size(1), -1});
+}
+
+/// Samples per chunk for windows of `per_sample` elements of `element_size` bytes, out of
+/// `samples`: at most kDirectChunkBytes of window, and at most an eighth of the batch, so that
+/// the workspace stays a small share of what the layer's activations hold at any batch size.
+int64_t chunk_samples(int64_t per_sample, int64_t element_size, int64_t samples) {
+  const int64_t by_bytes = kDirectChunkBytes / std::max<int64_t>(1, per_sample * element_size);
+  return std::max<int64_t>(1, std::min(by_bytes, samples / 8));
 }
 
 at::Tensor direct_forward(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias,
@@ -68,13 +111,19 @@ at::Tensor direct_forward(const at::Tensor& x, const at::Tensor& weight, const a
   } else {
     y.zero_();
   }
-  for (int64_t n = 0; n < g.n; ++n) {
-    const at::Tensor padded = padded_sample(x, n, padding);
-    at::Tensor out = y.select(0, n).view({g.o, g.ho * g.wo});
-    for (int64_t i = 0; i < g.k; ++i) {
-      for (int64_t j = 0; j < g.k; ++j) {
-        out.addmm_(offset_weight(weight, i, j),
-                   offset_window(padded, g, i, j).reshape({g.c, g.ho * g.wo}));
+  for (int64_t i = 0; i < g.k; ++i) {
+    for (int64_t j = 0; j < g.k; ++j) {
+      const OffsetWindows win = windows(g, i, j);
+      if (win.empty()) continue;
+      const at::Tensor w = weight.select(3, j).select(2, i).contiguous();  // [O, C]
+      // The window has C channels, its product O: the larger bounds the chunk.
+      const int64_t per_sample = std::max(g.c, g.o) * win.rows.count * win.cols.count;
+      const int64_t chunk = chunk_samples(per_sample, x.element_size(), g.n);
+      for (int64_t n0 = 0; n0 < g.n; n0 += chunk) {
+        const int64_t n1 = std::min(g.n, n0 + chunk);
+        const at::Tensor product = at::mm(w, channels_by_positions(win.input(x, g, n0, n1)));
+        win.output(y, n0, n1).add_(
+            product.view({g.o, n1 - n0, win.rows.count, win.cols.count}).permute({1, 0, 2, 3}));
       }
     }
   }
@@ -86,30 +135,32 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> direct_backward(
     int64_t stride, int64_t padding, std::array<bool, 3> mask) {
   const Geometry g = geometry(x, weight, stride, padding);
   at::Tensor dx, dw, db;
-  if (mask[0]) dx = at::empty_like(x, at::MemoryFormat::Contiguous);
+  if (mask[0]) dx = at::zeros_like(x, at::MemoryFormat::Contiguous);
   if (mask[1]) dw = at::zeros_like(weight, at::MemoryFormat::Contiguous);
-  for (int64_t n = 0; n < g.n && (mask[0] || mask[1]); ++n) {
-    const at::Tensor dy = grad_output.select(0, n).reshape({g.o, g.ho * g.wo});
-    if (mask[0]) {
-      // Each offset's contribution scattered into the padded sample, then the padding cut off.
-      at::Tensor dpadded = at::zeros({g.c, g.h + 2 * padding, g.w + 2 * padding}, x.options());
-      for (int64_t i = 0; i < g.k; ++i) {
-        for (int64_t j = 0; j < g.k; ++j) {
-          offset_window(dpadded, g, i, j)
-              .add_(at::mm(offset_weight(weight, i, j).t(), dy).view({g.c, g.ho, g.wo}));
+  for (int64_t i = 0; i < g.k && (mask[0] || mask[1]); ++i) {
+    for (int64_t j = 0; j < g.k; ++j) {
+      const OffsetWindows win = windows(g, i, j);
+      if (win.empty()) continue;
+      const int64_t positions = win.rows.count * win.cols.count;
+      const int64_t chunk =
+          chunk_samples(std::max(g.c, g.o) * positions, grad_output.element_size(), g.n);
+      const at::Tensor w = mask[0] ? weight.select(3, j).select(2, i).contiguous() : at::Tensor();
+      at::Tensor dw_offset = mask[1] ? at::zeros({g.o, g.c}, weight.options()) : at::Tensor();
+      for (int64_t n0 = 0; n0 < g.n; n0 += chunk) {
+        const int64_t n1 = std::min(g.n, n0 + chunk);
+        const at::Tensor dy = channels_by_positions(win.output(grad_output, n0, n1));
+        if (mask[0]) {
+          // This offset's share of the input gradient, scattered back to where it read.
+          win.input(dx, g, n0, n1)
+              .add_(at::mm(w.t(), dy)
+                        .view({g.c, n1 - n0, win.rows.count, win.cols.count})
+                        .permute({1, 0, 2, 3}));
+        }
+        if (mask[1]) {
+          dw_offset.addmm_(dy, channels_by_positions(win.input(x, g, n0, n1)).t());
         }
       }
-      dx.select(0, n).copy_(
-          dpadded.slice(1, padding, padding + g.h).slice(2, padding, padding + g.w));
-    }
-    if (mask[1]) {
-      const at::Tensor padded = padded_sample(x, n, padding);
-      for (int64_t i = 0; i < g.k; ++i) {
-        for (int64_t j = 0; j < g.k; ++j) {
-          offset_weight(dw, i, j).add_(
-              at::mm(dy, offset_window(padded, g, i, j).reshape({g.c, g.ho * g.wo}).t()));
-        }
-      }
+      if (mask[1]) dw.select(3, j).select(2, i).copy_(dw_offset);
     }
   }
   if (mask[2] && has_bias) db = grad_output.sum({0, 2, 3});

@@ -18,9 +18,11 @@
 ///            the input and output gradient into its blocked layout (a copy of each);
 ///   im2col   ATen's im2col + GEMM path (at::_slow_conv2d_*): the columns of the whole batch,
 ///            C*k*k times the output's spatial size per sample, in forward and again in backward;
-///   direct   one sample and one kernel offset at a time: each offset's shifted input slice times
-///            that offset's weight matrix, accumulated (forward, weight gradient) or scattered
-///            (input gradient); holds one sample's padded input and one slice.
+///   direct   one kernel offset at a time: the input window that offset reads (no padding copy:
+///            only the outputs whose input lies inside the image), samples taken in chunks of at
+///            most 512 KiB of window and an eighth of the batch, times that offset's weight matrix,
+///            accumulated (forward, weight gradient) or scattered back (input gradient); holds one
+///            offset's weight matrix, one chunk's window and their product.
 
 #include "nn/Algorithms.h"
 

@@ -211,8 +211,8 @@ TEST_F(MemoryBenchTest, RecomputeAndSwapStayWithinTheBudgetAndAreLossless) {
   EXPECT_FALSE(std::filesystem::exists(json_path + ".low"));
 }
 
-// Lower-memory algorithm replacement: the smallest budget recompute and swap reach is lowered by
-// replacing convolutions' algorithms, and a budget between the two is met only with them
+// Lower-memory algorithm replacement: the smallest budget ReLU compression and recompute reach is
+// lowered by replacing convolutions' algorithms, and a budget between the two is met only with them
 // replaced; the replaced layers are listed, each with its measured workspace per algorithm.
 TEST_F(MemoryBenchTest, AlgorithmReplacementMeetsABudgetNoUnitPlanReaches) {
   const std::string json_path = dir_.file("m.json");
@@ -230,29 +230,24 @@ TEST_F(MemoryBenchTest, AlgorithmReplacementMeetsABudgetNoUnitPlanReaches) {
     return std::stoll(p.err.substr(at + marker.size()));
   };
   const std::int64_t units_only =
-      smallest_feasible(with({"--techniques", "all", "--budget", "1000"}));
-  const Process replaced = with({"--techniques", "all+algo", "--budget", "1000"});
+      smallest_feasible(with({"--techniques", "relu+recompute", "--budget", "1000"}));
+  const Process replaced = with({"--techniques", "relu+recompute+algo", "--budget", "1000"});
   const std::int64_t with_algo = smallest_feasible(replaced);
   ASSERT_GT(units_only, 0);
   ASSERT_GT(with_algo, 0) << replaced.err;
   ASSERT_LT(with_algo, units_only) << "replacing algorithms lowers the smallest feasible budget";
 
-  // Just below what recompute and swap reach alone. (Not nearer the replaced plans' smallest:
-  // steps with swapped tensors measure a little differently from run to run when the I/O thread's
-  // timing moves, here by the slower convolutions.)
+  // Just below what ReLU compression and recompute reach alone. (Without swap: a swapped step's
+  // measured peak moves a little with the I/O thread's timing; these measurements repeat.)
   const std::int64_t budget = units_only - 1;
-  const Process p =
-      with({"--techniques", "none,all+algo", "--budget", std::to_string(budget), "--explain"});
+  const Process p = with({"--techniques", "none,relu+recompute+algo", "--budget",
+                          std::to_string(budget), "--explain"});
   ASSERT_EQ(p.code, 0) << p.err;
   const json row = json::parse(read_file(json_path)).at("results").at(1);
   const json& algorithms = row.at("plan").at("algorithms");
-  // The plan is judged as the unit planner judges its plans: on steps measured with synchronous
-  // transfers. The row's own steps write swapped tensors asynchronously (a tensor stays until
-  // the I/O thread has written it), so they may hold somewhat more in forward; still below
-  // anything recompute and swap reach alone.
   EXPECT_LE(algorithms.at("planned_activation_peak_bytes").get<std::int64_t>(), budget);
   EXPECT_LE(row.at("plan").at("planned_activation_peak_bytes").get<std::int64_t>(), budget);
-  EXPECT_LT(row.at("activation_peak_bytes").get<std::int64_t>(), units_only);
+  EXPECT_LE(row.at("activation_peak_bytes").get<std::int64_t>(), budget);
   const auto& replaced_layers = algorithms.at("replaced_layers");
   ASSERT_FALSE(replaced_layers.empty());
   int listed = 0;
