@@ -159,6 +159,21 @@ def memory_baseline(res):
     return table(header, rows) + source(res, "memory_resnet", "memory_npi")
 
 
+def peer_row(peer):
+    """PyTorch checkpointing's better mode; older results ran only use_reentrant=True."""
+    modes = {r["technique"]: r for r in peer["rows"]}
+    best = peer.get("best", "checkpoint")
+    if best == "checkpoint":
+        return ["PyTorch checkpointing (peer, use_reentrant=True)", "every unit",
+                f3(peer["checkpoint_activation_peak_ratio"]), f3(peer["checkpoint_time_ratio"]), "-"]
+    other = "checkpoint_reentrant" if best == "checkpoint_nonreentrant" else "checkpoint_nonreentrant"
+    flag = {"checkpoint_reentrant": "True", "checkpoint_nonreentrant": "False"}
+    return [f"PyTorch checkpointing (peer, use_reentrant={flag[best]})",
+            f"every unit; use_reentrant={flag[other]}: peak "
+            f"{f3(modes[other]['activation_peak_ratio'])}, time {f3(modes[other]['time_ratio'])}",
+            f3(peer["checkpoint_activation_peak_ratio"]), f3(peer["checkpoint_time_ratio"]), "-"]
+
+
 def memory_techniques(res):
     every, budget, tight = res("memory_techniques"), res("memory_budget"), res("memory_budget_tight")
 
@@ -179,8 +194,7 @@ def memory_techniques(res):
         row(every, "recompute", "every unit", claim=True),
         row(every, "swap", "every unit, slack schedule"),
         row(every, "all", "every unit recompute+swap, ReLU compressed"),
-        ["PyTorch checkpointing (peer)", "every unit", f3(peer["checkpoint_activation_peak_ratio"]),
-         f3(peer["checkpoint_time_ratio"]), "-"],
+        peer_row(peer),
         row(budget, "recompute", "planner: stem and stage 1-2 blocks", label=f"recompute, budget {b}"),
         row(budget, "swap", "planner: every unit, just-in-time swap-in", claim=True,
             label=f"swap, budget {b}"),
@@ -557,6 +571,42 @@ def npi_sample_efficiency(res):
     return lines + source(res, "npi_sample_efficiency")
 
 
+def memory_algo(res):
+    data = res("memory_algo")
+
+    def mb(x):
+        return f"{x / 1e6:.2f}"
+
+    every = by_technique(data["every_layer"], "algo")
+    budget_row = by_technique(data["budget"], "relu+recompute+algo")
+    plan = budget_row["plan"]["algorithms"]
+    replaced = set(plan["replaced_layers"])
+    rows = []
+    for layer in every["plan"]["algorithms"]["layers"]:
+        costs = {c["algorithm"]: c for c in layer["algorithms"]}
+        cells = [f"`{layer['name']}`"]
+        for name in ("default", "im2col", "direct"):
+            c = costs[name]
+            cells.append(f"{mb(c['workspace_bytes'])} / {c['forward_ms'] + c['backward_ms']:.1f}")
+        worst = max(c["max_rel_diff"] for c in layer["algorithms"])
+        cells += [f"{worst:.1e}", layer["least_workspace"],
+                  "**" + next(l["chosen"] for l in plan["layers"] if l["name"] == layer["name"]) +
+                  "**" if layer["name"] in replaced else "default"]
+        rows.append(cells)
+    header = ["layer", "default: workspace MB / fwd+bwd ms", "im2col", "direct",
+              "max rel diff", "least workspace", f"chosen under {num(data['budget_bytes'])} B"]
+    lines = [f"Every layer on its least-workspace algorithm (`algo`, no budget): activation peak "
+             f"ratio {f3(every['activation_peak_ratio'])}, time ratio {f3(every['time_ratio'])}, "
+             f"first step's gradient within {every['first_step_grad_rel_l2_diff']:.1e} of none's "
+             f"(relative L2). ReLU compression and recompute together reach at best "
+             f"{num(data['units_only']['smallest_feasible_bytes'])} B; a budget one byte below "
+             f"is met by `relu+recompute+algo` (plan {num(plan['planned_activation_peak_bytes'])} B, the "
+             f"row's measured activation peak {num(budget_row['activation_peak_bytes'])} B, "
+             f"time ratio {f3(budget_row['time_ratio'])}) by replacing "
+             f"{len(replaced)} of {len(plan['layers'])} layers:", ""]
+    return lines + table(header, rows) + source(res, "memory_algo")
+
+
 TABLES = {
     "npi_sample_efficiency": npi_sample_efficiency,
     "npi": npi,
@@ -566,6 +616,7 @@ TABLES = {
     "memory_relu": memory_relu,
     "memory_swap_bandwidth": memory_swap_bandwidth,
     "memory_reuse": memory_reuse,
+    "memory_algo": memory_algo,
     "npi_high_order": high_order,
     "primitives_networks": primitives_networks,
     "npi_addition_primitive": npi_addition_primitive,
