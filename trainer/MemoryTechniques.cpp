@@ -197,6 +197,10 @@ void MemoryTechniques::set_algorithms(Workload& workload, bool defaults) const {
     throw std::logic_error("MemoryTechniques: the workload's layers differ from the planned ones");
   for (std::size_t i = 0; i < named.size(); ++i) {
     const LayerAlgorithms& l = algorithms_.layers[i];
+    if (named[i].name != l.name) {
+      throw std::logic_error("MemoryTechniques: layer '" + named[i].name + "' where '" + l.name +
+                             "' was planned");
+    }
     named[i].layer->set_algorithm(l.costs[defaults ? 0 : l.chosen].algorithm);
   }
 }
@@ -342,7 +346,12 @@ void MemoryTechniques::plan_algorithms_with_units(Workload& workload,
                   mib_text(alone.smallest_feasible_bytes) +
                   "), above the budget: every layer on its least-workspace algorithm, and the "
                   "units planned again");
-  for (auto& l : a.layers) l.chosen = l.least;
+  bool any = false;
+  for (auto& l : a.layers) {
+    l.chosen = saving(l) > 0 ? l.least : 0;
+    any = any || l.chosen != 0;
+  }
+  if (!any) throw alone;  // no layer has an algorithm with less workspace
   set_algorithms(workload);
   plan_ = plan_units_for(workload, batch, head_ms);  // InfeasibleBudget if this fails too
   std::int64_t peak = plan_.activation_peak_bytes;
@@ -371,22 +380,28 @@ void MemoryTechniques::plan(Workload& workload, const std::vector<std::size_t>& 
     }
   }
   if (algo_ && options_.budget_bytes == 0) {
-    // No budget: every layer on its least-workspace algorithm.
-    for (auto& l : algorithms_.layers) l.chosen = l.least;
+    // No budget: every layer on its least-workspace algorithm, where that saves workspace.
+    for (auto& l : algorithms_.layers) l.chosen = saving(l) > 0 ? l.least : 0;
   }
-  if (!uses_units()) {
-    if (options_.budget_bytes > 0) plan_algorithms_alone(workload, batch);
-  } else if (!algo_ || options_.budget_bytes == 0) {
-    plan_ = plan_units_for(workload, batch, head_ms);
-  } else {
-    try {
-      set_algorithms(workload);  // every layer on its default
+  try {
+    if (!uses_units()) {
+      if (options_.budget_bytes > 0) plan_algorithms_alone(workload, batch);
+    } else if (!algo_ || options_.budget_bytes == 0) {
       plan_ = plan_units_for(workload, batch, head_ms);
-      algorithms_.log.push_back(
-          "recompute/swap meet the budget with every layer on its default: nothing replaced");
-    } catch (const memory::InfeasibleBudget& alone) {
-      plan_algorithms_with_units(workload, batch, head_ms, alone);
+    } else {
+      try {
+        set_algorithms(workload);  // every layer on its default
+        plan_ = plan_units_for(workload, batch, head_ms);
+        algorithms_.log.push_back(
+            "recompute/swap meet the budget with every layer on its default: nothing replaced");
+      } catch (const memory::InfeasibleBudget& alone) {
+        plan_algorithms_with_units(workload, batch, head_ms, alone);
+      }
     }
+  } catch (...) {
+    // The planning workload's layers go back to their defaults, planned or not.
+    if (algo_) set_algorithms(workload, /*defaults=*/true);
+    throw;
   }
   if (algo_) set_algorithms(workload, /*defaults=*/true);
   if (uses_units()) {

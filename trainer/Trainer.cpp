@@ -92,7 +92,13 @@ TrainingSession::~TrainingSession() {
   runtime_.reset();
   stepper_.reset();
   data_parallel_.reset();
-  if (memory_ && memory_->plans()) memory_->release(workload_);
+  if (memory_ && memory_->plans()) {
+    try {
+      memory_->release(workload_);
+    } catch (const std::exception&) {
+      // Only a workload whose layers changed since planning; nothing to give back then.
+    }
+  }
 }
 
 StepOutput TrainingSession::step() { return step(sampler_->next()); }

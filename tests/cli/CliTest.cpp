@@ -219,9 +219,11 @@ TEST_F(CliTest, TrainingWithRecomputeAndSwapWritesTheSameModel) {
   EXPECT_NE(o.err.find("memory budget 1000 bytes"), std::string::npos) << o.err;
   EXPECT_FALSE(std::filesystem::exists(model_));
 
-  // A budget below the model's baseline (every unit kept): the smallest feasible one for this
-  // model, which the error names. The planner must recompute or swap units to meet it; the plan
-  // is printed, and the model is still the plain run's.
+  // A budget below the model's baseline (every unit kept): 2% above the smallest feasible one for
+  // this model, which the error names (the margin: a swapped step's measured peak can move a
+  // little with the I/O thread's timing). The planner must recompute or swap every unit to meet
+  // it (each saves far more than the margin); the plan is printed, and the model is still the
+  // plain run's.
   std::vector<std::string> too_low{"train",   "npi", "--task",    "addition", "--data",   data_,
                                    "--out",   model_, "--steps",  "4",        "--hidden", "16",
                                    "--batch", "4",    "--threads", "1",       "--seed",   "3",
@@ -231,18 +233,19 @@ TEST_F(CliTest, TrainingWithRecomputeAndSwapWritesTheSameModel) {
   const auto at = low.err.find(marker);
   ASSERT_NE(at, std::string::npos) << low.err;
   const long long smallest = std::stoll(low.err.substr(at + marker.size()));
+  const long long budget = smallest + smallest / 50;
   const std::string tight = dir_.file("tight.pt");
   const Outcome planned =
-      train(tight, {"--memory", "recompute,swap", "--memory-budget", std::to_string(smallest)});
+      train(tight, {"--memory", "recompute,swap", "--memory-budget", std::to_string(budget)});
   EXPECT_EQ(read_file(tight), read_file(plain));
   const std::string& text = planned.out;
-  EXPECT_NE(text.find("memory plan: budget " + std::to_string(smallest) + " bytes"),
+  EXPECT_NE(text.find("memory plan: budget " + std::to_string(budget) + " bytes"),
             std::string::npos)
       << text;
   const auto kept = text.find("every unit kept ");
   ASSERT_NE(kept, std::string::npos) << text;
-  EXPECT_GT(std::stoll(text.substr(kept + 16)), smallest) << "the budget is below the baseline";
-  // Every unit's line names its choice; at the smallest budget none is kept.
+  EXPECT_GT(std::stoll(text.substr(kept + 16)), budget) << "the budget is below the baseline";
+  // Every unit's line names its choice; near the smallest budget none is kept.
   int units = 0;
   for (const auto& line : split_lines(text)) {
     if (line.rfind("  encoder", 0) != 0 && line.rfind("  core", 0) != 0) continue;

@@ -133,14 +133,18 @@ TEST_F(LayersTest, Conv2dAlgorithmsMatchFiniteDifferences) {
 // In float the algorithms sum in other orders: equal to the default's results within float
 // rounding, which is what the memory planner reports as max_rel_diff.
 TEST_F(LayersTest, Conv2dAlgorithmsAgreeWithTheDefaultInFloat) {
-  // Small samples (the direct algorithm takes them all in one chunk) and samples above its chunk
-  // size (one per chunk), with stride 2 and 1.
+  // The direct algorithm's chunks: one sample each (a chunk is at most an eighth of the batch),
+  // several (a batch of 24: chunks of 3), and one sample above its chunk size; an input in
+  // channels-last layout; stride 2 and 1.
   struct Case {
     std::vector<int64_t> input;
     int64_t stride;
+    bool channels_last;
   };
-  for (const Case& c : {Case{{3, 8, 9, 9}, 2}, Case{{3, 16, 100, 96}, 1}}) {
-    const at::Tensor x = torch::randn(c.input);
+  for (const Case& c : {Case{{3, 8, 9, 9}, 2, false}, Case{{24, 8, 9, 9}, 1, false},
+                        Case{{24, 8, 10, 7}, 2, true}, Case{{3, 16, 100, 96}, 1, false}}) {
+    at::Tensor x = torch::randn(c.input);
+    if (c.channels_last) x = x.contiguous(at::MemoryFormat::ChannelsLast);
     const at::Tensor w = torch::randn({6, c.input[1], 3, 3}), b = torch::randn({6});
     const at::Tensor y = conv2d_forward(ConvAlgorithm::kDefault, x, w, b, c.stride, 1);
     const at::Tensor g = torch::randn_like(y);
@@ -150,7 +154,8 @@ TEST_F(LayersTest, Conv2dAlgorithmsAgreeWithTheDefaultInFloat) {
       return (a - r).abs().max().item<double>() <= 1e-5 * r.abs().max().item<double>();
     };
     for (const auto a : {ConvAlgorithm::kIm2col, ConvAlgorithm::kDirect}) {
-      SCOPED_TRACE(std::string(conv_algorithm_name(a)) + ", width " + std::to_string(c.input[3]));
+      SCOPED_TRACE(std::string(conv_algorithm_name(a)) + ", batch " + std::to_string(c.input[0]) +
+                   ", width " + std::to_string(c.input[3]));
       EXPECT_TRUE(close(conv2d_forward(a, x, w, b, c.stride, 1), y));
       const auto grads = conv2d_backward(a, g, x, w, true, c.stride, 1, {true, true, true});
       EXPECT_TRUE(close(std::get<0>(grads), std::get<0>(reference)));

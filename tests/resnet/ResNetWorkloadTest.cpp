@@ -2,6 +2,10 @@
 // they are drawn in, a trainable loss, clear errors.
 #include "resnet/ResNetWorkload.h"
 
+#include "memory/MemoryTracker.h"
+#include "memory/UnitPlanner.h"
+#include "trainer/Trainer.h"
+
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
@@ -53,6 +57,24 @@ TEST(ResNetWorkloadTest, ForwardGivesATrainableLoss) {
   EXPECT_EQ(out.metrics.count("accuracy"), 1u);
   out.loss.backward();
   for (const auto& p : workload.parameters()) EXPECT_TRUE(p.grad().defined());
+}
+
+// Every convolution can change algorithm (lower-memory replacement), and a plan that fails leaves
+// each one on its default: the session has no workload of its own to plan on here.
+TEST(ResNetWorkloadTest, AFailedAlgorithmPlanLeavesEveryLayerOnItsDefault) {
+  memory::MemoryTracker::install();
+  torch::manual_seed(0);
+  ResNetWorkload workload(tiny_resnet(), tiny_images());
+  const auto layers = workload.algorithm_layers();
+  ASSERT_FALSE(layers.empty());
+  EXPECT_EQ(layers.front().name, "stem.conv");
+  trainer::TrainingOptions options;
+  options.batch = 5;
+  options.threads = 1;
+  options.memory.techniques = {"algo"};
+  options.memory.budget_bytes = 1;  // below anything: every replacement is tried, then it throws
+  EXPECT_THROW(trainer::TrainingSession(workload, options), memory::InfeasibleBudget);
+  for (const auto& l : layers) EXPECT_EQ(l.layer->algorithm(), "default") << l.name;
 }
 
 TEST(ResNetWorkloadTest, DataThatDoesNotFitIsRejected) {
