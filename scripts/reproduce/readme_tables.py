@@ -607,6 +607,39 @@ def memory_algo(res):
     return lines + table(header, rows) + source(res, "memory_algo")
 
 
+def synth(res):
+    data = res("synth")
+    functions = data["functions"]
+
+    def agreement(a):
+        return f"{a['agreed']}/{a['lists']}"
+
+    def all_agree(f):
+        return (not f.get("error") and f["as_expected"] and f["exact"]["agreed"] == f["exact"]["lists"]
+                and f["neural"]["agreed"] == f["neural"]["lists"] == data["checks"])
+
+    rows = []
+    for f in functions:
+        if f.get("error"):
+            rows.append([f"`{f['function']}`", f"`{f['expected']}`", "**error**", "-", "-", "-",
+                         secs(f["seconds"])])
+            continue
+        trained = ", ".join(f"`{t['primitive']}` ({t['steps']} steps{', exact' if t['exact'] else ''})"
+                            for t in f["neural"]["trained"]) or "-"
+        expression = f"`{f['expression']}`"
+        rows.append([f"`{f['function']}`", bold(expression, not f["as_expected"]),
+                     trained, agreement(f["exact"]), bold(agreement(f["neural"]), not all_agree(f)),
+                     secs(f["seconds"])])
+    good = sum(1 for f in functions if all_agree(f))
+    models = ", ".join(f"{m['task']} {secs(m['train_seconds'])} s" for m in data["models"])
+    lines = [f"{good} of {len(functions)} functions recovered as their `# expect:` line says, with "
+             f"their neural program equal to the function on all {data['checks']} random lists of "
+             f"length {data['length']} (K = 10). Programs trained once (seconds): {models}.", ""]
+    header = ["function", "recovered program", "new primitive trained (as --add)",
+              "exact program agrees", "neural program agrees", "seconds"]
+    return lines + table(header, rows) + source(res, "synth")
+
+
 TABLES = {
     "npi_sample_efficiency": npi_sample_efficiency,
     "npi": npi,
@@ -630,6 +663,7 @@ TABLES = {
     "dp_bench": dp_bench,
     "fuzz": fuzz,
     "synth_recognizers": synth_recognizers,
+    "synth": synth,
 }
 
 BLOCK = re.compile(r"(<!-- table:([a-z0-9_]+) -->\n)(.*?)(<!-- /table:\2 -->)", re.S)

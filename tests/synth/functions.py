@@ -2,7 +2,7 @@
 
 Each function's `# expect:` line is the program the recogniser must return (the grammar of
 `engram run --program`; NEW stands for a primitive that the library does not have and the
-function's own table defines). tests/synth/recover.sh checks every one.
+function's own table defines). tests/synth/recover.py checks every one.
 """
 import functools
 import itertools
