@@ -8,7 +8,6 @@
 #include <sstream>
 
 namespace engram::memory {
-namespace {
 
 std::string mib(std::int64_t bytes) {
   std::ostringstream s;
@@ -16,6 +15,8 @@ std::string mib(std::int64_t bytes) {
     << " MiB";
   return s.str();
 }
+
+namespace {
 
 std::string choices_text(const std::vector<UnitChoice>& choices) {
   std::string s;

@@ -112,6 +112,9 @@ SwapInSchedule schedule_for(const std::vector<UnitCosts>& costs,
                             const std::vector<UnitChoice>& choices, double swap_bytes_per_ms,
                             double head_ms, SwapInTiming timing = SwapInTiming::slack);
 
+/// Bytes as the planners' texts write them: "2.9 MiB".
+std::string mib(std::int64_t bytes);
+
 /// The plan as a table: each unit's costs, choice and swap-in start point, then the planner's
 /// log.
 std::string explain(const MemoryPlan& plan, const std::vector<UnitCosts>& costs);

@@ -10,7 +10,6 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
-#include <numeric>
 #include <sstream>
 
 namespace engram::trainer {
@@ -138,12 +137,6 @@ std::vector<memory::UnitCosts> profile_units(Workload& workload,
 
 namespace {
 
-std::string mib_text(std::int64_t bytes) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.2f MiB", static_cast<double>(bytes) / 1048576.0);
-  return buf;
-}
-
 double total_ms(const nn::AlgorithmCost& c) { return c.forward_ms + c.backward_ms; }
 
 /// Workspace bytes a layer's least-workspace algorithm saves over its default (0: none).
@@ -154,6 +147,17 @@ std::int64_t saving(const MemoryTechniques::LayerAlgorithms& l) {
 /// Milliseconds per step that replacing the layer's default costs (may be negative).
 double extra_ms(const MemoryTechniques::LayerAlgorithms& l) {
   return total_ms(l.costs[l.least]) - total_ms(l.costs[0]);
+}
+
+/// Puts every layer whose least-workspace algorithm saves workspace on it, the others on their
+/// default; returns whether any layer was replaced.
+bool replace_every_saving_layer(std::vector<MemoryTechniques::LayerAlgorithms>& layers) {
+  bool any = false;
+  for (auto& l : layers) {
+    l.chosen = saving(l) > 0 ? l.least : 0;
+    any = any || l.chosen != 0;
+  }
+  return any;
 }
 
 }  // namespace
@@ -263,7 +267,7 @@ void MemoryTechniques::plan_algorithms_alone(Workload& workload,
   ++a.measurements;
   a.default_peak_bytes = peak;
   a.log.push_back("every layer on its default: activation peak " + std::to_string(peak) +
-                  " bytes (" + mib_text(peak) + ")");
+                  " bytes (" + memory::mib(peak) + ")");
   // Cheapest milliseconds per byte saved first.
   std::vector<std::size_t> order;
   for (std::size_t i = 0; i < a.layers.size(); ++i) {
@@ -282,9 +286,9 @@ void MemoryTechniques::plan_algorithms_alone(Workload& workload,
     ++a.measurements;
     std::ostringstream line;
     line << "above the budget: " << l.name << " " << l.costs[0].algorithm << " -> "
-         << l.costs[l.least].algorithm << " (workspace -" << mib_text(saving(l)) << ", "
+         << l.costs[l.least].algorithm << " (workspace -" << memory::mib(saving(l)) << ", "
          << (extra_ms(l) >= 0 ? "+" : "") << extra_ms(l) << " ms): activation peak " << peak
-         << " bytes (" << mib_text(peak) << ")";
+         << " bytes (" << memory::mib(peak) << ")";
     a.log.push_back(line.str());
   }
   if (peak > budget) {
@@ -343,20 +347,15 @@ void MemoryTechniques::plan_algorithms_with_units(Workload& workload,
   a.default_peak_bytes = alone.smallest_feasible_bytes;
   a.log.push_back("recompute/swap with every layer on its default reach at best " +
                   std::to_string(alone.smallest_feasible_bytes) + " bytes (" +
-                  mib_text(alone.smallest_feasible_bytes) +
+                  memory::mib(alone.smallest_feasible_bytes) +
                   "), above the budget: every layer on its least-workspace algorithm, and the "
                   "units planned again");
-  bool any = false;
-  for (auto& l : a.layers) {
-    l.chosen = saving(l) > 0 ? l.least : 0;
-    any = any || l.chosen != 0;
-  }
-  if (!any) throw alone;  // no layer has an algorithm with less workspace
+  if (!replace_every_saving_layer(a.layers)) throw alone;  // none has a smaller algorithm
   set_algorithms(workload);
   plan_ = plan_units_for(workload, batch, head_ms);  // InfeasibleBudget if this fails too
   std::int64_t peak = plan_.activation_peak_bytes;
   a.log.push_back("units planned with every layer replaced: activation peak " +
-                  std::to_string(peak) + " bytes (" + mib_text(peak) + ")");
+                  std::to_string(peak) + " bytes (" + memory::mib(peak) + ")");
   // Give back defaults where the plan still fits.
   a.peak_bytes = restore_defaults(workload, batch, &plan_, peak);
   plan_.activation_peak_bytes = a.peak_bytes;
@@ -381,7 +380,7 @@ void MemoryTechniques::plan(Workload& workload, const std::vector<std::size_t>& 
   }
   if (algo_ && options_.budget_bytes == 0) {
     // No budget: every layer on its least-workspace algorithm, where that saves workspace.
-    for (auto& l : algorithms_.layers) l.chosen = saving(l) > 0 ? l.least : 0;
+    replace_every_saving_layer(algorithms_.layers);
   }
   try {
     if (!uses_units()) {

@@ -199,14 +199,11 @@ TEST_F(ResNetTest, GradientsAreBitIdenticalUnderTheCompressingStore) {
   ResNet net(small_options());
   const at::Tensor x = torch::randn({2, 3, 16, 16});
   const at::Tensor labels = torch::randint(0, 10, {2}, torch::kLong);
-  const auto step = [&](memory::ActivationStore* store) {
-    return loss_and_gradients(net, x, labels, store);
-  };
   memory::PlainStore plain;
-  const auto expected = step(&plain);
+  const auto expected = loss_and_gradients(net, x, labels, &plain);
   memory::CompressingStore compressing(
       memory::CompressingStoreOptions{/*cache_decompressed=*/true});
-  const auto actual = step(&compressing);
+  const auto actual = loss_and_gradients(net, x, labels, &compressing);
   ASSERT_EQ(actual.size(), expected.size());
   for (std::size_t i = 0; i < expected.size(); ++i) {
     EXPECT_TRUE(torch::equal(actual[i], expected[i])) << (i == 0 ? "loss" : "gradient ") << i;
@@ -230,11 +227,8 @@ TEST_F(ResNetTest, ReplacedConvolutionsAreExactUnderTheCompressingStore) {
   ResNet net(small_options());
   const at::Tensor x = torch::randn({2, 3, 16, 16});
   const at::Tensor labels = torch::randint(0, 10, {2}, torch::kLong);
-  const auto step = [&](memory::ActivationStore* store) {
-    return loss_and_gradients(net, x, labels, store);
-  };
   memory::PlainStore plain;
-  const auto reference = step(&plain);
+  const auto reference = loss_and_gradients(net, x, labels, &plain);
   for (const std::string algorithm : {"im2col", "direct"}) {
     // One block's second convolution only (its input: the block's first ReLU output), then all.
     for (const bool every : {false, true}) {
@@ -244,10 +238,10 @@ TEST_F(ResNetTest, ReplacedConvolutionsAreExactUnderTheCompressingStore) {
         }
       }
       SCOPED_TRACE(algorithm + (every ? " everywhere" : " in stage1.0.conv2"));
-      const auto dense = step(&plain);
+      const auto dense = loss_and_gradients(net, x, labels, &plain);
       memory::CompressingStore compressing(
           memory::CompressingStoreOptions{/*cache_decompressed=*/true});
-      const auto compressed = step(&compressing);
+      const auto compressed = loss_and_gradients(net, x, labels, &compressing);
       for (std::size_t i = 0; i < reference.size(); ++i) {
         EXPECT_TRUE(torch::equal(compressed[i], dense[i])) << i;
         const double scale = reference[i].abs().max().item<double>();
