@@ -1,0 +1,88 @@
+#!/usr/bin/env bash
+# The checks that need a GPU machine, as one bounded run (README, "Building against LibTorch 2.x /
+# on a GPU machine"): on a machine with nvcc and a PyTorch wheel with CUDA (no apt, no network),
+# with third_party/ carried from Debian 12 (scripts/bundle-deps.sh), it
+#   1. reports the machine (nvidia-smi, torch, its CUDA and C++ ABI, nvcc, the compiler),
+#   2. unpacks the bundle and configures build-gpu/ against the wheel's LibTorch,
+#   3. builds the CUDA kernels' test and benchmark first and runs them (the test compares the
+#      CUDA kernels with the CPU kernels bit for bit; scripts/reproduce/relu_cuda.sh writes the
+#      benchmark's JSON),
+#   4. builds everything else (ninja -k 0: every compile error in one log) and runs the unit tests,
+# each stage within what is left of a deadline, so that the run ends, with its logs, before the
+# machine's limit. Logs and results go to DIR ($OUT where the device tool sets it).
+#   scripts/gpu-check.sh [--out DIR] [--deadline SECONDS] [--prefix DIR]
+set -uo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+out=${OUT:-$root/build-gpu/check}
+deadline=450
+prefix=/tmp/engram-prefix
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --out) out=$2; shift ;;
+    --deadline) deadline=$2; shift ;;
+    --prefix) prefix=$2; shift ;;
+    *) echo "usage: $0 [--out DIR] [--deadline SECONDS] [--prefix DIR]" >&2; exit 2 ;;
+  esac
+  shift
+done
+mkdir -p "$out"
+start=$(date +%s)
+log=$out/gpu-check.log
+: > "$log"
+say() { echo "gpu-check [$(( $(date +%s) - start ))s]: $*" | tee -a "$log"; }
+left() { echo $(( deadline - ($(date +%s) - start) )); }
+# stage NAME SECONDS CMD...: runs CMD with at most SECONDS (and what is left), logs, reports.
+stage() {
+  local name=$1 limit=$2
+  shift 2
+  local budget
+  budget=$(left)
+  [ "$limit" -lt "$budget" ] && budget=$limit
+  if [ "$budget" -le 5 ]; then
+    say "$name: skipped, no time left"
+    return 124
+  fi
+  say "$name (at most ${budget}s): $*"
+  timeout --kill-after=5 "$budget" "$@" >> "$log" 2>&1
+  local rc=$?
+  say "$name: exit $rc"
+  return $rc
+}
+
+say "machine"
+{
+  nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
+  python3 -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda,
+    "cudnn", torch.backends.cudnn.version(), "cxx11abi", torch._C._GLIBCXX_USE_CXX11_ABI,
+    "device", torch.cuda.get_device_name(0) if torch.cuda.is_available() else None)'
+  nvcc --version | tail -2
+  c++ --version | head -1
+  cmake --version | head -1
+  nproc
+} >> "$log" 2>&1
+
+stage unpack 120 bash "$root/scripts/unpack-deps.sh" "$prefix" || exit 1
+export PATH=$prefix/bin:$PATH
+jobs=$(nproc)
+stage configure 180 cmake -S "$root" -B "$root/build-gpu" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+  -DENGRAM_TORCH_FROM_PYTHON=ON -DENGRAM_PYTHON=python3 -DENGRAM_DEPS_PREFIX="$prefix" \
+  -DCMAKE_CUDA_ARCHITECTURES=90 || exit 1
+
+if stage build-cuda 300 ninja -C "$root/build-gpu" -j "$jobs" engram_tests_memory_cuda \
+  engram_relu_cuda_bench; then
+  stage test-cuda 120 "$root/build-gpu/tests/memory/engram_tests_memory_cuda" \
+    --gtest_output="xml:$out/cuda-test.xml"
+  ENGRAM_RELU_CUDA_BENCH=$root/build-gpu/bench/engram_relu_cuda_bench \
+    stage bench-cuda 120 bash "$root/scripts/reproduce/relu_cuda.sh" --out "$out/relu_cuda.json"
+fi
+
+# Everything else: every error at once, the tail of the errors in their own file.
+stage build-all 600 ninja -C "$root/build-gpu" -j "$jobs" -k 0
+build_rc=$?
+grep -E -A6 "error:|FAILED:" "$log" | head -400 > "$out/build-errors.log"
+if [ $build_rc -eq 0 ]; then
+  stage ctest-unit 600 ctest --test-dir "$root/build-gpu" -L unit -j "$jobs" --timeout 120 \
+    --output-on-failure
+  grep -E "tests passed|Failed|\*\*\*|Not Run" "$log" | tail -60 > "$out/ctest-summary.log"
+fi
+say "done"
