@@ -12,13 +12,15 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 dest=${1:-$root/third_party/deps}
 
 # What the build finds (CMakeLists.txt, tests/CMakeLists.txt, memory/CMakeLists.txt):
-#   tree-sitter (pkg-config), nlohmann_json, CLI11, GTest, Boost headers (Boost.Graph); plus
-#   pkg-config and ninja (scripts/build.sh configures with -G Ninja). Not bundled: google
-#   benchmark, fmt, spdlog (nothing in the build uses them), Gloo (c10d is not used yet; a pip
-#   LibTorch carries its own).
+#   tree-sitter (pkg-config), nlohmann_json, CLI11, GTest, Boost headers (Boost.Graph), Gloo's
+#   headers (a pip LibTorch links Gloo into libtorch_cpu but ships no gloo/*.h, which
+#   c10d/ProcessGroupGloo.hpp includes; dist/Communicator.cpp only passes gloo::transport::Device
+#   pointers, so the headers' version does not matter); plus pkg-config and ninja
+#   (scripts/build.sh configures with -G Ninja). Not bundled: google benchmark, fmt, spdlog
+#   (nothing in the build uses them).
 roots=(
   libtree-sitter-dev nlohmann-json3-dev libcli11-dev
-  googletest libgtest-dev libgmock-dev libboost1.74-dev
+  googletest libgtest-dev libgmock-dev libboost1.74-dev libgloo-dev
   pkgconf ninja-build
 )
 # Part of any machine with a C++ compiler; a compiler-specific -dev package would be wrong there.

@@ -7,7 +7,8 @@
 #   3. builds the CUDA kernels' test and benchmark first and runs them (the test compares the
 #      CUDA kernels with the CPU kernels bit for bit; scripts/reproduce/relu_cuda.sh writes the
 #      benchmark's JSON),
-#   4. builds everything else (ninja -k 0: every compile error in one log) and runs the unit tests,
+#   4. builds everything else (ninja -k 0: every compile error in one log) and runs the unit, then
+#      the integration tests,
 # each stage within what is left of a deadline, so that the run ends, with its logs, before the
 # machine's limit. Logs and results go to DIR ($OUT where the device tool sets it).
 #   scripts/gpu-check.sh [--out DIR] [--deadline SECONDS] [--prefix DIR]
@@ -83,6 +84,8 @@ grep -E -A6 "error:|FAILED:" "$log" | head -400 > "$out/build-errors.log"
 if [ $build_rc -eq 0 ]; then
   stage ctest-unit 600 ctest --test-dir "$root/build-gpu" -L unit -j "$jobs" --timeout 120 \
     --output-on-failure
-  grep -E "tests passed|Failed|\*\*\*|Not Run" "$log" | tail -60 > "$out/ctest-summary.log"
+  stage ctest-integration 600 ctest --test-dir "$root/build-gpu" -L integration -j "$jobs" \
+    --timeout 300 --output-on-failure
+  grep -E "tests passed|Failed|\*\*\*|Not Run|ctest-" "$log" | tail -80 > "$out/ctest-summary.log"
 fi
 say "done"

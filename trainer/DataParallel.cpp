@@ -7,6 +7,7 @@
 #include "nn/Runtime.h"
 
 #include <ATen/ATen.h>
+#include <ATen/core/grad_mode.h>
 
 #include <sstream>
 

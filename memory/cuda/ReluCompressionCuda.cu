@@ -39,9 +39,10 @@ __device__ __forceinline__ void store_word(std::uint8_t* bitmap, std::int64_t wo
 }
 
 /// One CUDA block per format block: bitmap words and the block's count, written to starts[b + 1].
-__global__ void bitmap_count_kernel(const unsigned* __restrict__ x, std::int64_t n,
-                                    std::uint8_t* __restrict__ bitmap, std::int64_t bitmap_bytes,
-                                    std::int64_t* __restrict__ starts) {
+__global__ void __launch_bounds__(kThreads)
+    bitmap_count_kernel(const unsigned* __restrict__ x, std::int64_t n,
+                        std::uint8_t* __restrict__ bitmap, std::int64_t bitmap_bytes,
+                        std::int64_t* __restrict__ starts) {
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const std::int64_t warp_begin =
       static_cast<std::int64_t>(blockIdx.x) * kBlockElements + std::int64_t{warp} * kWarpElements;
@@ -65,8 +66,11 @@ __global__ void bitmap_count_kernel(const unsigned* __restrict__ x, std::int64_t
 }
 
 /// One CUDA block: starts[1..blocks] hold the blocks' counts; an inclusive scan of them in place
-/// makes starts[b] the exclusive prefix sum (starts[0] = 0).
-__global__ void scan_kernel(std::int64_t* starts, std::int64_t blocks) {
+/// makes starts[b] the exclusive prefix sum (starts[0] = 0). The launch bound keeps the kernel
+/// within 64 registers a thread: unbounded, nvcc gave the 64-bit block scan 90, and 1024 such
+/// threads ask more than a block's 64K registers (cudaErrorLaunchOutOfResources on an H200).
+__global__ void __launch_bounds__(kScanThreads)
+    scan_kernel(std::int64_t* starts, std::int64_t blocks) {
   using Scan = cub::BlockScan<long long, kScanThreads>;
   __shared__ typename Scan::TempStorage temp;
   __shared__ long long carry;
@@ -115,10 +119,10 @@ __device__ __forceinline__ WarpStart warp_start(const std::uint8_t* bitmap,
   return {word, start};
 }
 
-__global__ void compact_kernel(const unsigned* __restrict__ x,
-                               const std::uint8_t* __restrict__ bitmap, std::int64_t bitmap_bytes,
-                               const std::int64_t* __restrict__ starts,
-                               unsigned* __restrict__ values) {
+__global__ void __launch_bounds__(kThreads)
+    compact_kernel(const unsigned* __restrict__ x, const std::uint8_t* __restrict__ bitmap,
+                   std::int64_t bitmap_bytes, const std::int64_t* __restrict__ starts,
+                   unsigned* __restrict__ values) {
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const WarpStart ws = warp_start(bitmap, bitmap_bytes, starts[blockIdx.x]);
   const std::int64_t warp_begin =
@@ -134,11 +138,10 @@ __global__ void compact_kernel(const unsigned* __restrict__ x,
   }
 }
 
-__global__ void decompress_kernel(const std::uint8_t* __restrict__ bitmap,
-                                  std::int64_t bitmap_bytes,
-                                  const std::int64_t* __restrict__ offsets,
-                                  const unsigned* __restrict__ values, std::int64_t n,
-                                  unsigned* __restrict__ out) {
+__global__ void __launch_bounds__(kThreads)
+    decompress_kernel(const std::uint8_t* __restrict__ bitmap, std::int64_t bitmap_bytes,
+                      const std::int64_t* __restrict__ offsets, const unsigned* __restrict__ values,
+                      std::int64_t n, unsigned* __restrict__ out) {
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const std::int64_t block_start = blockIdx.x == 0 ? 0 : offsets[blockIdx.x - 1];
   const WarpStart ws = warp_start(bitmap, bitmap_bytes, block_start);
