@@ -223,6 +223,24 @@ def memory_relu(res):
     return lines + table(header, rows) + source(res, "memory_relu")
 
 
+def relu_cuda(res):
+    data = res("relu_cuda")
+    rows = [[f"{k['sparsity']:.0%}", f"{k['compression_ratio']:.2f}", f"{k['compress_gbps']:.0f}",
+             f"{k['decompress_gbps']:.0f}", f"{k['memcpy_gbps']:.0f}",
+             f"{k['compress_vs_memcpy']:.2f}", f"{k['decompress_vs_memcpy']:.2f}"]
+            for k in data["results"]]
+    header = ["zeros", "dense / compressed", "compress GB/s", "decompress GB/s", "memcpy GB/s",
+              "compress / memcpy", "decompress / memcpy"]
+    r = data["reproduce"]
+    m = r["machine"]
+    elements = data["results"][0]["elements"]
+    lines = [f"{data['device']}, {elements:,} floats, median of {data['repeats']} runs timed with "
+             "CUDA events, dense bytes per second:", ""]
+    return lines + table(header, rows) + [
+        "", f"Generated from `results/relu_cuda.json`: commit {r['commit']}, {m['gpu']} "
+        f"(GPU, memory, driver), {m['cpu']}, {m['cores']} cores."]
+
+
 def memory_swap_bandwidth(res):
     data = res("memory_swap_bandwidth")
     none, swap = by_technique(data, "none"), by_technique(data, "swap")
@@ -647,6 +665,7 @@ TABLES = {
     "memory_baseline": memory_baseline,
     "memory_techniques": memory_techniques,
     "memory_relu": memory_relu,
+    "relu_cuda": relu_cuda,
     "memory_swap_bandwidth": memory_swap_bandwidth,
     "memory_reuse": memory_reuse,
     "memory_algo": memory_algo,
