@@ -1,5 +1,7 @@
 #include "bench/DpBench.h"
 
+#include "bench/LinkPrediction.h"
+
 #include "bench/BenchSupport.h"
 #include "common/AtomicFile.h"
 #include "common/Errors.h"
@@ -24,6 +26,7 @@
 #include <fcntl.h>
 
 #include <spawn.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 #include <algorithm>
@@ -51,6 +54,7 @@ json options_json(const DpBenchOptions& o) {
           {"link_bandwidths", o.link_bandwidths},
           {"link_latency", o.link_latency},
           {"schedules", o.schedules},
+          {"ooo_k", o.ooo_k},
           {"warmup", o.warmup},
           {"steps", o.steps},
           {"resnet_batch", o.resnet_batch},
@@ -71,6 +75,7 @@ DpBenchOptions options_from(const json& j) {
   j.at("link_bandwidths").get_to(o.link_bandwidths);
   j.at("link_latency").get_to(o.link_latency);
   j.at("schedules").get_to(o.schedules);
+  j.at("ooo_k").get_to(o.ooo_k);
   j.at("warmup").get_to(o.warmup);
   j.at("steps").get_to(o.steps);
   j.at("resnet_batch").get_to(o.resnet_batch);
@@ -92,7 +97,16 @@ void validate(const DpBenchOptions& o) {
     if (m != "resnet" && m != "npi")
       throw InvalidOption("models", "'" + m + "' is not one of resnet, npi");
   for (const auto& s : o.schedules) dist::grad_sync_from_name(s);  // InvalidOption
+  if (o.ooo_k < -1) throw InvalidOption("ooo_k", "must be a number of layers, or -1 (auto)");
   if (o.link_bandwidths.empty()) throw InvalidOption("link_bandwidths", "names no link");
+  for (double b : o.predict_links) {
+    if (!(b > 0) || !std::isfinite(b))
+      throw InvalidOption("predict_links", "must be bytes per second above 0");
+    if (std::find(o.link_bandwidths.begin(), o.link_bandwidths.end(), b) != o.link_bandwidths.end())
+      throw InvalidOption("predict_links", "are predicted from the other links, so they must not be among them");
+  }
+  if (!o.predict_links.empty() && o.link_bandwidths.size() < 2)
+    throw InvalidOption("link_bandwidths", "need at least two links to predict others from");
   for (double b : o.link_bandwidths)
     if (!(b >= 0) || !std::isfinite(b))
       throw InvalidOption("link_bandwidths", "must be bytes per second (0: unthrottled)");
@@ -154,6 +168,7 @@ struct Measured {
   double step_seconds = 0;
   std::size_t bytes_per_step = 0, buckets = 0, sent_early = 0;
   std::vector<std::size_t> bucket_bytes;
+  trainer::OooChoice ooo;  ///< `ooo`: the layers deferred and the model's predictions
 };
 
 std::string link_label(double bandwidth) {
@@ -174,6 +189,7 @@ Measured measure_schedule(Model& m, dist::GradSync sync,
   t.threads = o.threads;
   t.communicator = comm;
   t.dist.grad_sync = sync;
+  t.dist.ooo_k = o.ooo_k;
   t.dist.check_every = 1L << 40;
   t.dist.bucket_bytes = dist::bytes_of_mib(o.bucket_mb);
   t.dist.first_bucket_bytes = dist::bytes_of_mib(o.first_bucket_mb);
@@ -194,8 +210,10 @@ Measured measure_schedule(Model& m, dist::GradSync sync,
           "engram bench dp " + trace_name);
     }
   }
+  session.settle();  // ooo's last late updates, outside the timed steps
   Measured r;
   r.step_seconds = slowest(*comm, total / o.steps);
+  r.ooo = session.data_parallel()->ooo_choice();
   const auto& reducer = session.data_parallel()->reducer();
   r.bytes_per_step = reducer.bytes_per_step();
   r.buckets = sync == dist::GradSync::none ? 0 : reducer.buckets().size();
@@ -204,23 +222,42 @@ Measured measure_schedule(Model& m, dist::GradSync sync,
   return r;
 }
 
-/// The buckets all-reduced back to back over the current link, no compute: seconds per step.
-double measure_communication(dist::Communicator& comm, const std::vector<std::size_t>& bytes,
-                             const DpBenchOptions& o) {
+/// CPU seconds this process has used, every thread.
+double process_cpu_seconds() {
+  rusage u{};
+  ::getrusage(RUSAGE_SELF, &u);
+  return static_cast<double>(u.ru_utime.tv_sec + u.ru_stime.tv_sec) +
+         static_cast<double>(u.ru_utime.tv_usec + u.ru_stime.tv_usec) / 1e6;
+}
+
+struct Communication {
+  double seconds = 0;      ///< per step, the slowest rank's
+  double cpu_seconds = 0;  ///< CPU this rank's collectives used per step (Gloo's threads)
+};
+
+/// The buckets all-reduced back to back over the current link, no compute: seconds per step,
+/// and the CPU they took from the cores the compute also runs on (on one machine the loopback
+/// transfers are CPU work).
+Communication measure_communication(dist::Communicator& comm, const std::vector<std::size_t>& bytes,
+                                    const DpBenchOptions& o) {
   std::vector<at::Tensor> buffers;
   for (std::size_t b : bytes)
     buffers.push_back(at::ones({static_cast<std::int64_t>(b / sizeof(float))}, at::kFloat));
-  double total = 0;
+  double total = 0, cpu = 0;
   for (long i = 0; i < o.warmup + o.steps; ++i) {
     comm.barrier();
+    const double cpu_start = process_cpu_seconds();
     const auto start = Clock::now();
     std::vector<std::unique_ptr<dist::PendingCollective>> pending;
     for (std::size_t k = 0; k < buffers.size(); ++k)
       pending.push_back(comm.allreduce_async(buffers[k], "bucket " + std::to_string(k)));
     for (auto& p : pending) p->wait();
-    if (i >= o.warmup) total += std::chrono::duration<double>(Clock::now() - start).count();
+    if (i >= o.warmup) {
+      total += std::chrono::duration<double>(Clock::now() - start).count();
+      cpu += process_cpu_seconds() - cpu_start;
+    }
   }
-  return slowest(comm, total / o.steps);
+  return {slowest(comm, total / o.steps), slowest(comm, cpu / o.steps)};
 }
 
 // ------------------------------------------------------------------------------- the driver
@@ -301,7 +338,8 @@ void run_dp_worker(const DpBenchOptions& o) {
       // reducer keeps until it learns the order (as `none`'s).
       const std::vector<std::size_t>& buckets =
           by_schedule.count("overlap") ? by_schedule["overlap"].bucket_bytes : none.bucket_bytes;
-      const double communication = measure_communication(*comm, buckets, o);
+      const Communication measured = measure_communication(*comm, buckets, o);
+      const double communication = measured.seconds;
       for (const auto& s : o.schedules) {
         const Measured& r = by_schedule[s];
         const bool exchanges = s != "none";
@@ -314,16 +352,62 @@ void run_dp_worker(const DpBenchOptions& o) {
                         {"step_seconds", r.step_seconds},
                         {"compute_seconds", none.step_seconds},
                         {"communication_seconds", exchanges ? communication : 0.0},
+                        {"communication_cpu_seconds", exchanges ? measured.cpu_seconds : 0.0},
                         {"overlap_efficiency", bound / r.step_seconds},
                         {"bytes_per_step", exchanges ? r.bytes_per_step : 0},
                         {"buckets", r.buckets},
                         {"buckets_sent_during_backward", r.sent_early}});
+        if (s == "ooo") {
+          rows.back()["ooo"] = {{"k", r.ooo.k},
+                                {"layers", r.ooo.layers},
+                                {"automatic", r.ooo.automatic},
+                                {"predicted_step_seconds", r.ooo.predicted_seconds}};
+        }
       }
     }
   }
   comm->barrier();
   if (comm->rank() == 0) write_file_atomically(o.json_path, rows.dump(2));
 }
+
+namespace {
+
+/// Per model, schedule (but none) and target link: the step predicted from the other links'
+/// rows, the step measured there, and the relative error.
+json link_predictions(const DpBenchOptions& o, const json& rows) {
+  json predictions = json::array();
+  for (const auto& model : o.models) {
+    for (const auto& schedule : o.schedules) {
+      if (schedule == "none") continue;
+      std::vector<LinkPoint> fit;
+      std::map<double, double> measured;
+      for (const auto& r : rows) {
+        if (r["model"] != model || r["schedule"] != schedule) continue;
+        const double b = r["link_bandwidth"].get<double>();
+        const double step = r["step_seconds"].get<double>();
+        if (std::find(o.predict_links.begin(), o.predict_links.end(), b) != o.predict_links.end())
+          measured[b] = step;
+        else
+          fit.push_back({b, step});
+      }
+      for (double target : o.predict_links) {
+        const double predicted = predict_step_seconds(fit, target);
+        const double actual = measured.at(target);
+        predictions.push_back({{"model", model},
+                               {"schedule", schedule},
+                               {"link_bandwidth", target},
+                               {"link", link_label(target)},
+                               {"fit_link_bandwidths", o.link_bandwidths},
+                               {"predicted_step_seconds", predicted},
+                               {"measured_step_seconds", actual},
+                               {"error", std::abs(predicted - actual) / actual}});
+      }
+    }
+  }
+  return predictions;
+}
+
+}  // namespace
 
 void run_dp_bench(const DpBenchOptions& options, std::ostream& out) {
   validate(options);
@@ -332,6 +416,10 @@ void run_dp_bench(const DpBenchOptions& options, std::ostream& out) {
   const int port = options.port > 0 ? options.port : dist::free_loopback_port();
   DpBenchOptions worker = options;
   worker.json_path = dir.file("rows.json");
+  // The targets of the what-if are measured like the other links, after them.
+  worker.link_bandwidths.insert(worker.link_bandwidths.end(), options.predict_links.begin(),
+                                options.predict_links.end());
+  worker.predict_links.clear();
   write_file_atomically(dir.file("options.json"), options_json(worker).dump());
   const std::string self = std::filesystem::read_symlink("/proc/self/exe").string();
   const std::vector<std::string> argv{self, "bench", "dp", "--worker-options",
@@ -420,6 +508,18 @@ void run_dp_bench(const DpBenchOptions& options, std::ostream& out) {
   }
   json report{{"bench", "dp"}, {"options", options_json(options)}, {"rows", rows},
               {"peer", peer},  {"machine", machine_json()},        {"versions", versions_json()}};
+  if (!options.predict_links.empty()) {
+    report["options"]["predict_links"] = options.predict_links;
+    report["link_predictions"] = link_predictions(options, rows);
+    out << "link what-if: predicted from " << options.link_bandwidths.size() << " links, then measured\n";
+    for (const auto& p : report["link_predictions"]) {
+      out << std::left << std::setw(8) << p["model"].get<std::string>() << std::setw(11)
+          << p["link"].get<std::string>() << std::setw(9) << p["schedule"].get<std::string>()
+          << std::right << " predicted " << fixed(p["predicted_step_seconds"].get<double>() * 1e3, 1)
+          << " ms, measured " << fixed(p["measured_step_seconds"].get<double>() * 1e3, 1)
+          << " ms, error " << fixed(p["error"].get<double>() * 100, 1) << "%\n";
+    }
+  }
   report["options"].erase("json_path");
   write_file_atomically(options.json_path, report.dump(2) + "\n");
   out << "wrote " << options.json_path << "\n";

@@ -12,6 +12,11 @@
 /// all-reduces per step. With a trace directory, a Chrome trace per rank of the last step of
 /// each configuration (compute spans, one span per bucket's all-reduce).
 ///
+/// With predict_links, the link what-if (bench/LinkPrediction.h): every schedule's step on each
+/// target link is predicted from the links of link_bandwidths alone, then measured there too
+/// (the target is emulated like the others), and the JSON's "link_predictions" give both and
+/// the relative error.
+///
 /// The driver starts the ranks as child processes of the same binary (`--worker`, torchrun's
 /// variables on loopback) and the peer through torchrun.
 
@@ -30,7 +35,10 @@ struct DpBenchOptions {
   /// 10 Gb/s, 1 Gb/s, 100 Mb/s.
   std::vector<double> link_bandwidths{0, 1.25e9, 1.25e8, 1.25e7};
   double link_latency = 0;  ///< seconds per collective
-  std::vector<std::string> schedules{"none", "after", "overlap"};
+  /// Links (bytes per second, > 0) whose step is predicted from link_bandwidths, then measured.
+  std::vector<double> predict_links;
+  std::vector<std::string> schedules{"none", "after", "overlap", "ooo"};
+  long ooo_k = -1;             ///< layers `ooo` updates late; -1: chosen (dist::DistOptions)
   long warmup = 2;             ///< untimed steps per configuration (the first learns the buckets)
   long steps = 5;              ///< timed steps per configuration
   int resnet_batch = 16;       ///< per rank

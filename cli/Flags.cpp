@@ -142,9 +142,16 @@ void add_dist_flags(CLI::App* command, dist::DistOptions& d, FlagTable& flags) {
           "--grad-sync",
           [&d](const std::string& name) { d.grad_sync = dist::grad_sync_from_name(name); },
           "Gradient exchange: overlap (buckets all-reduced as backward fills them, the "
-          "default), after (one all-reduce after backward), none (no exchange: a compute-only "
-          "baseline, replicas drift apart)")
+          "default), after (one all-reduce after backward), ooo (out-of-order backprop: the "
+          "first --ooo-k layers' weight gradients after the input-gradient chain, their "
+          "exchange overlapping the next forward; needs --clip 0), none (no exchange: a "
+          "compute-only baseline, replicas drift apart)")
       ->check(CLI::IsMember(dist::grad_sync_names()))
+      ->group(group);
+  add_ooo_k_flag(command, d.ooo_k,
+                 "With --grad-sync ooo: how many layers nearest the input are updated late, or "
+                 "auto (chosen from the first step's measured per-layer compute and "
+                 "communication; the default)")
       ->group(group);
   // Sizes in MiB (as DDP's bucket_cap_mb), kept in bytes.
   const auto add_mib = [&](const char* name, std::size_t& bytes, const char* help) {
@@ -181,11 +188,26 @@ void add_dist_flags(CLI::App* command, dist::DistOptions& d, FlagTable& flags) {
   flags.insert({{"dist.backend", "--dist-backend"},
                 {"dist.timeout_seconds", "--dist-timeout"},
                 {"dist.grad_sync", "--grad-sync"},
+                {"dist.ooo_k", "--ooo-k"},
                 {"dist.bucket_bytes", "--bucket-mb"},
                 {"dist.first_bucket_bytes", "--first-bucket-mb"},
                 {"dist.link_bandwidth", "--link-bandwidth"},
                 {"dist.link_latency", "--link-latency"},
                 {"dist.check_every", "--dist-check-every"}});
+}
+
+CLI::Option* add_ooo_k_flag(CLI::App* command, long& k, const std::string& help) {
+  return command
+      ->add_option_function<std::string>(
+          "--ooo-k", [&k](const std::string& value) { k = value == "auto" ? -1 : std::stol(value); },
+          help)
+      ->check([](const std::string& value) -> std::string {
+        if (value == "auto") return "";
+        if (value.empty() || value.size() > 9 ||
+            value.find_first_not_of("0123456789") != std::string::npos)
+          return "must be a number of layers or auto, not '" + value + "'";
+        return "";
+      });
 }
 
 void join_job(trainer::TrainingOptions& options) {

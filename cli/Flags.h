@@ -54,6 +54,10 @@ TrainingFlags add_training_flags(CLI::App* command, trainer::TrainingOptions& op
 /// add_training_flags calls it.
 void add_dist_flags(CLI::App* command, dist::DistOptions& options, FlagTable& flags);
 
+/// Adds --ooo-k (a number of layers, or auto: -1) bound to `k`: out-of-order backprop's deferred
+/// layers (dist::DistOptions::ooo_k), for training and for `bench dp`.
+CLI::Option* add_ooo_k_flag(CLI::App* command, long& k, const std::string& help);
+
 /// Joins the data-parallel job torchrun's environment describes (RANK, WORLD_SIZE,
 /// MASTER_ADDR, MASTER_PORT, ...; dist/DistOptions.h), setting options.communicator; in one
 /// process (no WORLD_SIZE, or 1) does nothing. Blocks until every rank has joined.

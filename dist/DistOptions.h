@@ -44,8 +44,13 @@ enum class GradSync {
   none,     ///< never: every rank trains alone (the compute-only baseline of `bench dp`)
   after,    ///< one all-reduce of every gradient once backward has finished
   overlap,  ///< buckets in backward order, each all-reduced as soon as its gradients are ready
+  /// Out-of-order backprop (Oh et al., EuroSys 2022), "reverse first-k": the weight gradients of
+  /// the k layers nearest the input are computed after the input-gradient chain, input-first,
+  /// each all-reduced alone; their exchange runs on while the next step's forward starts, and
+  /// each such layer is updated just before its forward reads it. The others go as in overlap.
+  ooo,
 };
-/// "none", "after", "overlap".
+/// "none", "after", "overlap", "ooo".
 const std::vector<std::string>& grad_sync_names();
 const char* grad_sync_name(GradSync sync);
 /// InvalidOption("dist.grad_sync", ...) for a name not in grad_sync_names().
@@ -62,6 +67,9 @@ struct DistOptions {
   double link_bandwidth = 0;  ///< emulated link, bytes per second; 0: not emulated
   double link_latency = 0;    ///< emulated per-collective latency, seconds
   long check_every = 100;     ///< steps between checks that every replica holds equal parameters
+  /// GradSync::ooo: how many layers (those nearest the input) are updated late; -1: chosen from
+  /// the first steps' measured per-layer compute and communication (dist/OooPlan.h).
+  long ooo_k = -1;
   /// Batch normalisation over the global batch (as torch.nn.SyncBatchNorm): two small
   /// all-reduces per layer in forward and one in backward. Off, as in PyTorch DDP: each rank
   /// normalises its own batch, and training equals one process only without batch norm.

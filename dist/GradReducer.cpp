@@ -47,6 +47,9 @@ GradReducer::GradReducer(Communicator& comm, std::vector<at::Tensor> parameters,
   std::iota(all.rbegin(), all.rend(), 0);
   buckets_ = {all};
   bucket_of_.assign(n, 0);
+  bucket_deferred_.assign(1, 0);
+  pending_parameter_.assign(n, 0);
+  parameter_deferred_.assign(n, 0);
   expected_.assign(n, 0);
   seen_.assign(n, 0);
   if (options_.grad_sync == GradSync::none) total_bytes_ = 0;
@@ -64,7 +67,17 @@ std::vector<std::size_t> GradReducer::bucket_bytes() const {
   return sizes;
 }
 
+std::size_t GradReducer::index_of(const at::Tensor& parameter) const {
+  auto it = index_of_.find(parameter.unsafeGetTensorImpl());
+  return it == index_of_.end() ? static_cast<std::size_t>(-1) : it->second;
+}
+
 void GradReducer::begin_step() {
+  if (pending_parameters_ > 0) {
+    throw std::logic_error(
+        "GradReducer: a deferred layer's sum was not taken before the next "
+        "backward");
+  }
   std::lock_guard<std::mutex> lock(mutex_);
   std::fill(seen_.begin(), seen_.end(), 0);
   ready_order_.clear();
@@ -101,7 +114,9 @@ void GradReducer::ready(const std::vector<at::Tensor>& parameters) {
       ready_order_.push_back(i);
       continue;
     }
-    if (options_.grad_sync != GradSync::overlap || expected_[i] == 0) continue;
+    if ((options_.grad_sync != GradSync::overlap && options_.grad_sync != GradSync::ooo) ||
+        expected_[i] == 0)
+      continue;
     const std::size_t b = bucket_of_[i];
     if (b < next_launch_) {
       throw std::logic_error("parameter " + std::to_string(i) +
@@ -134,6 +149,37 @@ void GradReducer::launch(std::size_t b) {
     offset += p.numel();
   }
   pending_[b] = comm_.allreduce_async(buffer, "bucket " + std::to_string(b));
+  if (bucket_deferred_[b]) {
+    // The local gradient is in the buffer now; the optimizer must not see it, and take() puts
+    // the sum in its place.
+    for (std::size_t i : buckets_[b]) {
+      parameters_[i].mutable_grad() = at::Tensor();
+      pending_parameter_[i] = 1;
+      ++pending_parameters_;
+    }
+  }
+}
+
+void GradReducer::write_sums(std::size_t b, std::vector<std::size_t>* written) {
+  pending_[b]->wait();
+  std::int64_t offset = 0;
+  for (std::size_t i : buckets_[b]) {
+    at::Tensor& p = parameters_[i];
+    at::Tensor sum = buffers_[b].narrow(0, offset, p.numel()).view(p.sizes());
+    if (p.grad().defined()) {
+      p.mutable_grad().copy_(sum);
+    } else {
+      memory::TagGuard tag(memory::Tag::gradient);
+      p.mutable_grad() = sum.clone();
+    }
+    offset += p.numel();
+    if (pending_parameter_[i]) {
+      pending_parameter_[i] = 0;
+      --pending_parameters_;
+    }
+    if (written != nullptr) written->push_back(i);
+  }
+  pending_[b].reset();
 }
 
 void GradReducer::end_backward() {
@@ -147,30 +193,23 @@ void GradReducer::end_backward() {
     std::fill(waiting_.begin(), waiting_.end(), 0);
     launch_in_order();
   }
-  for (std::size_t b = 0; b < buckets_.size(); ++b) {
-    pending_[b]->wait();
-    std::int64_t offset = 0;
-    for (std::size_t i : buckets_[b]) {
-      at::Tensor& p = parameters_[i];
-      at::Tensor sum = buffers_[b].narrow(0, offset, p.numel()).view(p.sizes());
-      if (p.grad().defined()) {
-        p.mutable_grad().copy_(sum);
-      } else {
-        memory::TagGuard tag(memory::Tag::gradient);
-        p.mutable_grad() = sum.clone();
-      }
-      offset += p.numel();
-    }
-  }
-  pending_.clear();
-  if (steps_ == 0 && options_.grad_sync == GradSync::overlap) learn_buckets();
+  for (std::size_t b = 0; b < buckets_.size(); ++b)
+    if (!bucket_deferred_[b]) write_sums(b, nullptr);
+  if (steps_ == 0 &&
+      (options_.grad_sync == GradSync::overlap || options_.grad_sync == GradSync::ooo))
+    learn_buckets();
   ++steps_;
 }
 
 void GradReducer::learn_buckets() {
   const std::size_t n = parameters_.size();
-  // This rank's order: each parameter where its last report came, then the unreported ones.
-  std::vector<std::int64_t> plan(2 * n, 0);
+  // Per parameter in send order: its index, its reports per step, and its deferred layer (-1:
+  // none). This rank's order: each parameter where its last report came, then the unreported
+  // ones.
+  std::vector<std::int64_t> layer_of(n, -1);
+  for (std::size_t l = 0; l < deferred_layers_.size(); ++l)
+    for (std::size_t i : deferred_layers_[l]) layer_of[i] = static_cast<std::int64_t>(l);
+  std::vector<std::int64_t> plan(3 * n, 0);
   {
     std::vector<char> placed(n, 0);
     std::vector<std::size_t> order;
@@ -186,21 +225,79 @@ void GradReducer::learn_buckets() {
     for (std::size_t k = 0; k < n; ++k) {
       plan[k] = static_cast<std::int64_t>(order[k]);
       plan[n + k] = seen_[order[k]];
+      plan[2 * n + k] = layer_of[order[k]];
     }
   }
   // Every rank takes rank 0's, so that buckets and their send order agree.
   at::Tensor shared = at::tensor(plan, at::kLong);
   comm_.broadcast(shared, 0);
   const auto* v = shared.data_ptr<std::int64_t>();
-  std::vector<std::size_t> order(n);
+  std::vector<std::size_t> order;
+  std::vector<std::vector<std::size_t>> layers;
   for (std::size_t k = 0; k < n; ++k) {
-    order[k] = static_cast<std::size_t>(v[k]);
-    expected_[order[k]] = static_cast<int>(v[n + k]);
+    const auto i = static_cast<std::size_t>(v[k]);
+    expected_[i] = static_cast<int>(v[n + k]);
+    const std::int64_t layer = v[2 * n + k];
+    if (layer < 0) {
+      order.push_back(i);
+      continue;
+    }
+    if (static_cast<std::size_t>(layer) >= layers.size()) layers.resize(layer + 1);
+    layers[layer].push_back(i);
+    parameter_deferred_[i] = 1;
   }
   buckets_ = assign_buckets(order, bytes_, options_.first_bucket_bytes, options_.bucket_bytes);
+  bucket_deferred_.assign(buckets_.size(), 0);
+  for (auto& layer : layers) {
+    if (layer.empty()) continue;
+    buckets_.push_back(layer);
+    bucket_deferred_.push_back(1);
+  }
+  deferred_layers_ = std::move(layers);
+  deferred_layers_.erase(std::remove_if(deferred_layers_.begin(), deferred_layers_.end(),
+                                        [](const auto& l) { return l.empty(); }),
+                         deferred_layers_.end());
   for (std::size_t b = 0; b < buckets_.size(); ++b)
     for (std::size_t i : buckets_[b]) bucket_of_[i] = b;
   buffers_.clear();
+}
+
+void GradReducer::set_deferred(std::vector<std::vector<std::size_t>> layers) {
+  std::vector<char> seen(parameters_.size(), 0);
+  for (const auto& layer : layers) {
+    for (std::size_t i : layer) {
+      if (i >= parameters_.size() || seen[i])
+        throw std::invalid_argument("GradReducer::set_deferred: parameter " + std::to_string(i) +
+                                    " is not a parameter or is named twice");
+      seen[i] = 1;
+    }
+  }
+  deferred_layers_ = std::move(layers);
+}
+
+bool GradReducer::deferred(const std::vector<at::Tensor>& parameters) const {
+  for (const at::Tensor& p : parameters) {
+    const std::size_t i = index_of(p);
+    if (i < parameter_deferred_.size() && parameter_deferred_[i]) return true;
+  }
+  return false;
+}
+
+std::vector<std::size_t> GradReducer::take(const std::vector<at::Tensor>& parameters) {
+  std::vector<std::size_t> written;
+  if (pending_parameters_ == 0) return written;
+  for (const at::Tensor& p : parameters) {
+    const std::size_t i = index_of(p);
+    if (i < pending_parameter_.size() && pending_parameter_[i]) write_sums(bucket_of_[i], &written);
+  }
+  return written;
+}
+
+std::vector<std::size_t> GradReducer::take_all() {
+  std::vector<std::size_t> written;
+  for (std::size_t b = 0; b < buckets_.size() && pending_parameters_ > 0; ++b)
+    if (bucket_deferred_[b] && pending_[b]) write_sums(b, &written);
+  return written;
 }
 
 }  // namespace engram::dist

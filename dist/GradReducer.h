@@ -7,6 +7,11 @@
 /// its gradients is ready, in bucket order on every rank; end_backward() sends what is left,
 /// waits for every bucket and puts the sums back into .grad.
 ///
+/// Under GradSync::ooo (out-of-order backprop) the layers set_deferred() names are each a bucket
+/// of their own, sent after the others; their sums are not waited for by end_backward(): the
+/// parameters' .grad is emptied when their bucket is sent, and take() waits for a parameter's
+/// sum and puts it into .grad when the next step's forward needs the parameter.
+///
 /// A parameter is ready when the layer that owns it has reported it (the ready callbacks of
 /// nn::GradScheduler) as often as it did on the first step. Parameters no callback reports
 /// (layers outside nn/) are sent by end_backward(). The first step sends everything in one
@@ -52,9 +57,26 @@ class GradReducer {
   void begin_step();
   /// These parameters' gradients are complete for this step (a layer's weight-gradient task ran).
   void ready(const std::vector<at::Tensor>& parameters);
-  /// After backward: sends the buckets not yet sent, waits for all of them and writes the sums
-  /// into .grad (a parameter without a gradient gets one: the others' sum).
+  /// After backward: sends the buckets not yet sent, waits for all of them (but the deferred
+  /// layers') and writes the sums into .grad (a parameter without a gradient gets one: the
+  /// others' sum).
   void end_backward();
+
+  /// GradSync::ooo, before the first step's end_backward(): the layers to defer, each a list of
+  /// parameter indices, in the order their buckets are sent (input first). Rank 0's choice is
+  /// the one every rank takes (end_backward() shares it).
+  void set_deferred(std::vector<std::vector<std::size_t>> layers);
+  /// Whether any of these parameters belongs to a deferred layer.
+  bool deferred(const std::vector<at::Tensor>& parameters) const;
+  /// Whether some deferred sum has not been taken yet.
+  bool has_pending() const { return pending_parameters_ > 0; }
+  /// For each of `parameters` whose deferred sum is pending: waits for its bucket and writes the
+  /// bucket's sums into .grad. Returns the indices of the parameters written.
+  std::vector<std::size_t> take(const std::vector<at::Tensor>& parameters);
+  /// take() of every pending parameter.
+  std::vector<std::size_t> take_all();
+  /// The deferred layers (parameter indices), in send order, as every rank has them.
+  const std::vector<std::vector<std::size_t>>& deferred_layers() const { return deferred_layers_; }
 
   /// Parameter indices per bucket, in send order (one bucket before the first step).
   const std::vector<std::vector<std::size_t>>& buckets() const { return buckets_; }
@@ -69,6 +91,9 @@ class GradReducer {
   void launch(std::size_t bucket);
   void launch_in_order();
   void learn_buckets();
+  /// Waits for bucket `b` and writes its sums into .grad; appends the indices to `written`.
+  void write_sums(std::size_t b, std::vector<std::size_t>* written);
+  std::size_t index_of(const at::Tensor& parameter) const;  ///< npos when not trained
 
   Communicator& comm_;
   std::vector<at::Tensor> parameters_;
@@ -89,6 +114,11 @@ class GradReducer {
   std::vector<std::size_t> waiting_;  ///< per bucket: parameters not yet ready
   std::vector<at::Tensor> buffers_;
   std::vector<std::unique_ptr<PendingCollective>> pending_;
+  std::vector<char> bucket_deferred_;  ///< per bucket (GradSync::ooo)
+  std::vector<std::vector<std::size_t>> deferred_layers_;
+  std::vector<char> pending_parameter_;   ///< per parameter: a deferred sum not yet taken
+  std::vector<char> parameter_deferred_;  ///< per parameter: in a deferred layer
+  std::size_t pending_parameters_ = 0;
   std::size_t next_launch_ = 0;
   std::size_t sent_early_ = 0;
   bool in_backward_ = false;

@@ -167,6 +167,7 @@ at::Tensor batch_norm2d(const at::Tensor& x, const at::Tensor& weight, const at:
   };
   const std::vector<at::Tensor> params =
       weight.defined() ? std::vector<at::Tensor>{weight, bias} : std::vector<at::Tensor>{};
+  detail::gate_parameters({weight, bias});
   detail::SavingScope saving({x, weight, bias});
   return BatchNorm2dFunction::apply(x, at::TensorList(params), stat(running_mean),
                                     stat(running_var), training, momentum, eps);

@@ -300,6 +300,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> conv2d_backward(
 at::Tensor conv2d(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias,
                   int64_t stride, int64_t padding, ConvAlgorithm algorithm) {
   TORCH_CHECK(weight.defined(), "nn::conv2d: undefined weight");
+  detail::gate_parameters({weight, bias});
   detail::SavingScope saving({x, weight, bias});
   const auto a = static_cast<int64_t>(algorithm);
   if (bias.defined()) {

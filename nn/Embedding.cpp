@@ -40,6 +40,7 @@ struct EmbeddingFunction : public torch::autograd::Function<EmbeddingFunction> {
 }  // namespace
 
 at::Tensor embedding(const at::Tensor& indices, const at::Tensor& weight) {
+  detail::gate_parameters({weight});
   detail::SavingScope saving({weight});
   return EmbeddingFunction::apply(indices, weight);
 }

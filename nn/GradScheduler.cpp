@@ -4,6 +4,8 @@
 
 #include <ATen/core/grad_mode.h>
 
+#include <chrono>
+
 namespace engram::nn {
 
 void GradScheduler::on_ready(ReadyCallback callback) { callbacks_.push_back(std::move(callback)); }
@@ -15,7 +17,9 @@ void GradScheduler::run(WeightGradTask& task) {
     // stored (detail::accumulate_grad).
     memory::TagGuard tag(memory::Tag::workspace);
     at::NoGradGuard no_grad;
+    const auto start = std::chrono::steady_clock::now();
     task.compute();
+    task.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   }
   for (const auto& callback : callbacks_) callback(task);
 }

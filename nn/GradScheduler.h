@@ -34,6 +34,7 @@ struct WeightGradTask {
   std::string layer;                   ///< the layer kind, for traces ("linear", "conv2d", ...)
   std::vector<at::Tensor> parameters;  ///< the tensors whose .grad the task writes
   std::function<void()> compute;       ///< computes and accumulates the gradients
+  double seconds = 0;                  ///< how long compute() took; set before the callbacks
 };
 
 class GradScheduler {
@@ -68,12 +69,22 @@ class ImmediateScheduler : public GradScheduler {
   const char* name() const override { return "immediate"; }
 };
 
-/// Queues every task and runs them all in finish(), in submission order or reversed.
+/// Queues tasks and runs them in finish(), in submission order or reversed. With a selector,
+/// only the tasks it picks are queued and the others run at once: out-of-order backprop defers
+/// the weight gradients of the layers nearest the input until the input-gradient chain is done,
+/// then runs them input-first (Order::reverse).
 class DeferredScheduler : public GradScheduler {
  public:
   enum class Order { submission, reverse };
-  explicit DeferredScheduler(Order order = Order::submission) : order_(order) {}
-  void submit(WeightGradTask task) override { queue_.push_back(std::move(task)); }
+  using Selector = std::function<bool(const WeightGradTask&)>;
+  explicit DeferredScheduler(Order order = Order::submission, Selector defer = {})
+      : order_(order), defer_(std::move(defer)) {}
+  void submit(WeightGradTask task) override {
+    if (defer_ && !defer_(task))
+      run(task);
+    else
+      queue_.push_back(std::move(task));
+  }
   void finish() override;
   std::size_t pending() const override { return queue_.size(); }
   const char* name() const override {
@@ -82,6 +93,7 @@ class DeferredScheduler : public GradScheduler {
 
  private:
   Order order_;
+  Selector defer_;
   std::deque<WeightGradTask> queue_;
 };
 

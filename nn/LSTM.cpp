@@ -346,6 +346,7 @@ void LSTMImpl::reset() {
 Tensor LSTMImpl::forward_packed(const Tensor& data, const Tensor& batch_sizes) {
   std::vector<Tensor> inputs(flat_weights_);
   inputs.push_back(data);
+  detail::gate_parameters(at::TensorList(flat_weights_));
   detail::SavingScope saving{at::TensorList(inputs)};
   return LSTMFunction::apply(data, batch_sizes, at::TensorList(flat_weights_));
 }

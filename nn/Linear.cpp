@@ -63,6 +63,7 @@ struct LinearFunction : public torch::autograd::Function<LinearFunction> {
 
 at::Tensor linear(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias) {
   TORCH_CHECK(weight.defined(), "nn::linear: undefined weight");
+  detail::gate_parameters({weight, bias});
   detail::SavingScope saving({x, weight, bias});
   if (bias.defined()) return LinearFunction::apply(x, at::TensorList({weight, bias}));
   return LinearFunction::apply(x, at::TensorList(weight));

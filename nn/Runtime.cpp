@@ -13,21 +13,23 @@ GradScheduler* default_scheduler() {
   return &scheduler;
 }
 
-thread_local Runtime current{nullptr, nullptr, nullptr};
+thread_local Runtime current{nullptr, nullptr, nullptr, nullptr};
 
 }  // namespace
 
 Runtime current_runtime() {
   return Runtime{current.store ? current.store : default_store(),
-                 current.scheduler ? current.scheduler : default_scheduler(), current.replicas};
+                 current.scheduler ? current.scheduler : default_scheduler(), current.replicas,
+                 current.gate};
 }
 
 RuntimeGuard::RuntimeGuard(memory::ActivationStore* store, GradScheduler* scheduler,
-                           ReplicaSum* replicas)
+                           ReplicaSum* replicas, ParameterGate* gate)
     : previous_(current) {
   if (store) current.store = store;
   if (scheduler) current.scheduler = scheduler;
   if (replicas) current.replicas = replicas;
+  if (gate) current.gate = gate;
 }
 
 RuntimeGuard::~RuntimeGuard() { current = previous_; }

@@ -34,20 +34,33 @@ class ReplicaSum {
   virtual void sum(at::Tensor& tensor) = 0;
 };
 
+/// What a layer calls before its forward reads its parameters. Out-of-order backprop
+/// (trainer/DataParallel.h, dist::GradSync::ooo) updates some parameters late, during the next
+/// step's forward: the gate applies a parameter's pending update there, so that each layer waits
+/// only for its own reduced gradient.
+class ParameterGate {
+ public:
+  virtual ~ParameterGate() = default;
+  /// `parameters`: the layer's defined parameters, about to be read.
+  virtual void before_forward(const std::vector<at::Tensor>& parameters) = 0;
+};
+
 struct Runtime {
   memory::ActivationStore* store = nullptr;
   GradScheduler* scheduler = nullptr;
   ReplicaSum* replicas = nullptr;  ///< nullptr: one replica (layers use their local batch)
+  ParameterGate* gate = nullptr;   ///< nullptr: parameters are always up to date
 };
 
 /// The calling thread's runtime (store and scheduler never null; replicas null in one process).
 Runtime current_runtime();
 
-/// Sets the calling thread's store and/or scheduler for its scope.
+/// Sets the calling thread's store, scheduler, replica sum and/or gate for its scope (nullptr
+/// keeps the current one).
 class RuntimeGuard {
  public:
   RuntimeGuard(memory::ActivationStore* store, GradScheduler* scheduler,
-               ReplicaSum* replicas = nullptr);
+               ReplicaSum* replicas = nullptr, ParameterGate* gate = nullptr);
   ~RuntimeGuard();
   RuntimeGuard(const RuntimeGuard&) = delete;
   RuntimeGuard& operator=(const RuntimeGuard&) = delete;

@@ -26,6 +26,9 @@ fresh
 printf 'void again(Adam& optimizer) { optimizer.step(); }\n' >> "$work/tree/bench/NpiBench.cpp"
 expect_failure "a second optimizer step"
 fresh
+printf 'void late(FusedAdam* optimizer_) { optimizer_->step({0}); }\n' >> "$work/tree/trainer/DataParallel.cpp"
+expect_failure "a partial optimizer step outside the Stepper"
+fresh
 { echo 'int long_one() {'; for i in $(seq 200); do echo "  int v$i = $i;"; done; echo '  return 0;'; echo '}'; } \
   >> "$work/tree/cli/Cli.cpp"
 expect_failure "a 200-line function in cli/"

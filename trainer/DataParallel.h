@@ -12,7 +12,13 @@
 /// - Exchange: the layers' weight-gradient ready callbacks (nn/GradScheduler.h) feed a
 ///   dist::GradReducer; as a StepHooks it starts a step's exchange before backward and waits
 ///   for it after backward, before the clip and the optimizer.
-/// - Checks: replicas_equal() compares a hash of every rank's parameters.
+/// - Out-of-order backprop (dist::GradSync::ooo): the first step measures each layer's forward
+///   and weight-gradient time (the layers' gate and ready callbacks) and chooses k
+///   (dist/OooPlan.h) unless options.dist.ooo_k fixes it; from the second step the k layers
+///   nearest the input have their weight gradients computed after the input-gradient chain and
+///   their exchange left running, and the session's optimizer updates each of them when the next
+///   forward reaches it (the gate, nn/Runtime.h). settle() applies what is still pending.
+/// - Checks: check_replicas() compares a hash of every rank's parameters.
 ///
 /// \code
 ///   engram::trainer::DataParallel dp(comm, workload, stepper.parameters(), options);
@@ -22,8 +28,12 @@
 ///   stepper.step(dp.shard(global), workload.loss_denominators(global));
 /// \endcode
 
+#include "nn/Runtime.h"
 #include "trainer/Stepper.h"
 #include "trainer/TrainingOptions.h"
+
+#include <chrono>
+#include <map>
 
 #include <cstdint>
 #include <memory>
@@ -47,7 +57,17 @@ std::vector<std::size_t> shard_of(const std::vector<std::size_t>& global, int ra
 /// A hash of the parameters' bytes (FNV-1a over each tensor's contiguous data).
 std::uint64_t parameter_hash(const std::vector<at::Tensor>& parameters);
 
-class DataParallel : public StepHooks {
+/// What out-of-order backprop chose on the first step (GradSync::ooo).
+struct OooChoice {
+  bool made = false;       ///< the first step has ended
+  bool automatic = false;  ///< k from the model (options.dist.ooo_k = -1), not the options
+  std::size_t k = 0;       ///< layers deferred
+  std::size_t layers = 0;  ///< layers the forward passed through the gate
+  /// The model's predicted step (seconds) for k = 0..layers, from the first step's measurements.
+  std::vector<double> predicted_seconds;
+};
+
+class DataParallel : public StepHooks, public nn::ParameterGate {
  public:
   /// Agrees on the configuration with the other ranks (std::runtime_error naming what differs)
   /// and broadcasts rank 0's parameters. `comm` and `workload` must outlive it.
@@ -65,16 +85,51 @@ class DataParallel : public StepHooks {
   dist::Communicator& communicator() { return comm_; }
 
   /// Throws std::runtime_error (on every rank) when the ranks' parameters differ. Does nothing
-  /// under GradSync::none, whose replicas drift apart by design.
+  /// under GradSync::none, whose replicas drift apart by design. Settles first.
   void check_replicas(long step);
+
+  /// The gate the layers call before their forward: this, under GradSync::ooo; else nullptr.
+  nn::ParameterGate* gate();
+  /// The session's Stepper, whose update_late() applies the late updates (GradSync::ooo needs
+  /// it; the optimizer steps only in the Stepper).
+  void set_stepper(Stepper* stepper) { stepper_ = stepper; }
+  /// GradSync::ooo: waits for every deferred sum still pending and applies its update, so the
+  /// parameters are those after the last step (before they are saved, evaluated or compared).
+  void settle();
+  const OooChoice& ooo_choice() const { return ooo_; }
 
   void before(StepPhase phase) override;
   void after(StepPhase phase) override;
+  void before_forward(const std::vector<at::Tensor>& parameters) override;
 
  private:
+  using Clock = std::chrono::steady_clock;
+  /// The first step's measurements, per layer (the gate's parameter groups, in forward order).
+  struct Profile {
+    std::vector<std::vector<std::size_t>> layers;     ///< parameter indices
+    std::map<std::size_t, std::size_t> layer_of;      ///< parameter index -> layer
+    std::vector<double> forward, weight_grad;         ///< seconds
+    std::size_t open = static_cast<std::size_t>(-1);  ///< the layer whose forward runs
+    Clock::time_point opened, backward_start;
+    double backward = 0;
+  };
+  void close_layer(Clock::time_point now);
+  void choose_deferred();
+  /// The late update of these parameters (their sums are in .grad).
+  void apply(const std::vector<std::size_t>& indices);
+
   dist::Communicator& comm_;
   std::vector<at::Tensor> parameters_;
-  bool exchanges_;  ///< gradients are exchanged (not GradSync::none)
+  TrainingOptions options_;
+  bool exchanges_;                               ///< gradients are exchanged (not GradSync::none)
+  bool out_of_order_;                            ///< GradSync::ooo
+  std::map<const void*, std::size_t> index_of_;  ///< TensorImpl* -> parameter index
+  Stepper* stepper_ = nullptr;
+  bool profiling_ = false;  ///< the first step of GradSync::ooo
+  bool in_forward_ = false;
+  Profile profile_;
+  OooChoice ooo_;
+  double broadcast_seconds_ = 0;  ///< the initial parameters' broadcast (a link estimate)
   std::unique_ptr<dist::GradReducer> reducer_;
   std::unique_ptr<nn::GradScheduler> scheduler_;
   std::unique_ptr<nn::ReplicaSum> replicas_;

@@ -69,20 +69,31 @@ void FusedAdam::zero_grad() {
 
 void FusedAdam::step() {
   torch::NoGradGuard no_grad;
-  for (std::size_t k = 0; k < params_.size(); ++k) {
-    auto& p = params_[k];
-    if (!p.grad().defined()) continue;
-    State& s = state_[k];
-    ++s.steps;
-    const double correction1 = 1 - std::pow(beta1_, static_cast<double>(s.steps));
-    const double correction2 = 1 - std::pow(beta2_, static_cast<double>(s.steps));
-    const torch::Tensor grad = p.grad().contiguous();
-    adam_update(p.numel(), p.data_ptr<float>(), grad.data_ptr<float>(), s.exp_avg.data_ptr<float>(),
-                s.exp_avg_sq.data_ptr<float>(), static_cast<float>(beta1_),
-                static_cast<float>(1 - beta1_), static_cast<float>(beta2_),
-                static_cast<float>(1 - beta2_), static_cast<float>(std::sqrt(correction2)),
-                static_cast<float>(eps_), static_cast<float>(learning_rate_ / correction1));
+  for (std::size_t k = 0; k < params_.size(); ++k) update(k);
+}
+
+void FusedAdam::step(const std::vector<std::size_t>& which) {
+  torch::NoGradGuard no_grad;
+  for (std::size_t k : which) {
+    if (k >= params_.size())
+      throw std::out_of_range("FusedAdam::step: no parameter " + std::to_string(k));
+    update(k);
   }
+}
+
+void FusedAdam::update(std::size_t k) {
+  auto& p = params_[k];
+  if (!p.grad().defined()) return;
+  State& s = state_[k];
+  ++s.steps;
+  const double correction1 = 1 - std::pow(beta1_, static_cast<double>(s.steps));
+  const double correction2 = 1 - std::pow(beta2_, static_cast<double>(s.steps));
+  const torch::Tensor grad = p.grad().contiguous();
+  adam_update(p.numel(), p.data_ptr<float>(), grad.data_ptr<float>(), s.exp_avg.data_ptr<float>(),
+              s.exp_avg_sq.data_ptr<float>(), static_cast<float>(beta1_),
+              static_cast<float>(1 - beta1_), static_cast<float>(beta2_),
+              static_cast<float>(1 - beta2_), static_cast<float>(std::sqrt(correction2)),
+              static_cast<float>(eps_), static_cast<float>(learning_rate_ / correction1));
 }
 
 }  // namespace engram::trainer

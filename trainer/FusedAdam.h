@@ -20,6 +20,7 @@
 
 #include <torch/types.h>
 
+#include <cstddef>
 #include <cstdint>
 #include <vector>
 
@@ -35,6 +36,10 @@ class FusedAdam {
   void zero_grad();
   /// One update of every parameter that has a gradient.
   void step();
+  /// One update of the parameters with these indices (the constructor's order) that have a
+  /// gradient: out-of-order backprop updates some parameters later than the others
+  /// (trainer/DataParallel.h). Each parameter's update is the one step() would make.
+  void step(const std::vector<std::size_t>& which);
 
   /// One parameter's moments and how many updates it has had.
   struct State {
@@ -49,6 +54,8 @@ class FusedAdam {
   void load_state(const std::vector<State>& state);
 
  private:
+  void update(std::size_t k);
+
   std::vector<torch::Tensor> params_;
   std::vector<State> state_;
   double learning_rate_, beta1_, beta2_, eps_;

@@ -130,6 +130,16 @@ StepOutput Stepper::optimize(std::vector<std::size_t> indices,
   return out;
 }
 
+void Stepper::update_late(const std::vector<std::size_t>& which) {
+  if (which.empty()) return;
+  memory::SpanGuard span("late update", "phase");
+  {
+    memory::TagGuard tag(memory::Tag::optimizer_state);
+    optimizer_->step(which);
+  }
+  for (std::size_t i : which) parameters_.at(i).mutable_grad() = at::Tensor();
+}
+
 StepOutput forward_backward(Workload& workload, std::vector<std::size_t> indices) {
   return run_forward_backward(workload, std::move(indices), {}, {});
 }

@@ -77,6 +77,11 @@ class Stepper {
   /// session passes the global batch's.
   StepOutput step(std::vector<std::size_t> indices, std::vector<double> loss_denominators = {});
 
+  /// The optimizer's update of these parameters (indices into parameters()) from their .grad,
+  /// which is then reset: out-of-order backprop's late update of a layer, during the next
+  /// step's forward (trainer/DataParallel.h). Each parameter's update is the one step() makes.
+  void update_late(const std::vector<std::size_t>& which);
+
   const std::vector<at::Tensor>& parameters() const { return parameters_; }
   Workload& workload() { return workload_; }
   /// The optimizer over parameters() (its state is saved by trainer/TrainingState.h).

@@ -32,8 +32,8 @@ namespace engram::trainer {
 /// The memory techniques' store as the layers' store while the session lasts.
 struct TrainingSession::RuntimeScope {
   RuntimeScope(memory::ActivationStore* store, nn::GradScheduler* scheduler,
-               nn::ReplicaSum* replicas)
-      : guard(store, scheduler, replicas) {}
+               nn::ReplicaSum* replicas, nn::ParameterGate* gate)
+      : guard(store, scheduler, replicas, gate) {}
   nn::RuntimeGuard guard;
 };
 
@@ -78,14 +78,17 @@ TrainingSession::TrainingSession(Workload& workload, const TrainingOptions& opti
                                chosen_techniques(options_.memory.techniques).reuse});
   nn::GradScheduler* scheduler = nullptr;
   nn::ReplicaSum* replicas = nullptr;
+  nn::ParameterGate* gate = nullptr;
   if (world > 1) {
     data_parallel_ = std::make_unique<DataParallel>(*options_.communicator, workload,
                                                     stepper_->parameters(), options_);
     scheduler = data_parallel_->scheduler();
     replicas = data_parallel_->replicas();
+    gate = data_parallel_->gate();
+    data_parallel_->set_stepper(stepper_.get());
     stepper_->add_hooks(data_parallel_.get());
   }
-  runtime_ = std::make_unique<RuntimeScope>(memory_->store(), scheduler, replicas);
+  runtime_ = std::make_unique<RuntimeScope>(memory_->store(), scheduler, replicas, gate);
 }
 
 TrainingSession::~TrainingSession() {
@@ -102,6 +105,10 @@ TrainingSession::~TrainingSession() {
 }
 
 StepOutput TrainingSession::step() { return step(sampler_->next()); }
+
+void TrainingSession::settle() {
+  if (data_parallel_) data_parallel_->settle();
+}
 
 StepOutput TrainingSession::step(std::vector<std::size_t> indices) {
   ++steps_;
@@ -264,6 +271,7 @@ TrainSummary train(Workload& workload, const TrainingOptions& options, const Log
   const SignalCatcher signals;
   // The state after `step`, written by the rank that writes files (the others wait for it).
   auto save_state = [&](long step, double elapsed) {
+    session.settle();  // out-of-order backprop's late updates belong to this step
     if (writes) {
       LoopState state = loop;
       state.step = step;
@@ -302,6 +310,7 @@ TrainSummary train(Workload& workload, const TrainingOptions& options, const Log
         summary.final_loss = mean["loss"];  // the global batch's, over the last log window
       }
       if (on_log) {
+        session.settle();  // a validation sees the parameters after this step
         stop = comm != nullptr ? log_on_one_rank(*comm, on_log, step, mean) : on_log(step, mean);
         start += std::chrono::steady_clock::now() - now;  // the callback's time is not training
       }

@@ -57,6 +57,11 @@ class TrainingSession {
   /// `indices` is the global batch and this rank trains on its share.
   StepOutput step(std::vector<std::size_t> indices);
 
+  /// Brings the parameters up to date after the last step: under out-of-order backprop
+  /// (dist::GradSync::ooo) the first layers' last updates wait for the next forward; this
+  /// applies them now. Before the parameters are saved, evaluated or compared; nothing otherwise.
+  void settle();
+
   /// The data parallelism of the session; nullptr in one process (options.communicator unset
   /// or of one rank).
   DataParallel* data_parallel() { return data_parallel_.get(); }

@@ -38,6 +38,11 @@ void validate(const TrainingOptions& o, long min_steps) {
     throw InvalidOption("learning_rate", "must be a positive number");
   if (!(o.grad_clip >= 0) || !std::isfinite(o.grad_clip))
     throw InvalidOption("grad_clip", "must be a non-negative number (0: no clipping)");
+  if (o.grad_clip > 0 && o.dist.grad_sync == dist::GradSync::ooo)
+    throw InvalidOption("grad_clip",
+                        "must be 0 with --grad-sync ooo: the global norm needs every gradient "
+                        "before any update, and ooo updates the first layers during the next "
+                        "forward");
   if (o.threads < 0 || o.threads > 1024)
     throw InvalidOption("threads", "must be 0 (all cores) or between 1 and 1024");
   if (o.log_every < 1) throw InvalidOption("log_every", "must be at least 1");

@@ -2,6 +2,7 @@
 // beside PyTorch DDP.
 #include "bench/DpBench.h"
 #include "cli/Command.h"
+#include "cli/Flags.h"
 
 #include <CLI/CLI.hpp>
 
@@ -25,11 +26,17 @@ Command register_bench_dp(CLI::App& parent) {
                   "Emulated link bandwidths in bytes/s, comma-separated; 0: loopback "
                   "(default: 0, 10 Gb/s, 1 Gb/s, 100 Mb/s)")
       ->delimiter(',');
+  sub->add_option("--predict-link", o->predict_links,
+                  "Link what-if: predict the step on these bandwidths (bytes/s, comma-separated) "
+                  "from the --links measurements, then measure them and report the error")
+      ->delimiter(',');
   sub->add_option("--link-latency", o->link_latency, "Emulated latency per collective, seconds")
       ->capture_default_str();
-  sub->add_option("--schedules", o->schedules, "Gradient schedules: none, after, overlap")
+  sub->add_option("--schedules", o->schedules, "Gradient schedules: none, after, overlap, ooo")
       ->delimiter(',')
       ->capture_default_str();
+  add_ooo_k_flag(sub, o->ooo_k,
+                 "Layers ooo updates late, or auto (the default: chosen from the first step)");
   sub->add_option("--steps", o->steps, "Timed steps per configuration")->capture_default_str();
   sub->add_option("--warmup", o->warmup, "Untimed steps per configuration")->capture_default_str();
   sub->add_option("--resnet-batch", o->resnet_batch, "ResNet images per rank and step")
@@ -70,6 +77,7 @@ Command register_bench_dp(CLI::App& parent) {
            {"models", "--models"},
            {"link_bandwidths", "--links"},
            {"link_latency", "--link-latency"},
+           {"predict_links", "--predict-link"},
            {"schedules", "--schedules"},
            {"steps", "--steps"},
            {"warmup", "--warmup"},

@@ -100,4 +100,17 @@ void submit_weight_grad(AutogradContext* ctx, WeightGradTask task) {
   captured_runtime(ctx).scheduler->submit(std::move(task));
 }
 
+void gate_parameters(at::TensorList parameters) {
+  ParameterGate* gate = current_runtime().gate;
+  if (gate == nullptr) return;
+  std::vector<at::Tensor> defined;
+  for (const at::Tensor& p : parameters)
+    if (p.defined()) defined.push_back(p);
+  gate->before_forward(defined);
+}
+
+void gate_parameters(std::initializer_list<at::Tensor> parameters) {
+  gate_parameters(at::TensorList(parameters.begin(), parameters.size()));
+}
+
 }  // namespace engram::nn::detail

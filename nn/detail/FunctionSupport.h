@@ -53,6 +53,10 @@ void accumulate_grad(const at::Tensor& parameter, const at::Tensor& grad);
 /// True if any of `parameters` needs a gradient.
 bool any_requires_grad(const std::vector<at::Tensor>& parameters);
 
+/// Before a layer's forward reads `parameters` (undefined ones are skipped): the calling
+/// thread's parameter gate, if any, brings them up to date (nn/Runtime.h).
+void gate_parameters(std::initializer_list<at::Tensor> parameters);
+void gate_parameters(at::TensorList parameters);
 /// Hands a weight-gradient task to the captured runtime's scheduler, unless none of its
 /// parameters requires a gradient.
 void submit_weight_grad(AutogradContext* ctx, WeightGradTask task);

@@ -349,6 +349,13 @@ TEST_F(CliTest, InvalidOptionsNameTheirFlag) {
   expect_error({"train", "tbcnn", "--corpus", dir_.file("absent.corpus"), "--out",
                 dir_.file("t.pt"), "--activation", "sigmoid"},
                2, "engram: error: --activation must be relu or tanh");
+  // Out-of-order backprop updates the first layers during the next forward: no global clip.
+  expect_error({"train", "npi", "--task", "addition", "--data", data_, "--out", dir_.file("o.pt"),
+                "--grad-sync", "ooo"},
+               2, "engram: error: --clip must be 0 with --grad-sync ooo");
+  expect_error({"train", "npi", "--task", "addition", "--data", data_, "--out", dir_.file("o.pt"),
+                "--grad-sync", "ooo", "--clip", "0", "--ooo-k", "some"},
+               2, "engram: error: --ooo-k: must be a number of layers or auto, not 'some'");
   // Bench and eval options are usage errors (2), not failures (1).
   expect_error({"bench", "npi", "--json", dir_.file("b.json"), "--steps", "0"}, 2,
                "engram: error: --steps must be at least 1");

@@ -8,6 +8,7 @@
 #include "dist/DistOptions.h"
 #include "dist/GradReducer.h"
 #include "dist/LinkModel.h"
+#include "dist/OooPlan.h"
 #include "npi/NpiData.h"
 #include "npi/NpiModel.h"
 #include "npi/NpiWorkload.h"
@@ -71,6 +72,30 @@ TEST(DistUnit, LinkScheduleSerialisesCollectives) {
   EXPECT_EQ(a - t0, std::chrono::milliseconds(500));
   EXPECT_EQ(b - t0, std::chrono::milliseconds(1000));
   EXPECT_EQ(c - t0, std::chrono::milliseconds(5500));
+}
+
+TEST(DistUnit, TheOooModelDefersWhereLaterCommunicationHidesBehindEarlierForwards) {
+  // Two layers, each 1 s of dX and dW. Layer 0: forward 2 s, all-reduce 1 s; layer 1: forward
+  // 2 s, all-reduce 2 s. By hand (dist/OooPlan.h):
+  //   k = 0: dX1 dW1 (sent 2..4) dX0 dW0 (sent 4..5); the step waits until 5, forward 4: 9.
+  //   k = 1: layer 1 as before (4); dX0, then dW0 at 3..4 (sent 4..5); forward waits for layer
+  //          0's sum until 5: 5 + 2 + 2 = 9.
+  //   k = 2: dX1 dX0, dW0 (sent 3..4), dW1 (sent 4..6); forward at 4: layer 0 4..6, layer 1
+  //          waits for 6: 8.
+  std::vector<dist::LayerCost> layers{{2, 1, 1, 1}, {2, 1, 1, 2}};
+  EXPECT_DOUBLE_EQ(dist::predict_ooo_step(layers, 0), 9);
+  EXPECT_DOUBLE_EQ(dist::predict_ooo_step(layers, 1), 9);
+  EXPECT_DOUBLE_EQ(dist::predict_ooo_step(layers, 2), 8);
+  EXPECT_EQ(dist::choose_ooo_k(layers), 2u);
+  // Without communication every k costs the compute: the smallest is kept.
+  for (auto& l : layers) l.allreduce = 0;
+  EXPECT_DOUBLE_EQ(dist::predict_ooo_step(layers, 2), 8);
+  EXPECT_EQ(dist::choose_ooo_k(layers), 0u);
+  // A link far slower than compute: the last sum arrives at 202 (layer 1's from 2, layer 0's
+  // from 102), and the forward that waited for it follows.
+  for (auto& l : layers) l.allreduce = 100;
+  EXPECT_DOUBLE_EQ(dist::predict_ooo_step(layers, 1), 202 + 2 + 2);
+  EXPECT_THROW(dist::predict_ooo_step(layers, 3), std::invalid_argument);
 }
 
 TEST(DistUnit, EnvironmentIsTorchrunsVariables) {
@@ -194,6 +219,9 @@ int run_worker() {
     o.dist.first_bucket_bytes = 4 << 10;
     o.dist.check_every = 5;
     o.dist.sync_batch_norm = env_or("ENGRAM_DIST_SYNC_BN", "0") == "1";
+    o.grad_clip = std::stod(env_or("ENGRAM_DIST_CLIP", "1"));
+    const std::string k = env_or("ENGRAM_DIST_OOO_K", "auto");
+    o.dist.ooo_k = k == "auto" ? -1 : std::stol(k);
     const dist::DistEnv env = dist::env_from([](const char* n) { return std::getenv(n); });
     if (env.distributed()) o.communicator = std::make_shared<dist::Communicator>(env, o.dist);
 
@@ -223,14 +251,17 @@ int run_worker() {
       dp->check_replicas(o.steps);
       std::ofstream(out + ".stats")
           << dp->reducer().buckets().size() << ' ' << dp->reducer().sent_during_backward() << ' '
-          << dp->reducer().bytes_per_step() << '\n';
+          << dp->reducer().bytes_per_step() << ' ' << dp->ooo_choice().k << ' '
+          << dp->ooo_choice().layers << '\n';
       dp->communicator().barrier();
     }
     if (env.rank == 0) {
       write_floats(out + ".params", session.stepper().parameters());
-      // The last step's gradients (the global batch's, after the exchange) stay in .grad.
+      // The last step's gradients (the global batch's, after the exchange) stay in .grad; not
+      // those of the layers out-of-order backprop updated late.
       std::vector<at::Tensor> grads;
-      for (const auto& p : session.stepper().parameters()) grads.push_back(p.grad());
+      for (const auto& p : session.stepper().parameters())
+        if (p.grad().defined()) grads.push_back(p.grad());
       write_floats(out + ".grads", grads);
     }
     return 0;
@@ -457,6 +488,46 @@ void expect_after_equals_overlap(DistJob& job, const std::string& model) {
 TEST_F(DistJob, AfterAndOverlapAreBitIdentical) {
   expect_after_equals_overlap(*this, "npi");
   expect_after_equals_overlap(*this, "resnet");
+}
+
+/// Out-of-order backprop keeps synchronous SGD: each deferred layer gets the update overlap
+/// gives it, one forward later and on the same sums (2 ranks: a + b), so after 10 steps (and
+/// settling the last step's late updates) the parameters are bit-identical; for each k given
+/// ("auto": the model's choice).
+void expect_ooo_equals_overlap(DistJob& job, const std::string& model,
+                               const std::vector<std::string>& ks) {
+  std::map<std::string, std::string> vars{{"ENGRAM_DIST_MODEL", model},
+                                          {"ENGRAM_DIST_STEPS", "10"},
+                                          {"ENGRAM_DIST_CLIP", "0"},
+                                          {"ENGRAM_DIST_SYNC_BN", model == "resnet" ? "1" : "0"},
+                                          {"ENGRAM_DIST_SYNC", "overlap"}};
+  job.run_ok(model + "-overlap10", 2, vars);
+  const auto expected = job.params(model + "-overlap10");
+  ASSERT_FALSE(expected.empty());
+  for (const std::string& k : ks) {
+    SCOPED_TRACE(model + ", k " + k);
+    vars["ENGRAM_DIST_SYNC"] = "ooo";
+    vars["ENGRAM_DIST_OOO_K"] = k;
+    const std::string name = model + "-ooo" + k;
+    job.run_ok(name, 2, vars);
+    const auto actual = job.params(name);
+    ASSERT_EQ(actual.size(), expected.size());
+    EXPECT_EQ(std::memcmp(actual.data(), expected.data(), actual.size() * sizeof(float)), 0);
+    std::istringstream stats(job.text(name + ".stats"));
+    std::size_t buckets = 0, early = 0, bytes = 0, chosen = 0, layers = 0;
+    stats >> buckets >> early >> bytes >> chosen >> layers;
+    EXPECT_GT(layers, 1u);
+    if (k == "auto") {
+      EXPECT_LE(chosen, layers);
+    } else {
+      EXPECT_EQ(chosen, std::min<std::size_t>(std::stoul(k), layers));
+    }
+  }
+}
+
+TEST_F(DistJob, OutOfOrderBackpropIsBitIdenticalToOverlap) {
+  expect_ooo_equals_overlap(*this, "npi", {"1", "1000", "auto"});
+  expect_ooo_equals_overlap(*this, "resnet", {"3", "1000", "auto"});
 }
 
 TEST_F(DistJob, TheLogCallbackRunsOnOneRankAndEveryRankFollowsItsVerdict) {

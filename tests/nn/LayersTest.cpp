@@ -511,6 +511,32 @@ TEST_F(LayersTest, WeightGradientsWaitForTheDeferredScheduler) {
   EXPECT_TRUE(torch::allclose(fc->bias.grad(), torch::full({2}, 4.0f)));
 }
 
+TEST_F(LayersTest, TheSelectorDefersSomeTasksAndTheGateSeesEveryLayerBeforeItsForward) {
+  // Out-of-order backprop: the selected layers' weight gradients wait for finish(), the others
+  // run during backward; the gate is called with each layer's parameters before its forward.
+  struct Gate : ParameterGate {
+    std::vector<std::size_t> sizes;
+    void before_forward(const std::vector<at::Tensor>& parameters) override {
+      sizes.push_back(parameters.size());
+    }
+  } gate;
+  Linear first(LinearOptions(3, 4)), second(LinearOptions(4, 2).bias(false));
+  DeferredScheduler scheduler(DeferredScheduler::Order::reverse, [&](const WeightGradTask& t) {
+    return t.parameters.front().is_same(first->weight);
+  });
+  {
+    RuntimeGuard use(nullptr, &scheduler, nullptr, &gate);
+    second(first(torch::randn({5, 3}))).sum().backward();
+  }
+  EXPECT_EQ(gate.sizes, (std::vector<std::size_t>{2, 1}));  // weight and bias; weight alone
+  EXPECT_EQ(scheduler.pending(), 1u);
+  EXPECT_TRUE(second->weight.grad().defined());  // not selected: ran during backward
+  EXPECT_FALSE(first->weight.grad().defined());
+  scheduler.finish();
+  EXPECT_TRUE(first->weight.grad().defined());
+  EXPECT_TRUE(first->bias.grad().defined());
+}
+
 using engram::testing::CountingStore;
 
 TEST_F(LayersTest, LayersSaveThroughTheStoreOfTheirForwardPass) {

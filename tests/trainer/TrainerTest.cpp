@@ -83,6 +83,26 @@ TEST_F(TorchTest, FusedAdamMatchesTorchAdamOverTenSteps) {
   EXPECT_THROW(FusedAdam({torch::zeros({2}, torch::kDouble)}, 1e-3), std::invalid_argument);
 }
 
+TEST_F(TorchTest, FusedAdamUpdatesASubsetAsStepWould) {
+  // Out-of-order backprop updates some parameters later, one group at a time: the same bytes.
+  std::vector<torch::Tensor> all{torch::randn({7, 3}), torch::randn({5}), torch::randn({4})};
+  std::vector<torch::Tensor> split;
+  for (const auto& p : all) split.push_back(p.clone());
+  FusedAdam together(all, 1e-2), apart(split, 1e-2);
+  for (int step = 0; step < 3; ++step) {
+    for (std::size_t k = 0; k < all.size(); ++k) {
+      const auto g = torch::randn(all[k].sizes());
+      all[k].mutable_grad() = g.clone();
+      split[k].mutable_grad() = g.clone();
+    }
+    together.step();
+    apart.step({2});
+    apart.step({0, 1});
+  }
+  for (std::size_t k = 0; k < all.size(); ++k) EXPECT_TRUE(torch::equal(all[k], split[k])) << k;
+  EXPECT_THROW(apart.step({3}), std::out_of_range);
+}
+
 // ---------------------------------------------------------------------------------------------
 // Checkpoints
 

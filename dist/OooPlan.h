@@ -1,0 +1,43 @@
+#pragma once
+/// \file
+/// How many layers out-of-order backprop defers (dist::GradSync::ooo, `--ooo-k auto`): a model of
+/// one data-parallel step in its steady state, evaluated for every k, from each layer's measured
+/// forward, input-gradient (dX) and weight-gradient (dW) times and its all-reduce time over the
+/// link. Pure: no torch, no clock.
+///
+/// The model, with layers 0..L-1 in forward order (0 nearest the input) and k deferred:
+///   backward  from layer L-1 down to 0: dX, then (j >= k) dW at once; a layer's all-reduce
+///             starts when its dW is done and the link is free (collectives are serialised);
+///   deferred  after the dX chain, the dW of layers 0..k-1, input first, each all-reduced alone;
+///   the end   the step waits for the non-deferred all-reduces only;
+///   forward   the next step's layer j (j < k) waits for its own all-reduce, then runs.
+/// The period is from one backward's start to the next's, and at least the link's busy time.
+/// Buckets are not modelled (each non-deferred layer is its own collective): the choice needs
+/// the shape of the curve, not its last percent.
+///
+/// \code
+///   std::vector<engram::dist::LayerCost> layers = ...;     // measured on the first step
+///   std::size_t k = engram::dist::choose_ooo_k(layers);      // argmin of predict_ooo_step
+/// \endcode
+
+#include <cstddef>
+#include <vector>
+
+namespace engram::dist {
+
+/// One layer's share of a step, in seconds.
+struct LayerCost {
+  double forward = 0;
+  double input_grad = 0;   ///< dX: on the backward's critical chain
+  double weight_grad = 0;  ///< dW: reorderable
+  double allreduce = 0;    ///< its gradients over the link
+};
+
+/// The model's step time (seconds) with the first `k` layers deferred (k <= layers.size()).
+double predict_ooo_step(const std::vector<LayerCost>& layers, std::size_t k);
+
+/// The k in 0..layers.size() with the smallest predicted step; the smallest such k on ties
+/// (within 1e-9 s), since deferring changes nothing there but the order of updates.
+std::size_t choose_ooo_k(const std::vector<LayerCost>& layers);
+
+}  // namespace engram::dist
