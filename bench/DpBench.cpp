@@ -55,6 +55,7 @@ json options_json(const DpBenchOptions& o) {
           {"link_latency", o.link_latency},
           {"schedules", o.schedules},
           {"ooo_k", o.ooo_k},
+          {"chunk_layers", o.chunk_layers},
           {"warmup", o.warmup},
           {"steps", o.steps},
           {"resnet_batch", o.resnet_batch},
@@ -76,6 +77,7 @@ DpBenchOptions options_from(const json& j) {
   j.at("link_latency").get_to(o.link_latency);
   j.at("schedules").get_to(o.schedules);
   j.at("ooo_k").get_to(o.ooo_k);
+  j.at("chunk_layers").get_to(o.chunk_layers);
   j.at("warmup").get_to(o.warmup);
   j.at("steps").get_to(o.steps);
   j.at("resnet_batch").get_to(o.resnet_batch);
@@ -98,12 +100,15 @@ void validate(const DpBenchOptions& o) {
       throw InvalidOption("models", "'" + m + "' is not one of resnet, npi");
   for (const auto& s : o.schedules) dist::grad_sync_from_name(s);  // InvalidOption
   if (o.ooo_k < -1) throw InvalidOption("ooo_k", "must be a number of layers, or -1 (auto)");
+  if (o.chunk_layers < -1 || o.chunk_layers == 0)
+    throw InvalidOption("chunk_layers", "must be 1 or more layers, or -1 (searched)");
   if (o.link_bandwidths.empty()) throw InvalidOption("link_bandwidths", "names no link");
   for (double b : o.predict_links) {
     if (!(b > 0) || !std::isfinite(b))
       throw InvalidOption("predict_links", "must be bytes per second above 0");
     if (std::find(o.link_bandwidths.begin(), o.link_bandwidths.end(), b) != o.link_bandwidths.end())
-      throw InvalidOption("predict_links", "are predicted from the other links, so they must not be among them");
+      throw InvalidOption("predict_links",
+                          "are predicted from the other links, so they must not be among them");
   }
   if (!o.predict_links.empty() && o.link_bandwidths.size() < 2)
     throw InvalidOption("link_bandwidths", "need at least two links to predict others from");
@@ -168,7 +173,8 @@ struct Measured {
   double step_seconds = 0;
   std::size_t bytes_per_step = 0, buckets = 0, sent_early = 0;
   std::vector<std::size_t> bucket_bytes;
-  trainer::OooChoice ooo;  ///< `ooo`: the layers deferred and the model's predictions
+  trainer::OooChoice ooo;      ///< `ooo`: the layers deferred and the model's predictions
+  trainer::ChunkChoice chunk;  ///< `host`: the chunk and its search
 };
 
 std::string link_label(double bandwidth) {
@@ -190,11 +196,15 @@ Measured measure_schedule(Model& m, dist::GradSync sync,
   t.communicator = comm;
   t.dist.grad_sync = sync;
   t.dist.ooo_k = o.ooo_k;
+  t.dist.chunk_layers = o.chunk_layers;
   t.dist.check_every = 1L << 40;
   t.dist.bucket_bytes = dist::bytes_of_mib(o.bucket_mb);
   t.dist.first_bucket_bytes = dist::bytes_of_mib(o.first_bucket_mb);
   trainer::TrainingSession session(*m.workload, t);
   for (long i = 0; i < o.warmup; ++i) session.step();
+  // `host` searches its chunk on its first steps: those are warm-up too (at most 2 per size).
+  if (auto* dp = session.data_parallel(); dp != nullptr && sync == dist::GradSync::host)
+    for (long i = 0; i < 64 && !dp->chunk_search().settled; ++i) session.step();
   auto* tracker = memory::MemoryTracker::installed();
   double total = 0;
   for (long i = 0; i < o.steps; ++i) {
@@ -214,6 +224,7 @@ Measured measure_schedule(Model& m, dist::GradSync sync,
   Measured r;
   r.step_seconds = slowest(*comm, total / o.steps);
   r.ooo = session.data_parallel()->ooo_choice();
+  r.chunk = session.data_parallel()->chunk_search();
   const auto& reducer = session.data_parallel()->reducer();
   r.bytes_per_step = reducer.bytes_per_step();
   r.buckets = sync == dist::GradSync::none ? 0 : reducer.buckets().size();
@@ -357,6 +368,15 @@ void run_dp_worker(const DpBenchOptions& o) {
                         {"bytes_per_step", exchanges ? r.bytes_per_step : 0},
                         {"buckets", r.buckets},
                         {"buckets_sent_during_backward", r.sent_early}});
+        if (s == "host") {
+          json path = json::array();
+          for (const auto& [chunk, seconds] : r.chunk.path)
+            path.push_back({{"chunk_layers", chunk}, {"step_seconds", seconds}});
+          rows.back()["host"] = {{"chunk_layers", r.chunk.chunk},
+                                 {"layers", r.chunk.layers},
+                                 {"searched", r.chunk.automatic},
+                                 {"search_path", path}};
+        }
         if (s == "ooo") {
           rows.back()["ooo"] = {{"k", r.ooo.k},
                                 {"layers", r.ooo.layers},
@@ -511,13 +531,15 @@ void run_dp_bench(const DpBenchOptions& options, std::ostream& out) {
   if (!options.predict_links.empty()) {
     report["options"]["predict_links"] = options.predict_links;
     report["link_predictions"] = link_predictions(options, rows);
-    out << "link what-if: predicted from " << options.link_bandwidths.size() << " links, then measured\n";
+    out << "link what-if: predicted from " << options.link_bandwidths.size()
+        << " links, then measured\n";
     for (const auto& p : report["link_predictions"]) {
       out << std::left << std::setw(8) << p["model"].get<std::string>() << std::setw(11)
           << p["link"].get<std::string>() << std::setw(9) << p["schedule"].get<std::string>()
-          << std::right << " predicted " << fixed(p["predicted_step_seconds"].get<double>() * 1e3, 1)
-          << " ms, measured " << fixed(p["measured_step_seconds"].get<double>() * 1e3, 1)
-          << " ms, error " << fixed(p["error"].get<double>() * 100, 1) << "%\n";
+          << std::right << " predicted "
+          << fixed(p["predicted_step_seconds"].get<double>() * 1e3, 1) << " ms, measured "
+          << fixed(p["measured_step_seconds"].get<double>() * 1e3, 1) << " ms, error "
+          << fixed(p["error"].get<double>() * 100, 1) << "%\n";
     }
   }
   report["options"].erase("json_path");

@@ -37,8 +37,9 @@ struct DpBenchOptions {
   double link_latency = 0;  ///< seconds per collective
   /// Links (bytes per second, > 0) whose step is predicted from link_bandwidths, then measured.
   std::vector<double> predict_links;
-  std::vector<std::string> schedules{"none", "after", "overlap", "ooo"};
+  std::vector<std::string> schedules{"none", "after", "overlap", "ooo", "host"};
   long ooo_k = -1;             ///< layers `ooo` updates late; -1: chosen (dist::DistOptions)
+  long chunk_layers = -1;      ///< layers per chunk of `host`; -1: searched (dist::DistOptions)
   long warmup = 2;             ///< untimed steps per configuration (the first learns the buckets)
   long steps = 5;              ///< timed steps per configuration
   int resnet_batch = 16;       ///< per rank

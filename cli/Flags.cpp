@@ -73,6 +73,11 @@ TrainingFlags add_training_flags(CLI::App* command, trainer::TrainingOptions& op
   f.threads =
       command->add_option("--threads", options.threads, "Intra-op threads, 0 for all cores")
           ->capture_default_str();
+  command
+      ->add_option("--ooo-threads", options.ooo_threads,
+                   "2: weight gradients on a second thread while the input-gradient chain goes "
+                   "on (out-of-order backprop in one process; needs --threads 1)")
+      ->capture_default_str();
   f.metrics = command->add_option("--metrics", options.metrics_path,
                                   "Write JSON-lines metrics here");
   f.log_every =
@@ -103,6 +108,7 @@ TrainingFlags add_training_flags(CLI::App* command, trainer::TrainingOptions& op
                 {"grad_clip", "--clip"},
                 {"seed", "--seed"},
                 {"threads", "--threads"},
+                {"ooo_threads", "--ooo-threads"},
                 {"metrics_path", "--metrics"},
                 {"log_every", "--log-every"}});
   if (!spec.memory.empty()) {
@@ -153,6 +159,10 @@ void add_dist_flags(CLI::App* command, dist::DistOptions& d, FlagTable& flags) {
                  "auto (chosen from the first step's measured per-layer compute and "
                  "communication; the default)")
       ->group(group);
+  add_chunk_flag(command, d.chunk_layers,
+                 "With --grad-sync host: layers per chunk, or auto (searched on the first steps: "
+                 "1, 2, 4, ... while a step gets faster; the default)")
+      ->group(group);
   // Sizes in MiB (as DDP's bucket_cap_mb), kept in bytes.
   const auto add_mib = [&](const char* name, std::size_t& bytes, const char* help) {
     command
@@ -189,6 +199,7 @@ void add_dist_flags(CLI::App* command, dist::DistOptions& d, FlagTable& flags) {
                 {"dist.timeout_seconds", "--dist-timeout"},
                 {"dist.grad_sync", "--grad-sync"},
                 {"dist.ooo_k", "--ooo-k"},
+                {"dist.chunk_layers", "--chunk"},
                 {"dist.bucket_bytes", "--bucket-mb"},
                 {"dist.first_bucket_bytes", "--first-bucket-mb"},
                 {"dist.link_bandwidth", "--link-bandwidth"},
@@ -196,18 +207,33 @@ void add_dist_flags(CLI::App* command, dist::DistOptions& d, FlagTable& flags) {
                 {"dist.check_every", "--dist-check-every"}});
 }
 
-CLI::Option* add_ooo_k_flag(CLI::App* command, long& k, const std::string& help) {
+namespace {
+
+/// --NAME taking a count (at least `least`) or auto (-1).
+CLI::Option* add_count_or_auto(CLI::App* command, const std::string& name, long& value,
+                               long least, const std::string& help) {
   return command
       ->add_option_function<std::string>(
-          "--ooo-k", [&k](const std::string& value) { k = value == "auto" ? -1 : std::stol(value); },
+          name, [&value](const std::string& v) { value = v == "auto" ? -1 : std::stol(v); },
           help)
-      ->check([](const std::string& value) -> std::string {
-        if (value == "auto") return "";
-        if (value.empty() || value.size() > 9 ||
-            value.find_first_not_of("0123456789") != std::string::npos)
-          return "must be a number of layers or auto, not '" + value + "'";
+      ->check([least](const std::string& v) -> std::string {
+        if (v == "auto") return "";
+        if (v.empty() || v.size() > 9 || v.find_first_not_of("0123456789") != std::string::npos ||
+            std::stol(v) < least)
+          return "must be a number of layers" + std::string(least > 0 ? " (1 or more)" : "") +
+                 " or auto, not '" + v + "'";
         return "";
       });
+}
+
+}  // namespace
+
+CLI::Option* add_chunk_flag(CLI::App* command, long& layers, const std::string& help) {
+  return add_count_or_auto(command, "--chunk", layers, 1, help);
+}
+
+CLI::Option* add_ooo_k_flag(CLI::App* command, long& k, const std::string& help) {
+  return add_count_or_auto(command, "--ooo-k", k, 0, help);
 }
 
 void join_job(trainer::TrainingOptions& options) {

@@ -57,6 +57,9 @@ void add_dist_flags(CLI::App* command, dist::DistOptions& options, FlagTable& fl
 /// Adds --ooo-k (a number of layers, or auto: -1) bound to `k`: out-of-order backprop's deferred
 /// layers (dist::DistOptions::ooo_k), for training and for `bench dp`.
 CLI::Option* add_ooo_k_flag(CLI::App* command, long& k, const std::string& help);
+/// Adds --chunk (layers per chunk, 1 or more, or auto: -1) bound to `layers`: host-side
+/// accumulation's chunk (dist::DistOptions::chunk_layers), for training and for `bench dp`.
+CLI::Option* add_chunk_flag(CLI::App* command, long& layers, const std::string& help);
 
 /// Joins the data-parallel job torchrun's environment describes (RANK, WORLD_SIZE,
 /// MASTER_ADDR, MASTER_PORT, ...; dist/DistOptions.h), setting options.communicator; in one

@@ -53,7 +53,7 @@ DistEnv env_from(const std::function<const char*(const char*)>& lookup) {
 }
 
 const std::vector<std::string>& grad_sync_names() {
-  static const std::vector<std::string> names{"none", "after", "overlap", "ooo"};
+  static const std::vector<std::string> names{"none", "after", "overlap", "ooo", "host"};
   return names;
 }
 
@@ -65,7 +65,8 @@ GradSync grad_sync_from_name(const std::string& name) {
   const auto& names = grad_sync_names();
   for (std::size_t i = 0; i < names.size(); ++i)
     if (names[i] == name) return static_cast<GradSync>(i);
-  throw InvalidOption("dist.grad_sync", "'" + name + "' is not one of none, after, overlap, ooo");
+  throw InvalidOption("dist.grad_sync",
+                      "'" + name + "' is not one of none, after, overlap, ooo, host");
 }
 
 void validate(const DistOptions& o) {
@@ -81,6 +82,8 @@ void validate(const DistOptions& o) {
   if (!std::isfinite(o.link_latency) || o.link_latency < 0)
     throw InvalidOption("dist.link_latency", "must be a non-negative number of seconds");
   if (o.check_every < 1) throw InvalidOption("dist.check_every", "must be at least 1");
+  if (o.chunk_layers < -1 || o.chunk_layers == 0)
+    throw InvalidOption("dist.chunk_layers", "must be a number of layers (1 or more), or auto");
   if (o.ooo_k < -1)
     throw InvalidOption("dist.ooo_k", "must be a number of layers (0 or more), or auto");
 }

@@ -49,8 +49,13 @@ enum class GradSync {
   /// each all-reduced alone; their exchange runs on while the next step's forward starts, and
   /// each such layer is updated just before its forward reads it. The others go as in overlap.
   ooo,
+  /// Host-side accumulation in chunks (US10949746B2, US11164079B2): the gradients of a chunk of
+  /// consecutive layers (in backward order) are copied into a host buffer and summed over the
+  /// CPU process group while backward goes on with the layers below; the chunk's size in layers
+  /// is searched on the first steps (chunk_layers).
+  host,
 };
-/// "none", "after", "overlap", "ooo".
+/// "none", "after", "overlap", "ooo", "host".
 const std::vector<std::string>& grad_sync_names();
 const char* grad_sync_name(GradSync sync);
 /// InvalidOption("dist.grad_sync", ...) for a name not in grad_sync_names().
@@ -70,6 +75,9 @@ struct DistOptions {
   /// GradSync::ooo: how many layers (those nearest the input) are updated late; -1: chosen from
   /// the first steps' measured per-layer compute and communication (dist/OooPlan.h).
   long ooo_k = -1;
+  /// GradSync::host: layers per chunk; -1: searched (1, 2, 4, ... while a step gets faster; the
+  /// best kept).
+  long chunk_layers = -1;
   /// Batch normalisation over the global batch (as torch.nn.SyncBatchNorm): two small
   /// all-reduces per layer in forward and one in backward. Off, as in PyTorch DDP: each rank
   /// normalises its own batch, and training equals one process only without batch norm.

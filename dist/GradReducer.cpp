@@ -105,6 +105,7 @@ void GradReducer::ready(const std::vector<at::Tensor>& parameters) {
   std::lock_guard<std::mutex> lock(mutex_);
   if (!in_backward_) return;  // a backward outside a step (planning) is not exchanged
   const bool learning = steps_ == 0;
+  if (learning) ready_groups_.emplace_back();
   for (const at::Tensor& t : parameters) {
     auto it = index_of_.find(t.unsafeGetTensorImpl());
     if (it == index_of_.end()) continue;  // not a trained parameter
@@ -112,11 +113,10 @@ void GradReducer::ready(const std::vector<at::Tensor>& parameters) {
     ++seen_[i];
     if (learning) {
       ready_order_.push_back(i);
+      ready_groups_.back().push_back(i);
       continue;
     }
-    if ((options_.grad_sync != GradSync::overlap && options_.grad_sync != GradSync::ooo) ||
-        expected_[i] == 0)
-      continue;
+    if (options_.grad_sync == GradSync::after || expected_[i] == 0) continue;
     const std::size_t b = bucket_of_[i];
     if (b < next_launch_) {
       throw std::logic_error("parameter " + std::to_string(i) +
@@ -195,9 +195,7 @@ void GradReducer::end_backward() {
   }
   for (std::size_t b = 0; b < buckets_.size(); ++b)
     if (!bucket_deferred_[b]) write_sums(b, nullptr);
-  if (steps_ == 0 &&
-      (options_.grad_sync == GradSync::overlap || options_.grad_sync == GradSync::ooo))
-    learn_buckets();
+  if (steps_ == 0 && options_.grad_sync != GradSync::after) learn_buckets();
   ++steps_;
 }
 
@@ -206,9 +204,21 @@ void GradReducer::learn_buckets() {
   // Per parameter in send order: its index, its reports per step, and its deferred layer (-1:
   // none). This rank's order: each parameter where its last report came, then the unreported
   // ones.
+  // ooo: the deferred layers; host: every layer, in the order backward first reported them.
   std::vector<std::int64_t> layer_of(n, -1);
-  for (std::size_t l = 0; l < deferred_layers_.size(); ++l)
-    for (std::size_t i : deferred_layers_[l]) layer_of[i] = static_cast<std::int64_t>(l);
+  if (options_.grad_sync == GradSync::host) {
+    std::int64_t next = 0;
+    for (const auto& group : ready_groups_) {
+      bool fresh = !group.empty();
+      for (std::size_t i : group) fresh = fresh && layer_of[i] < 0;
+      if (!fresh) continue;  // a layer reporting again (one used several times in the step)
+      for (std::size_t i : group) layer_of[i] = next;
+      ++next;
+    }
+  } else {
+    for (std::size_t l = 0; l < deferred_layers_.size(); ++l)
+      for (std::size_t i : deferred_layers_[l]) layer_of[i] = static_cast<std::int64_t>(l);
+  }
   std::vector<std::int64_t> plan(3 * n, 0);
   {
     std::vector<char> placed(n, 0);
@@ -244,8 +254,15 @@ void GradReducer::learn_buckets() {
     }
     if (static_cast<std::size_t>(layer) >= layers.size()) layers.resize(layer + 1);
     layers[layer].push_back(i);
-    parameter_deferred_[i] = 1;
   }
+  if (options_.grad_sync == GradSync::host) {
+    layers_ = std::move(layers);
+    unreported_ = std::move(order);
+    set_chunk(1);
+    return;
+  }
+  for (const auto& layer : layers)
+    for (std::size_t i : layer) parameter_deferred_[i] = 1;
   buckets_ = assign_buckets(order, bytes_, options_.first_bucket_bytes, options_.bucket_bytes);
   bucket_deferred_.assign(buckets_.size(), 0);
   for (auto& layer : layers) {
@@ -260,6 +277,24 @@ void GradReducer::learn_buckets() {
   for (std::size_t b = 0; b < buckets_.size(); ++b)
     for (std::size_t i : buckets_[b]) bucket_of_[i] = b;
   buffers_.clear();
+}
+
+void GradReducer::set_chunk(std::size_t layers) {
+  if (options_.grad_sync != GradSync::host)
+    throw std::logic_error("GradReducer::set_chunk: only for GradSync::host");
+  if (in_backward_) throw std::logic_error("GradReducer::set_chunk: not during a step");
+  const std::size_t chunk = std::max<std::size_t>(1, layers);
+  buckets_.clear();
+  for (std::size_t l = 0; l < layers_.size(); l += chunk) {
+    buckets_.emplace_back();
+    for (std::size_t k = l; k < std::min(layers_.size(), l + chunk); ++k)
+      buckets_.back().insert(buckets_.back().end(), layers_[k].begin(), layers_[k].end());
+  }
+  if (!unreported_.empty()) buckets_.push_back(unreported_);  // sent by end_backward()
+  bucket_deferred_.assign(buckets_.size(), 0);
+  for (std::size_t b = 0; b < buckets_.size(); ++b)
+    for (std::size_t i : buckets_[b]) bucket_of_[i] = b;
+  buffers_.clear();  // the next begin_step() allocates them for these buckets
 }
 
 void GradReducer::set_deferred(std::vector<std::vector<std::size_t>> layers) {

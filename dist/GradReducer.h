@@ -12,6 +12,11 @@
 /// parameters' .grad is emptied when their bucket is sent, and take() waits for a parameter's
 /// sum and puts it into .grad when the next step's forward needs the parameter.
 ///
+/// Under GradSync::host the buckets are chunks of consecutive layers (a layer: the parameters one
+/// weight-gradient task reports), in backward order, set_chunk() layers each; each is copied
+/// into its host buffer when its last layer is ready and summed over the CPU process group while
+/// backward goes on.
+///
 /// A parameter is ready when the layer that owns it has reported it (the ready callbacks of
 /// nn::GradScheduler) as often as it did on the first step. Parameters no callback reports
 /// (layers outside nn/) are sent by end_backward(). The first step sends everything in one
@@ -75,6 +80,11 @@ class GradReducer {
   std::vector<std::size_t> take(const std::vector<at::Tensor>& parameters);
   /// take() of every pending parameter.
   std::vector<std::size_t> take_all();
+  /// GradSync::host, after the first step: makes the buckets chunks of `layers` consecutive
+  /// layers (at least 1; more than there are: one chunk). Between steps only.
+  void set_chunk(std::size_t layers);
+  /// GradSync::host: the layers (parameter indices) in backward order, as every rank has them.
+  const std::vector<std::vector<std::size_t>>& layers() const { return layers_; }
   /// The deferred layers (parameter indices), in send order, as every rank has them.
   const std::vector<std::vector<std::size_t>>& deferred_layers() const { return deferred_layers_; }
 
@@ -114,7 +124,10 @@ class GradReducer {
   std::vector<std::size_t> waiting_;  ///< per bucket: parameters not yet ready
   std::vector<at::Tensor> buffers_;
   std::vector<std::unique_ptr<PendingCollective>> pending_;
-  std::vector<char> bucket_deferred_;  ///< per bucket (GradSync::ooo)
+  std::vector<char> bucket_deferred_;                   ///< per bucket (GradSync::ooo)
+  std::vector<std::vector<std::size_t>> ready_groups_;  ///< first step: each report's indices
+  std::vector<std::vector<std::size_t>> layers_;        ///< GradSync::host, backward order
+  std::vector<std::size_t> unreported_;                 ///< GradSync::host: in no layer
   std::vector<std::vector<std::size_t>> deferred_layers_;
   std::vector<char> pending_parameter_;   ///< per parameter: a deferred sum not yet taken
   std::vector<char> parameter_deferred_;  ///< per parameter: in a deferred layer

@@ -39,17 +39,13 @@ double predict_ooo_step(const std::vector<LayerCost>& layers, std::size_t k) {
   return std::max(t, busy);
 }
 
-std::size_t choose_ooo_k(const std::vector<LayerCost>& layers) {
-  std::size_t best = 0;
-  double best_time = predict_ooo_step(layers, 0);
-  for (std::size_t k = 1; k <= layers.size(); ++k) {
-    const double time = predict_ooo_step(layers, k);
-    if (time < best_time - 1e-9) {
-      best = k;
-      best_time = time;
-    }
-  }
-  return best;
+std::size_t choose_ooo_k(const std::vector<LayerCost>& layers, double margin) {
+  std::vector<double> times;
+  for (std::size_t k = 0; k <= layers.size(); ++k) times.push_back(predict_ooo_step(layers, k));
+  const double fastest = *std::min_element(times.begin(), times.end());
+  std::size_t k = 0;
+  while (times[k] > fastest * (1 + margin)) ++k;
+  return k;
 }
 
 }  // namespace engram::dist

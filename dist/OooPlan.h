@@ -36,8 +36,9 @@ struct LayerCost {
 /// The model's step time (seconds) with the first `k` layers deferred (k <= layers.size()).
 double predict_ooo_step(const std::vector<LayerCost>& layers, std::size_t k);
 
-/// The k in 0..layers.size() with the smallest predicted step; the smallest such k on ties
-/// (within 1e-9 s), since deferring changes nothing there but the order of updates.
-std::size_t choose_ooo_k(const std::vector<LayerCost>& layers);
+/// The smallest k in 0..layers.size() whose predicted step is within `margin` (relative) of the
+/// fastest: each deferred layer is a collective of its own, whose fixed cost the model leaves
+/// out, so k grows only for a predicted gain above the margin.
+std::size_t choose_ooo_k(const std::vector<LayerCost>& layers, double margin = 0.01);
 
 }  // namespace engram::dist

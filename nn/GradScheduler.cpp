@@ -5,6 +5,7 @@
 #include <ATen/core/grad_mode.h>
 
 #include <chrono>
+#include <utility>
 
 namespace engram::nn {
 
@@ -35,6 +36,61 @@ void DeferredScheduler::finish() {
       queue_.pop_front();
     }
     run(task);
+  }
+}
+
+ThreadedScheduler::ThreadedScheduler(std::function<void()> on_worker_start)
+    : worker_([this, start = std::move(on_worker_start)] { loop(start); }) {}
+
+ThreadedScheduler::~ThreadedScheduler() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stop_ = true;
+  }
+  work_.notify_all();
+  worker_.join();
+}
+
+void ThreadedScheduler::submit(WeightGradTask task) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    queue_.push_back(std::move(task));
+  }
+  work_.notify_one();
+}
+
+void ThreadedScheduler::finish() {
+  std::unique_lock<std::mutex> lock(mutex_);
+  done_.wait(lock, [this] { return queue_.empty() && !running_; });
+  if (error_) std::rethrow_exception(std::exchange(error_, nullptr));
+}
+
+std::size_t ThreadedScheduler::pending() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return queue_.size() + (running_ ? 1 : 0);
+}
+
+void ThreadedScheduler::loop(const std::function<void()>& on_start) {
+  if (on_start) on_start();
+  std::unique_lock<std::mutex> lock(mutex_);
+  while (true) {
+    work_.wait(lock, [this] { return stop_ || !queue_.empty(); });
+    if (queue_.empty()) return;  // stopping, nothing left
+    WeightGradTask task = std::move(queue_.front());
+    queue_.pop_front();
+    running_ = true;
+    const bool failed = error_ != nullptr;  // after a failure the rest are dropped
+    lock.unlock();
+    try {
+      if (!failed) run(task);
+    } catch (...) {
+      std::lock_guard<std::mutex> relock(mutex_);
+      if (!error_) error_ = std::current_exception();
+    }
+    task = WeightGradTask();  // what it captured goes here, on the worker
+    lock.lock();
+    running_ = false;
+    if (queue_.empty()) done_.notify_all();
   }
 }
 

@@ -21,10 +21,14 @@
 
 #include <ATen/core/Tensor.h>
 
+#include <condition_variable>
 #include <cstddef>
 #include <deque>
+#include <exception>
 #include <functional>
+#include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace engram::nn {
@@ -95,6 +99,35 @@ class DeferredScheduler : public GradScheduler {
   Order order_;
   Selector defer_;
   std::deque<WeightGradTask> queue_;
+};
+
+/// Runs the tasks on a worker thread of its own, in submission order, while the submitting
+/// thread goes on with the input-gradient chain: one process's second core (out-of-order
+/// backprop's `--ooo-threads 2`). The gradients are the immediate scheduler's bit for bit: the
+/// same tasks accumulate in the same order. finish() waits for every task and rethrows the first
+/// task's exception. The callbacks run on the worker.
+class ThreadedScheduler : public GradScheduler {
+ public:
+  /// `on_worker_start` runs first on the worker (e.g. to set its intra-op threads).
+  explicit ThreadedScheduler(std::function<void()> on_worker_start = {});
+  ~ThreadedScheduler() override;
+  ThreadedScheduler(const ThreadedScheduler&) = delete;
+  ThreadedScheduler& operator=(const ThreadedScheduler&) = delete;
+  void submit(WeightGradTask task) override;
+  void finish() override;
+  std::size_t pending() const override;
+  const char* name() const override { return "threaded"; }
+
+ private:
+  void loop(const std::function<void()>& on_start);
+
+  mutable std::mutex mutex_;
+  std::condition_variable work_, done_;
+  std::deque<WeightGradTask> queue_;
+  bool running_ = false;  ///< the worker is running a task
+  bool stop_ = false;
+  std::exception_ptr error_;
+  std::thread worker_;
 };
 
 }  // namespace engram::nn

@@ -1,6 +1,7 @@
 #include "trainer/DataParallel.h"
 
 #include "common/Hash.h"
+#include "dist/ChunkSearch.h"
 #include "dist/Communicator.h"
 #include "dist/GradReducer.h"
 #include "dist/OooPlan.h"
@@ -10,6 +11,7 @@
 #include <ATen/ATen.h>
 #include <ATen/core/grad_mode.h>
 
+#include <algorithm>
 #include <sstream>
 
 namespace engram::trainer {
@@ -68,7 +70,8 @@ DataParallel::DataParallel(dist::Communicator& comm, Workload& workload,
       parameters_(std::move(parameters)),
       options_(options),
       exchanges_(options.dist.grad_sync != dist::GradSync::none),
-      out_of_order_(options.dist.grad_sync == dist::GradSync::ooo) {
+      out_of_order_(options.dist.grad_sync == dist::GradSync::ooo),
+      chunked_(options.dist.grad_sync == dist::GradSync::host) {
   for (std::size_t i = 0; i < parameters_.size(); ++i)
     index_of_[parameters_[i].unsafeGetTensorImpl()] = i;
   for (const auto& [what, value] : configuration(workload, parameters_, options))
@@ -128,6 +131,7 @@ nn::ReplicaSum* DataParallel::replicas() { return replicas_.get(); }
 nn::ParameterGate* DataParallel::gate() { return out_of_order_ ? this : nullptr; }
 
 void DataParallel::before(StepPhase phase) {
+  if (phase == StepPhase::batch) step_start_ = Clock::now();
   if (phase == StepPhase::forward && profiling_) {
     profile_.open = static_cast<std::size_t>(-1);
     in_forward_ = true;
@@ -151,9 +155,41 @@ void DataParallel::after(StepPhase phase) {
       choose_deferred();
       profiling_ = false;
     }
+    const bool first = !chunk_.settled && chunk_.chunk == 0;
     reducer_->end_backward();
     if (out_of_order_ && ooo_.made) ooo_.k = reducer_->deferred_layers().size();  // rank 0's choice
+    if (chunked_ && first) {
+      // The first step learned the layers; the search starts at one layer per chunk.
+      chunk_.layers = reducer_->layers().size();
+      chunk_.automatic = options_.dist.chunk_layers < 0;
+      if (chunk_.automatic && chunk_.layers > 0) {
+        search_ = std::make_unique<dist::ChunkSearch>(chunk_.layers);
+        chunk_.chunk = search_->current();
+        chunk_.settled = search_->done();
+      } else {
+        chunk_.chunk = chunk_.automatic ? 1 : static_cast<std::size_t>(options_.dist.chunk_layers);
+        chunk_.settled = true;
+      }
+      reducer_->set_chunk(chunk_.chunk);
+      chunk_steps_ = -1;  // this step is not one of the chunk's
+    }
   }
+  if (phase == StepPhase::optimizer && chunked_ && !chunk_.settled)
+    search_chunk(std::chrono::duration<double>(Clock::now() - step_start_).count());
+}
+
+void DataParallel::search_chunk(double seconds) {
+  // Two steps per size: the first reallocates the buffers, the second is timed. Every rank
+  // records the mean over the ranks, so every rank decides alike.
+  if (++chunk_steps_ < 2) return;
+  at::Tensor t = at::tensor({seconds}, at::kDouble);
+  comm_.allreduce(t, "the chunk search's step time");
+  search_->record(t.item<double>() / comm_.world_size());
+  chunk_.path = search_->path();
+  chunk_.chunk = search_->current();
+  chunk_.settled = search_->done();
+  reducer_->set_chunk(chunk_.chunk);
+  chunk_steps_ = 0;
 }
 
 void DataParallel::before_forward(const std::vector<at::Tensor>& parameters) {

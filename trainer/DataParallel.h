@@ -18,6 +18,10 @@
 ///   nearest the input have their weight gradients computed after the input-gradient chain and
 ///   their exchange left running, and the session's optimizer updates each of them when the next
 ///   forward reaches it (the gate, nn/Runtime.h). settle() applies what is still pending.
+/// - Host-side accumulation in chunks (dist::GradSync::host): the buckets are chunks of
+///   consecutive layers; with options.dist.chunk_layers = -1 the chunk is searched from the
+///   second step (1, 2, 4, ... layers, two steps each, the second timed and averaged over the
+///   ranks; growing while a step gets faster, stopping at the first slower one, keeping the best).
 /// - Checks: check_replicas() compares a hash of every rank's parameters.
 ///
 /// \code
@@ -38,6 +42,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace engram::nn {
@@ -45,6 +50,7 @@ class GradScheduler;
 class ReplicaSum;
 }  // namespace engram::nn
 namespace engram::dist {
+class ChunkSearch;
 class Communicator;
 class GradReducer;
 }  // namespace engram::dist
@@ -65,6 +71,16 @@ struct OooChoice {
   std::size_t layers = 0;  ///< layers the forward passed through the gate
   /// The model's predicted step (seconds) for k = 0..layers, from the first step's measurements.
   std::vector<double> predicted_seconds;
+};
+
+/// The chunk of GradSync::host and how it was found (dist/ChunkSearch.h).
+struct ChunkChoice {
+  bool settled = false;    ///< the chunk no longer changes (searched, or fixed by the options)
+  bool automatic = false;  ///< searched (options.dist.chunk_layers = -1)
+  std::size_t chunk = 0;   ///< layers per chunk now (0 before the first step has ended)
+  std::size_t layers = 0;
+  /// Each size tried and its step (seconds, the mean over the ranks), in order.
+  std::vector<std::pair<std::size_t, double>> path;
 };
 
 class DataParallel : public StepHooks, public nn::ParameterGate {
@@ -97,6 +113,7 @@ class DataParallel : public StepHooks, public nn::ParameterGate {
   /// parameters are those after the last step (before they are saved, evaluated or compared).
   void settle();
   const OooChoice& ooo_choice() const { return ooo_; }
+  const ChunkChoice& chunk_search() const { return chunk_; }
 
   void before(StepPhase phase) override;
   void after(StepPhase phase) override;
@@ -114,6 +131,8 @@ class DataParallel : public StepHooks, public nn::ParameterGate {
     double backward = 0;
   };
   void close_layer(Clock::time_point now);
+  /// GradSync::host, after a step of `seconds`: the search's next chunk, or its end.
+  void search_chunk(double seconds);
   void choose_deferred();
   /// The late update of these parameters (their sums are in .grad).
   void apply(const std::vector<std::size_t>& indices);
@@ -129,6 +148,11 @@ class DataParallel : public StepHooks, public nn::ParameterGate {
   bool in_forward_ = false;
   Profile profile_;
   OooChoice ooo_;
+  ChunkChoice chunk_;
+  std::unique_ptr<dist::ChunkSearch> search_;
+  bool chunked_;          ///< GradSync::host
+  long chunk_steps_ = 0;  ///< steps taken with the current chunk
+  Clock::time_point step_start_;
   double broadcast_seconds_ = 0;  ///< the initial parameters' broadcast (a link estimate)
   std::unique_ptr<dist::GradReducer> reducer_;
   std::unique_ptr<nn::GradScheduler> scheduler_;

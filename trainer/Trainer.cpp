@@ -88,6 +88,11 @@ TrainingSession::TrainingSession(Workload& workload, const TrainingOptions& opti
     data_parallel_->set_stepper(stepper_.get());
     stepper_->add_hooks(data_parallel_.get());
   }
+  if (options_.ooo_threads == 2) {
+    // The weight gradients on a second thread, which computes with one intra-op thread too.
+    threaded_ = std::make_unique<nn::ThreadedScheduler>([] { set_compute_threads(1); });
+    scheduler = threaded_.get();
+  }
   runtime_ = std::make_unique<RuntimeScope>(memory_->store(), scheduler, replicas, gate);
 }
 
@@ -115,6 +120,9 @@ StepOutput TrainingSession::step(std::vector<std::size_t> indices) {
   if (!data_parallel_) return stepper_->step(std::move(indices));
   std::vector<double> denominators = workload_.loss_denominators(indices);
   StepOutput out = stepper_->step(data_parallel_->shard(indices), std::move(denominators));
+  // Host-side accumulation: the chunk each step ran with (the search's path, in the metrics).
+  if (options_.dist.grad_sync == dist::GradSync::host)
+    out.metrics["chunk_layers"] = static_cast<double>(data_parallel_->chunk_search().chunk);
   if (steps_ % options_.dist.check_every == 0) data_parallel_->check_replicas(steps_);
   return out;
 }

@@ -28,6 +28,10 @@
 #include <string>
 #include <vector>
 
+namespace engram::trainer {}  // namespace engram::trainer
+namespace engram::nn {
+class GradScheduler;
+}  // namespace engram::nn
 namespace engram::trainer {
 
 class BatchSampler;
@@ -80,6 +84,7 @@ class TrainingSession {
   std::unique_ptr<BatchSampler> sampler_;
   std::unique_ptr<Stepper> stepper_;
   std::unique_ptr<DataParallel> data_parallel_;
+  std::unique_ptr<nn::GradScheduler> threaded_;  ///< options.ooo_threads == 2
   long steps_ = 0;
 };
 

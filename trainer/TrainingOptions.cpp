@@ -45,6 +45,18 @@ void validate(const TrainingOptions& o, long min_steps) {
                         "forward");
   if (o.threads < 0 || o.threads > 1024)
     throw InvalidOption("threads", "must be 0 (all cores) or between 1 and 1024");
+  if (o.ooo_threads != 1 && o.ooo_threads != 2)
+    throw InvalidOption("ooo_threads",
+                        "must be 1 (plain backward) or 2 (weight gradients on a "
+                        "second thread)");
+  if (o.ooo_threads == 2 && o.threads != 1)
+    throw InvalidOption("threads",
+                        "must be 1 with --ooo-threads 2: each of the two threads "
+                        "computes with one");
+  if (o.ooo_threads == 2 && o.world_size() > 1)
+    throw InvalidOption("ooo_threads",
+                        "is for one process; data-parallel training reorders "
+                        "its backward with --grad-sync ooo");
   if (o.log_every < 1) throw InvalidOption("log_every", "must be at least 1");
   if (!(o.curriculum >= 0 && o.curriculum <= 1))
     throw InvalidOption("curriculum", "must be a share of the steps, from 0 (none) to 1");

@@ -68,6 +68,10 @@ struct TrainingOptions {
   /// Intra-op threads (and OpenBLAS's); 0: every core. The models' small matrices often train
   /// fastest on one.
   int threads = 1;
+  /// Out-of-order backprop in one process: 2 runs the weight gradients on a second thread
+  /// (nn::ThreadedScheduler) while the input-gradient chain goes on, each thread computing with
+  /// one intra-op thread (threads must then be 1); 1: the plain backward.
+  int ooo_threads = 1;
   std::string metrics_path;  ///< JSON lines, one object per logged step; empty: none
   int log_every = 10;        ///< steps between metrics lines
   bool progress = false;     ///< draw a progress bar on stderr

@@ -32,9 +32,12 @@ Command register_bench_dp(CLI::App& parent) {
       ->delimiter(',');
   sub->add_option("--link-latency", o->link_latency, "Emulated latency per collective, seconds")
       ->capture_default_str();
-  sub->add_option("--schedules", o->schedules, "Gradient schedules: none, after, overlap, ooo")
+  sub->add_option("--schedules", o->schedules,
+                  "Gradient schedules: none, after, overlap, ooo, host")
       ->delimiter(',')
       ->capture_default_str();
+  add_chunk_flag(sub, o->chunk_layers,
+                 "Layers per chunk of host, or auto (the default: searched on the first steps)");
   add_ooo_k_flag(sub, o->ooo_k,
                  "Layers ooo updates late, or auto (the default: chosen from the first step)");
   sub->add_option("--steps", o->steps, "Timed steps per configuration")->capture_default_str();

@@ -94,6 +94,16 @@ def head():
     return git.stdout.strip()
 
 
+def bench_run(work, name):
+    """`engram bench`'s JSON at WORK/NAME.json without its machine (write_result records it), and
+    the commands of WORK/bench.cmd (common.sh's run_logged under the name `bench`)."""
+    with open(os.path.join(work, name + ".json")) as f:
+        run = json.load(f)
+    run.pop("machine", None)
+    commands = [l.strip() for l in open(os.path.join(work, "bench.cmd")) if l.strip()]
+    return run, commands
+
+
 def write_result(out, claim, figures, indent=2):
     """Writes {claim, date, commit, [commit_at_end], machine, **figures} to `out` atomically.
 

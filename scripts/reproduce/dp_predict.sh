@@ -15,15 +15,12 @@ args=(--models resnet,npi --schedules after,overlap,ooo --steps 5 --warmup 2 --n
                           --predict-link 50000000)
 run_logged bench bench dp "${args[@]}" --json "$work/predict.json" >&2
 /usr/bin/python3 - "$out" "$work" "$root/scripts/reproduce" <<'PY'
-import json, os, sys
+import sys
 out, work, here = sys.argv[1:4]
 sys.path.insert(0, here)
-from collect import write_result
-with open(os.path.join(work, "predict.json")) as f:
-    run = json.load(f)
-run.pop("machine", None)
+from collect import bench_run, write_result
+run, commands = bench_run(work, "predict")
 errors = [p["error"] for p in run["link_predictions"]]
-commands = [l.strip() for l in open(os.path.join(work, "bench.cmd")) if l.strip()]
 write_result(out, "link what-if: steps on unmeasured links predicted from measured ones",
              {"run": run, "max_error": max(errors),
               "reproduce": {"script": "scripts/reproduce/dp_predict.sh", "commands": commands}})

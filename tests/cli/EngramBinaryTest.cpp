@@ -45,6 +45,23 @@ class EngramBinaryTest : public ::testing::Test {
     EXPECT_EQ(p.err.rfind("engram: error: ", 0), 0u) << p.err;
     EXPECT_EQ(p.out, "");
   }
+  /// Addition traces up to length 4, four per length, in the test's folder.
+  std::string short_additions() {
+    const std::string data = dir_.file("d.jsonl");
+    const Process p = run({"data", "gen", "--task", "addition", "--out", data, "--max-len", "4",
+                           "--per-length", "4"});
+    EXPECT_EQ(p.code, 0) << p.err;
+    return data;
+  }
+  /// 40 steps of a hidden-32 NPI on `data`, batch 16, into `model` in the test's folder.
+  Process train_small_addition(const std::string& data, const std::string& model,
+                               const std::vector<std::string>& extra) {
+    std::vector<std::string> args{"train",    "npi",   "--task",         "addition", "--data",
+                                  data,       "--out", dir_.file(model), "--steps",  "40",
+                                  "--hidden", "32",    "--batch",        "16"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    return run(args);
+  }
 
   TempDir dir_;
 };
@@ -91,16 +108,10 @@ TEST_F(EngramBinaryTest, DataGenTracesInAllExcludesPerLengthAndMustBePositive) {
 // Fixed-structure reuse moves where the step's bytes live, nothing else: the model file is the
 // same byte for byte, and the metrics say the arena served most allocations.
 TEST_F(EngramBinaryTest, TrainingWithReuseWritesTheSameModelBytes) {
-  const std::string data = dir_.file("d.jsonl");
-  ASSERT_EQ(run({"data", "gen", "--task", "addition", "--out", data, "--max-len", "4",
-                 "--per-length", "4"})
-                .code,
-            0);
+  const std::string data = short_additions();
   for (const std::string memory : {"none", "reuse"}) {
-    const Process p = run({"train", "npi", "--task", "addition", "--data", data, "--out",
-                           dir_.file(memory + ".pt"), "--steps", "40", "--hidden", "32",
-                           "--batch", "16", "--memory", memory, "--metrics",
-                           dir_.file(memory + ".jsonl")});
+    const Process p = train_small_addition(
+        data, memory + ".pt", {"--memory", memory, "--metrics", dir_.file(memory + ".jsonl")});
     ASSERT_EQ(p.code, 0) << p.err;
   }
   EXPECT_EQ(read_file(dir_.file("none.pt")), read_file(dir_.file("reuse.pt")));
@@ -108,6 +119,22 @@ TEST_F(EngramBinaryTest, TrainingWithReuseWritesTheSameModelBytes) {
   ASSERT_FALSE(lines.empty());
   const auto last = nlohmann::json::parse(lines.back());
   EXPECT_GT(last.at("reuse_hit_rate").get<double>(), 0.5) << lines.back();
+}
+
+TEST_F(EngramBinaryTest, WeightGradientsOnASecondThreadWriteTheSameModelBytes) {
+  // --ooo-threads 2 runs the weight gradients on a worker thread while the input-gradient chain
+  // goes on: the same tasks in the same order, so the same model file byte for byte.
+  const std::string data = short_additions();
+  for (const std::string threads : {"1", "2"}) {
+    const Process p =
+        train_small_addition(data, "ooo" + threads + ".pt", {"--ooo-threads", threads});
+    ASSERT_EQ(p.code, 0) << p.err;
+  }
+  EXPECT_EQ(read_file(dir_.file("ooo1.pt")), read_file(dir_.file("ooo2.pt")));
+  const Process bad = run({"train", "npi", "--task", "addition", "--data", data, "--out",
+                           dir_.file("bad.pt"), "--ooo-threads", "2", "--threads", "2"});
+  EXPECT_EQ(bad.code, 2);
+  EXPECT_NE(bad.err.find("--threads must be 1 with --ooo-threads 2"), std::string::npos) << bad.err;
 }
 
 TEST_F(EngramBinaryTest, TrainAndRunEndToEnd) {

@@ -4,6 +4,7 @@
 #include "common/Errors.h"
 #include "datasets/Task.h"
 #include "datasets/TraceFile.h"
+#include "dist/ChunkSearch.h"
 #include "dist/Communicator.h"
 #include "dist/DistOptions.h"
 #include "dist/GradReducer.h"
@@ -87,6 +88,13 @@ TEST(DistUnit, TheOooModelDefersWhereLaterCommunicationHidesBehindEarlierForward
   EXPECT_DOUBLE_EQ(dist::predict_ooo_step(layers, 1), 9);
   EXPECT_DOUBLE_EQ(dist::predict_ooo_step(layers, 2), 8);
   EXPECT_EQ(dist::choose_ooo_k(layers), 2u);
+  // The smallest k within the margin of the fastest: with layer 1's dX at 1.5 s, k = 0 and 1
+  // take 9.5 s and k = 2 8.5 s, more than 1% faster; at a 20% margin the first example keeps
+  // k = 0 (9 s is within 20% of 8).
+  EXPECT_EQ(dist::choose_ooo_k({{2, 1, 1, 1}, {2, 1.5, 1, 2}}), 2u);
+  EXPECT_DOUBLE_EQ(dist::predict_ooo_step({{2, 1, 1, 1}, {2, 1.5, 1, 2}}, 0), 9.5);
+  EXPECT_DOUBLE_EQ(dist::predict_ooo_step({{2, 1, 1, 1}, {2, 1.5, 1, 2}}, 2), 8.5);
+  EXPECT_EQ(dist::choose_ooo_k(layers, 0.2), 0u);  // 9 is within 20% of 8
   // Without communication every k costs the compute: the smallest is kept.
   for (auto& l : layers) l.allreduce = 0;
   EXPECT_DOUBLE_EQ(dist::predict_ooo_step(layers, 2), 8);
@@ -96,6 +104,28 @@ TEST(DistUnit, TheOooModelDefersWhereLaterCommunicationHidesBehindEarlierForward
   for (auto& l : layers) l.allreduce = 100;
   EXPECT_DOUBLE_EQ(dist::predict_ooo_step(layers, 1), 202 + 2 + 2);
   EXPECT_THROW(dist::predict_ooo_step(layers, 3), std::invalid_argument);
+}
+
+TEST(DistUnit, TheChunkSearchGrowsWhileFasterAndKeepsTheFastest) {
+  // A synthetic cost: per-chunk overhead falls with the chunk, lost overlap grows with it.
+  const auto cost = [](std::size_t c) { return 1 + 0.5 / c + 0.05 * c; };
+  dist::ChunkSearch search(41);
+  while (!search.done()) search.record(cost(search.current()));
+  // 1 (1.55), 2 (1.35), 4 (1.325), 8 (1.4625: slower, stop); the fastest is 4.
+  const std::vector<std::pair<std::size_t, double>> path{
+      {1, cost(1)}, {2, cost(2)}, {4, cost(4)}, {8, cost(8)}};
+  EXPECT_EQ(search.path(), path);
+  EXPECT_EQ(search.current(), 4u);
+  EXPECT_THROW(search.record(1.0), std::logic_error);
+  // Always faster: up to the layers (the last size capped), which is kept.
+  dist::ChunkSearch capped(5);
+  while (!capped.done()) capped.record(10.0 / capped.current());
+  ASSERT_EQ(capped.path().size(), 4u);  // 1, 2, 4, 5
+  EXPECT_EQ(capped.path().back().first, 5u);
+  EXPECT_EQ(capped.current(), 5u);
+  // One layer: nothing to search.
+  EXPECT_TRUE(dist::ChunkSearch(1).done());
+  EXPECT_THROW(dist::ChunkSearch(0), std::invalid_argument);
 }
 
 TEST(DistUnit, EnvironmentIsTorchrunsVariables) {
@@ -222,6 +252,8 @@ int run_worker() {
     o.grad_clip = std::stod(env_or("ENGRAM_DIST_CLIP", "1"));
     const std::string k = env_or("ENGRAM_DIST_OOO_K", "auto");
     o.dist.ooo_k = k == "auto" ? -1 : std::stol(k);
+    const std::string chunk = env_or("ENGRAM_DIST_CHUNK", "auto");
+    o.dist.chunk_layers = chunk == "auto" ? -1 : std::stol(chunk);
     const dist::DistEnv env = dist::env_from([](const char* n) { return std::getenv(n); });
     if (env.distributed()) o.communicator = std::make_shared<dist::Communicator>(env, o.dist);
 
@@ -252,7 +284,8 @@ int run_worker() {
       std::ofstream(out + ".stats")
           << dp->reducer().buckets().size() << ' ' << dp->reducer().sent_during_backward() << ' '
           << dp->reducer().bytes_per_step() << ' ' << dp->ooo_choice().k << ' '
-          << dp->ooo_choice().layers << '\n';
+          << dp->ooo_choice().layers << ' ' << dp->chunk_search().chunk << ' '
+          << dp->chunk_search().path.size() << '\n';
       dp->communicator().barrier();
     }
     if (env.rank == 0) {
@@ -523,6 +556,44 @@ void expect_ooo_equals_overlap(DistJob& job, const std::string& model,
       EXPECT_EQ(chosen, std::min<std::size_t>(std::stoul(k), layers));
     }
   }
+}
+
+/// Host-side accumulation sums the same gradients in chunks of layers (2 ranks: a + b), so its
+/// parameters after 10 steps are bit-identical to overlap's, for a fixed chunk and while the
+/// chunk is searched (the size changing between steps).
+void expect_host_equals_overlap(DistJob& job, const std::string& model,
+                                const std::vector<std::string>& chunks) {
+  std::map<std::string, std::string> vars{
+      {"ENGRAM_DIST_MODEL", model}, {"ENGRAM_DIST_STEPS", "10"}, {"ENGRAM_DIST_SYNC", "overlap"}};
+  job.run_ok(model + "-overlap-host", 2, vars);
+  const auto expected = job.params(model + "-overlap-host");
+  ASSERT_FALSE(expected.empty());
+  for (const std::string& chunk : chunks) {
+    SCOPED_TRACE(model + ", chunk " + chunk);
+    vars["ENGRAM_DIST_SYNC"] = "host";
+    vars["ENGRAM_DIST_CHUNK"] = chunk;
+    const std::string name = model + "-host" + chunk;
+    job.run_ok(name, 2, vars);
+    const auto actual = job.params(name);
+    ASSERT_EQ(actual.size(), expected.size());
+    EXPECT_EQ(std::memcmp(actual.data(), expected.data(), actual.size() * sizeof(float)), 0);
+    std::istringstream stats(job.text(name + ".stats"));
+    std::size_t buckets = 0, early = 0, bytes = 0, k = 0, layers = 0, used = 0, tried = 0;
+    stats >> buckets >> early >> bytes >> k >> layers >> used >> tried;
+    EXPECT_GE(early, 1u) << "no chunk left during backward";
+    if (chunk == "auto") {
+      EXPECT_GE(tried, 2u) << "10 steps try at least two sizes";
+      EXPECT_GE(used, 1u);
+    } else {
+      EXPECT_EQ(used, std::stoul(chunk));
+      EXPECT_EQ(tried, 0u);
+    }
+  }
+}
+
+TEST_F(DistJob, HostChunksAreBitIdenticalToOverlap) {
+  expect_host_equals_overlap(*this, "npi", {"1", "3", "auto"});
+  expect_host_equals_overlap(*this, "resnet", {"2", "auto"});
 }
 
 TEST_F(DistJob, OutOfOrderBackpropIsBitIdenticalToOverlap) {

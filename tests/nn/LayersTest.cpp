@@ -20,6 +20,7 @@
 #include <functional>
 #include <map>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace engram::nn {
@@ -494,6 +495,28 @@ TEST_F(LayersTest, ReverseOrderWeightGradientsAreIdentical) {
   for (const auto& [name, grad] : expected) {
     EXPECT_TRUE(torch::equal(actual.at(name), grad)) << name;
   }
+}
+
+TEST_F(LayersTest, WeightGradientsOnAWorkerThreadAreIdentical) {
+  SmallNet net;
+  ImmediateScheduler immediate;
+  const auto expected = gradients(net, &immediate);
+  std::thread::id worker;
+  ThreadedScheduler threaded([&] { worker = std::this_thread::get_id(); });
+  std::vector<std::thread::id> ran_on;
+  threaded.on_ready([&](const WeightGradTask&) { ran_on.push_back(std::this_thread::get_id()); });
+  net.zero_grad();
+  const auto actual = gradients(net, &threaded);
+  EXPECT_EQ(threaded.pending(), 0u);
+  ASSERT_EQ(ran_on.size(), 4u);
+  for (const auto& id : ran_on) EXPECT_EQ(id, worker);
+  EXPECT_NE(worker, std::this_thread::get_id());
+  for (const auto& [name, grad] : expected)
+    EXPECT_TRUE(torch::equal(actual.at(name), grad)) << name;
+  // A failing task is reported by finish(), on the submitting thread.
+  threaded.submit({"failing", {}, [] { throw std::runtime_error("task failed"); }});
+  EXPECT_THROW(threaded.finish(), std::runtime_error);
+  threaded.finish();  // reported once
 }
 
 TEST_F(LayersTest, WeightGradientsWaitForTheDeferredScheduler) {
