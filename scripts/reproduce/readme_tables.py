@@ -496,6 +496,90 @@ def dp_bench(res):
     return table(header, rows) + source(res, "dp_bench")
 
 
+def dp_ooo(res):
+    data = res("dp_ooo")
+    rows = []
+    for run in data["runs"]:
+        ddp = {p["link_bandwidth"]: p["step_seconds"] for p in (run.get("peer") or {}).get("rows", [])}
+        by = {}
+        for r in run["rows"]:
+            by.setdefault((r["model"], r["link_bandwidth"]), {})[r["schedule"]] = r
+        for (model, bandwidth), s in by.items():
+            o, v = s["ooo"], s["overlap"]
+            peer = ddp.get(bandwidth) if model == "resnet" else None
+            rows.append([model, o["link"], f"{o['compute_seconds'] * 1e3:.0f}",
+                         f"{o['communication_seconds'] * 1e3:.0f}",
+                         f"{o['communication_cpu_seconds'] * 1e3:.0f}",
+                         f"{v['step_seconds'] * 1e3:.0f}", f"{o['step_seconds'] * 1e3:.0f}",
+                         f"{o['ooo']['k']} of {o['ooo']['layers']}",
+                         f"{v['step_seconds'] / o['step_seconds']:.2f}",
+                         f"{o['step_seconds'] / max(o['compute_seconds'], o['communication_seconds']):.2f}",
+                         f"{peer * 1e3:.0f}" if peer else ""])
+    header = ["model", "link", "compute ms", "communication ms", "its CPU ms", "overlap step ms",
+              "ooo step ms", "ooo k", "overlap / ooo", "ooo / max(compute, comm)", "DDP step ms"]
+    c = data["ooo_claim"]
+    lines = [f"Claim row ({c['link']}, the ResNet link whose communication alone is closest to "
+             f"its compute): ooo {c['ooo_speedup_over_overlap']:.2f}x faster than overlap; its "
+             f"step {c['ooo_step_over_max_compute_communication']:.2f} x max(compute, "
+             f"communication), {c['ooo_step_over_compute_plus_communication_cpu']:.2f} x "
+             "max(compute + the collectives' CPU, communication).", ""]
+    return lines + table(header, rows) + source(res, "dp_ooo")
+
+
+def dp_predict(res):
+    data = res("dp_predict")
+    fit = data["run"]["options"]["link_bandwidths"]
+    rows = [[p["model"], p["schedule"], p["link"], f"{p['predicted_step_seconds'] * 1e3:.0f}",
+             f"{p['measured_step_seconds'] * 1e3:.0f}", f"{p['error']:.1%}"]
+            for p in data["run"]["link_predictions"]]
+    header = ["model", "schedule", "target link", "predicted step ms", "measured step ms", "error"]
+    def name(b):
+        bits = b * 8
+        return "loopback" if b == 0 else f"{bits / 1e9:g} Gb/s" if bits >= 1e9 else \
+            f"{bits / 1e6:g} Mb/s"
+    links = ", ".join(name(b) for b in fit)
+    return [f"Fitted on {links}; largest error {data['max_error']:.1%}.", ""] + \
+        table(header, rows) + source(res, "dp_predict")
+
+
+def dp_host(res):
+    data = res("dp_host")
+    by = {}
+    for r in data["run"]["rows"]:
+        by.setdefault((r["model"], r["link_bandwidth"]), {})[r["schedule"]] = r
+    rows = []
+    for (model, _), s in by.items():
+        h, v = s["host"], s["overlap"]
+        path = ", ".join(f"{p['chunk_layers']}: {p['step_seconds'] * 1e3:.0f}"
+                         for p in h["host"]["search_path"])
+        rows.append([model, h["link"], f"{v['step_seconds'] * 1e3:.0f}",
+                     f"{h['step_seconds'] * 1e3:.0f}",
+                     f"{h['host']['chunk_layers']} of {h['host']['layers']}", path])
+    header = ["model", "link", "overlap step ms", "host step ms", "chunk (layers)",
+              "search path (layers: step ms)"]
+    return table(header, rows) + source(res, "dp_host")
+
+
+def npi_ooo_threads(res):
+    data = res("npi_ooo_threads")
+    eps = data["examples_per_second"]
+    best = {}
+    for r in data["runs"]:
+        config = r["name"].split(".")[0]
+        best[config] = min(best.get(config, float("inf")), r["seconds"])
+    labels = {"threads1": "1 intra-op thread", "threads2": "2 intra-op threads",
+              "ooo2": "`--ooo-threads 2` (1 + 1)"}
+    rows = [[labels[c], secs(best[c]), f"{eps[c]:.0f}", f"{eps[c] / eps['threads1']:.2f}"]
+            for c in ("threads1", "threads2", "ooo2")]
+    header = ["backward", f"seconds for {data['steps']} steps (best run)", "examples/s",
+              "against 1 thread"]
+    lines = [f"Addition NPI, hidden {data['hidden']}, batch {data['batch']}: `--ooo-threads 2` at "
+             f"{data['ooo_threads_over_best_intra_op']:.2f}x the best of 1 and 2 intra-op threads; "
+             "model file byte-identical to one thread's: "
+             f"{'yes' if data['model_bytes_identical_to_one_thread'] else 'no'}.", ""]
+    return lines + table(header, rows) + source(res, "npi_ooo_threads")
+
+
 def fuzz(res):
     data = res("fuzz")
     rows = []
@@ -680,6 +764,10 @@ TABLES = {
     "dp_equivalence": dp_equivalence,
     "dp_learning": dp_learning,
     "dp_bench": dp_bench,
+    "dp_ooo": dp_ooo,
+    "dp_predict": dp_predict,
+    "dp_host": dp_host,
+    "npi_ooo_threads": npi_ooo_threads,
     "fuzz": fuzz,
     "synth_recognizers": synth_recognizers,
     "synth": synth,
