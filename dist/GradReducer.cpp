@@ -95,7 +95,10 @@ void GradReducer::begin_step() {
     for (const auto& bucket : buckets_) {
       std::int64_t numel = 0;
       for (std::size_t i : bucket) numel += parameters_[i].numel();
-      buffers_.push_back(at::empty({numel}, parameters_[0].options()));
+      // GradSync::host sums in host memory whatever device the parameters live on.
+      auto options = parameters_[0].options();
+      if (options_.grad_sync == GradSync::host) options = options.device(at::kCPU);
+      buffers_.push_back(at::empty({numel}, options));
     }
   }
 }
@@ -170,7 +173,7 @@ void GradReducer::write_sums(std::size_t b, std::vector<std::size_t>* written) {
       p.mutable_grad().copy_(sum);
     } else {
       memory::TagGuard tag(memory::Tag::gradient);
-      p.mutable_grad() = sum.clone();
+      p.mutable_grad() = sum.to(p.device(), p.scalar_type(), /*non_blocking=*/false, /*copy=*/true);
     }
     offset += p.numel();
     if (pending_parameter_[i]) {

@@ -26,16 +26,32 @@ void GradScheduler::run(WeightGradTask& task) {
 }
 
 void DeferredScheduler::finish() {
-  while (!queue_.empty()) {
-    WeightGradTask task;
-    if (order_ == Order::reverse) {
-      task = std::move(queue_.back());
-      queue_.pop_back();
-    } else {
-      task = std::move(queue_.front());
+  if (order_ == Order::submission) {
+    while (!queue_.empty()) {
+      WeightGradTask task = std::move(queue_.front());
       queue_.pop_front();
+      run(task);
     }
-    run(task);
+    return;
+  }
+  // Reverse: the layers (a task's first parameter) in the reverse of their last submission, and
+  // each layer's tasks in submission order, so that every gradient adds up in the order it would
+  // have without deferring.
+  std::deque<WeightGradTask> queue = std::move(queue_);
+  queue_.clear();
+  std::vector<char> done(queue.size(), 0);
+  for (std::size_t i = queue.size(); i-- > 0;) {
+    if (done[i]) continue;
+    const auto* layer =
+        queue[i].parameters.empty() ? nullptr : queue[i].parameters.front().unsafeGetTensorImpl();
+    for (std::size_t j = 0; j <= i; ++j) {
+      const bool same = j == i || (layer != nullptr && !done[j] && !queue[j].parameters.empty() &&
+                                   queue[j].parameters.front().unsafeGetTensorImpl() == layer);
+      if (!same || done[j]) continue;
+      done[j] = 1;
+      run(queue[j]);
+      queue[j] = WeightGradTask();  // what it captured goes now
+    }
   }
 }
 
@@ -71,8 +87,17 @@ std::size_t ThreadedScheduler::pending() const {
 }
 
 void ThreadedScheduler::loop(const std::function<void()>& on_start) {
-  if (on_start) on_start();
   std::unique_lock<std::mutex> lock(mutex_);
+  if (on_start) {
+    try {
+      lock.unlock();
+      on_start();
+      lock.lock();
+    } catch (...) {
+      lock.lock();
+      error_ = std::current_exception();  // every task is dropped; finish() reports it
+    }
+  }
   while (true) {
     work_.wait(lock, [this] { return stop_ || !queue_.empty(); });
     if (queue_.empty()) return;  // stopping, nothing left

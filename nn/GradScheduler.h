@@ -73,7 +73,10 @@ class ImmediateScheduler : public GradScheduler {
   const char* name() const override { return "immediate"; }
 };
 
-/// Queues tasks and runs them in finish(), in submission order or reversed. With a selector,
+/// Queues tasks and runs them in finish(), in submission order or reversed: by layer (a task's
+/// first parameter), the layers in the reverse of their last submission and each layer's tasks
+/// in submission order, so every gradient accumulates in the same order as without deferring.
+/// With a selector,
 /// only the tasks it picks are queued and the others run at once: out-of-order backprop defers
 /// the weight gradients of the layers nearest the input until the input-gradient chain is done,
 /// then runs them input-first (Order::reverse).

@@ -352,6 +352,7 @@ Tensor LSTMImpl::forward_packed(const Tensor& data, const Tensor& batch_sizes) {
 }
 
 Tensor LSTMImpl::step(const Tensor& x, Tensor& h, Tensor& c) {
+  detail::gate_parameters(at::TensorList(flat_weights_));
   const int64_t layers = options_.num_layers(), hidden = options_.hidden_size();
   const int64_t batch = x.size(0);
   TORCH_CHECK(x.dim() == 2 && x.size(1) == options_.input_size(),

@@ -25,9 +25,10 @@ std::vector<std::pair<std::string, std::string>> configuration(
   std::ostringstream training;
   training << "steps " << o.steps << ", batch " << o.batch << ", lr " << o.learning_rate
            << ", clip " << o.grad_clip << ", seed " << o.seed << ", grad sync "
-           << dist::grad_sync_name(o.dist.grad_sync) << " (k " << o.dist.ooo_k << "), buckets "
-           << o.dist.bucket_bytes << "/" << o.dist.first_bucket_bytes << ", sync batch norm "
-           << o.dist.sync_batch_norm << ", memory";
+           << dist::grad_sync_name(o.dist.grad_sync) << " (k " << o.dist.ooo_k << ", chunk "
+           << o.dist.chunk_layers << "), buckets " << o.dist.bucket_bytes << "/"
+           << o.dist.first_bucket_bytes << ", sync batch norm " << o.dist.sync_batch_norm
+           << ", memory";
   for (const auto& t : o.memory.techniques) training << ' ' << t;
   training << " budget " << o.memory.budget_bytes << ", curriculum " << o.curriculum;
   return {{"the model's parameter shapes", shapes.str()},
@@ -197,14 +198,20 @@ void DataParallel::before_forward(const std::vector<at::Tensor>& parameters) {
     if (!in_forward_) return;  // a recomputed unit's forward, during backward
     const auto now = Clock::now();
     close_layer(now);
+    // A parameter belongs to the first layer that read it (a tied one is not a second layer's).
     std::vector<std::size_t> indices;
+    std::size_t known_layer = static_cast<std::size_t>(-1);
     for (const auto& p : parameters) {
       auto it = index_of_.find(p.unsafeGetTensorImpl());
-      if (it != index_of_.end()) indices.push_back(it->second);
+      if (it == index_of_.end()) continue;
+      auto layer = profile_.layer_of.find(it->second);
+      if (layer == profile_.layer_of.end())
+        indices.push_back(it->second);
+      else if (known_layer == static_cast<std::size_t>(-1))
+        known_layer = layer->second;
     }
-    if (indices.empty()) return;
-    auto known = profile_.layer_of.find(indices.front());
-    if (known == profile_.layer_of.end()) {
+    if (indices.empty() && known_layer == static_cast<std::size_t>(-1)) return;
+    if (!indices.empty()) {
       const std::size_t layer = profile_.layers.size();
       for (std::size_t i : indices) profile_.layer_of.emplace(i, layer);
       profile_.layers.push_back(indices);
@@ -212,7 +219,7 @@ void DataParallel::before_forward(const std::vector<at::Tensor>& parameters) {
       profile_.weight_grad.push_back(0);
       profile_.open = layer;
     } else {
-      profile_.open = known->second;
+      profile_.open = known_layer;
     }
     profile_.opened = now;
     return;

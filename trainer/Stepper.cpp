@@ -45,9 +45,20 @@ StepOutput run_forward_backward(Workload& workload, std::vector<std::size_t> ind
   memory::PhaseGuard phase(memory::Phase::backward);
   memory::SpanGuard span(step_phase_name(StepPhase::backward), "phase");
   phase_begins(hooks, StepPhase::backward);
-  out.loss.backward();
+  nn::GradScheduler* scheduler = nn::current_runtime().scheduler;
+  try {
+    out.loss.backward();
+  } catch (...) {
+    // No task may still be running (a worker thread's) or queued when the failure unwinds.
+    try {
+      scheduler->finish();
+    } catch (...) {
+      // The backward's own failure is the one to report.
+    }
+    throw;
+  }
   // Weight gradients a scheduler held back (nn/GradScheduler.h) are due before the optimizer.
-  nn::current_runtime().scheduler->finish();
+  scheduler->finish();
   phase_ends(hooks, StepPhase::backward);
   return out;
 }

@@ -98,6 +98,7 @@ TrainingSession::TrainingSession(Workload& workload, const TrainingOptions& opti
 
 TrainingSession::~TrainingSession() {
   runtime_.reset();
+  threaded_.reset();  // its worker joined before anything it could touch goes
   stepper_.reset();
   data_parallel_.reset();
   if (memory_ && memory_->plans()) {

@@ -660,6 +660,18 @@ TEST_F(DistJob, DifferentModelsAreRefusedAtStart) {
       << error;
 }
 
+TEST_F(DistJob, DifferentChunksAreRefusedAtStart) {
+  // Chunks of different sizes would all-reduce buffers of different sizes.
+  start("chunks", 2,
+        {{{"ENGRAM_DIST_SYNC", "host"}, {"ENGRAM_DIST_CHUNK", "1"}},
+         {{"ENGRAM_DIST_SYNC", "host"}, {"ENGRAM_DIST_CHUNK", "2"}}});
+  wait_all(60);
+  EXPECT_TRUE(exited_with(0, 1));
+  EXPECT_TRUE(exited_with(1, 1));
+  const std::string error = text("chunks.error");
+  EXPECT_NE(error.find("the ranks disagree on the training options"), std::string::npos) << error;
+}
+
 TEST_F(DistJob, DifferentWorldSizesAreRefusedAtStart) {
   start("world", 2, {{}, {{"WORLD_SIZE", "3"}}});
   wait_all(60);

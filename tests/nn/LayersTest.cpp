@@ -534,6 +534,41 @@ TEST_F(LayersTest, WeightGradientsWaitForTheDeferredScheduler) {
   EXPECT_TRUE(torch::allclose(fc->bias.grad(), torch::full({2}, 4.0f)));
 }
 
+TEST_F(LayersTest, ReversedLayersKeepTheOrderOfEachLayersOwnTasks) {
+  // A layer used three times submits three tasks; deferred and reversed (out-of-order backprop),
+  // the layers come input-first but each layer's tasks keep their order, so its gradient adds
+  // up as without deferring: bit for bit (float addition does not associate).
+  torch::manual_seed(3);
+  Linear shared(LinearOptions(6, 6)), head(LinearOptions(6, 2));
+  const at::Tensor x = torch::randn({5, 6});
+  auto grads = [&](GradScheduler* scheduler) {
+    shared->weight.mutable_grad() = at::Tensor();
+    shared->bias.mutable_grad() = at::Tensor();
+    head->weight.mutable_grad() = at::Tensor();
+    {
+      RuntimeGuard use(nullptr, scheduler);
+      head(torch::tanh(shared(torch::tanh(shared(torch::tanh(shared(x)))))))
+          .pow(2)
+          .sum()
+          .backward();
+    }
+    scheduler->finish();
+    return std::vector<at::Tensor>{shared->weight.grad().clone(), shared->bias.grad().clone(),
+                                   head->weight.grad().clone()};
+  };
+  ImmediateScheduler immediate;
+  DeferredScheduler reverse(DeferredScheduler::Order::reverse);
+  std::vector<std::string> order;
+  reverse.on_ready([&](const WeightGradTask& t) {
+    order.push_back(t.parameters.front().is_same(head->weight) ? "head" : "shared");
+  });
+  const auto expected = grads(&immediate);
+  const auto actual = grads(&reverse);
+  EXPECT_EQ(order, (std::vector<std::string>{"shared", "shared", "shared", "head"}));
+  for (std::size_t k = 0; k < expected.size(); ++k)
+    EXPECT_TRUE(torch::equal(actual[k], expected[k])) << k;
+}
+
 TEST_F(LayersTest, TheSelectorDefersSomeTasksAndTheGateSeesEveryLayerBeforeItsForward) {
   // Out-of-order backprop: the selected layers' weight gradients wait for finish(), the others
   // run during backward; the gate is called with each layer's parameters before its forward.
@@ -552,6 +587,14 @@ TEST_F(LayersTest, TheSelectorDefersSomeTasksAndTheGateSeesEveryLayerBeforeItsFo
     second(first(torch::randn({5, 3}))).sum().backward();
   }
   EXPECT_EQ(gate.sizes, (std::vector<std::size_t>{2, 1}));  // weight and bias; weight alone
+  // A recurrent layer's step reads its weights too.
+  LSTM lstm(LSTMOptions(3, 4));
+  at::Tensor h = torch::zeros({1, 2, 4}), c = torch::zeros({1, 2, 4});
+  {
+    RuntimeGuard use(nullptr, nullptr, nullptr, &gate);
+    lstm->step(torch::randn({2, 3}), h, c);
+  }
+  EXPECT_EQ(gate.sizes.back(), 4u);  // w_ih, w_hh, b_ih, b_hh
   EXPECT_EQ(scheduler.pending(), 1u);
   EXPECT_TRUE(second->weight.grad().defined());  // not selected: ran during backward
   EXPECT_FALSE(first->weight.grad().defined());
