@@ -122,9 +122,9 @@ def npi_addition_primitive(res):
     return npi_runs(res, ["npi_addition_primitive"])
 
 
-def npi_generalization(res):
+def generalization_table(res, name):
     rows = []
-    for run in res("npi_generalization")["runs"]:
+    for run in res(name)["runs"]:
         task, seed = run["name"].rsplit("-seed", 1)
         points = sorted((e["length"], e["accuracy"], e["count"]) for e in run["eval"])
         exact = [length for length, accuracy, _ in points if accuracy == 1.0]
@@ -141,7 +141,15 @@ def npi_generalization(res):
                      f"{len(exact)} of {len(points)}"])
     header = ["task", "training lengths", "seed", "training (s)", "exact at every length up to",
               "accuracy at the longest", "lengths exact"]
-    return table(header, rows) + source(res, "npi_generalization")
+    return table(header, rows) + source(res, name)
+
+
+def npi_generalization(res):
+    return generalization_table(res, "npi_generalization")
+
+
+def npi_generalization_sort(res):
+    return generalization_table(res, "npi_generalization_sort")
 
 
 def memory_baseline(res):
@@ -746,6 +754,7 @@ TABLES = {
     "npi_sample_efficiency": npi_sample_efficiency,
     "npi": npi,
     "npi_generalization": npi_generalization,
+    "npi_generalization_sort": npi_generalization_sort,
     "memory_baseline": memory_baseline,
     "memory_techniques": memory_techniques,
     "memory_relu": memory_relu,
