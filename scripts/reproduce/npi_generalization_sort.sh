@@ -19,9 +19,10 @@ if [ "$quick" = 1 ]; then
   evals=("2,3:5" "5:2") gen_extra=(--max-len 4 --per-length 8)
 fi
 
-# one_run TASK SEED: data, training and every evaluation (each skipped when its file is there).
+# one_run NAME TASK SEED: data, training and every evaluation (each skipped when its file is
+# there).
 one_run() {
-  local task=$1 seed=$2 name=$1-seed$2 e
+  local name=$1 task=$2 seed=$3 e
   if [ ! -s "$work/$name.secs" ]; then
     run_logged "$name" data gen --task "$task" --seed "$seed" --out "$work/$name.jsonl" \
       "${gen_extra[@]}" > /dev/null
@@ -41,12 +42,11 @@ one_run() {
 names=()
 for task in $tasks; do
   for seed in $seeds; do
-    while [ "$(jobs -rp | wc -l)" -ge "$jobs" ]; do wait -n || true; done
-    one_run "$task" "$seed" &
+    start_job one_run "$task-seed$seed" "$task" "$seed"
     names+=("$task-seed$seed")
   done
 done
-while [ "$(jobs -rp | wc -l)" -gt 0 ]; do wait -n || true; done
+finish_jobs
 runs=()
 for name in "${names[@]}"; do
   [ -s "$work/$name.secs" ] || { echo "$0: run $name failed" >&2; exit 1; }
