@@ -16,16 +16,18 @@ std::vector<std::vector<std::size_t>> assign_buckets(const std::vector<std::size
                                                      const std::vector<std::size_t>& bytes,
                                                      std::size_t first_cap, std::size_t cap) {
   std::vector<std::vector<std::size_t>> buckets;
+  std::vector<std::size_t> open;
   std::size_t filled = 0;
   for (std::size_t p : order) {
-    const std::size_t limit = buckets.size() == 1 ? first_cap : cap;
-    if (buckets.empty() || (filled > 0 && filled + bytes.at(p) > limit)) {
-      buckets.emplace_back();
+    open.push_back(p);
+    filled += bytes.at(p);
+    if (filled >= (buckets.empty() ? first_cap : cap)) {
+      buckets.push_back(std::move(open));
+      open.clear();
       filled = 0;
     }
-    buckets.back().push_back(p);
-    filled += bytes.at(p);
   }
+  if (!open.empty()) buckets.push_back(std::move(open));
   return buckets;
 }
 

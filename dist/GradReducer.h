@@ -45,9 +45,10 @@ namespace engram::dist {
 class Communicator;
 class PendingCollective;
 
-/// Consecutive runs of `order` (parameter indices) whose bytes fit a bucket: the first bucket
-/// holds up to `first_cap` bytes, the others up to `cap`; a parameter larger than the cap gets a
-/// bucket of its own. Pure, for tests and for the reducer.
+/// Consecutive runs of `order` (parameter indices), cut as PyTorch DDP cuts its buckets: each
+/// parameter joins the open bucket, which closes once it holds at least its cap (`first_cap`
+/// bytes for the first bucket, `cap` for the others), so a bucket may exceed its cap by its last
+/// parameter. Pure, for tests and for the reducer.
 std::vector<std::vector<std::size_t>> assign_buckets(const std::vector<std::size_t>& order,
                                                      const std::vector<std::size_t>& bytes,
                                                      std::size_t first_cap, std::size_t cap);

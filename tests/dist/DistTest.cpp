@@ -39,15 +39,23 @@ namespace {
 
 // ------------------------------------------------------------------------------- unit tests
 
-TEST(DistUnit, BucketsFollowTheOrderAndTheCaps) {
-  // Bytes: p0 400, p1 300, p2 500, p3 2000, p4 100; order as backward produced them.
+TEST(DistUnit, BucketsFollowTheOrderAndTheCapsAsDdp) {
+  // Bytes: p0 400, p1 300, p2 500, p3 2000, p4 100; order as backward produced them. As PyTorch
+  // DDP (torch.distributed._compute_bucket_assignment_by_size with limits [600, 1000] gives
+  // [[0, 1], [2, 3, 4]] on these sizes in this order), a parameter joins the open bucket and the
+  // bucket closes once it holds at least its cap: {4, 2} reaches 600; {1, 0} holds 700, so p3
+  // joins it.
   const std::vector<std::size_t> bytes{400, 300, 500, 2000, 100};
   const auto b = dist::assign_buckets({4, 2, 1, 0, 3}, bytes, /*first_cap=*/600, /*cap=*/1000);
-  // First bucket up to 600: {4 (100), 2 (500)}; then up to 1000: {1, 0}; p3 alone (too big).
-  ASSERT_EQ(b.size(), 3u);
+  ASSERT_EQ(b.size(), 2u);
   EXPECT_EQ(b[0], (std::vector<std::size_t>{4, 2}));
-  EXPECT_EQ(b[1], (std::vector<std::size_t>{1, 0}));
-  EXPECT_EQ(b[2], (std::vector<std::size_t>{3}));
+  EXPECT_EQ(b[1], (std::vector<std::size_t>{1, 0, 3}));
+  // DDP gives [[0, 1], [2], [3]] for 300, 300, 1000, 200: a parameter at the cap fills a bucket.
+  const auto c = dist::assign_buckets({0, 1, 2, 3}, {300, 300, 1000, 200}, 600, 1000);
+  ASSERT_EQ(c.size(), 3u);
+  EXPECT_EQ(c[0], (std::vector<std::size_t>{0, 1}));
+  EXPECT_EQ(c[1], (std::vector<std::size_t>{2}));
+  EXPECT_EQ(c[2], (std::vector<std::size_t>{3}));
   // One huge cap: one bucket.
   EXPECT_EQ(dist::assign_buckets({0, 1, 2}, {1, 1, 1}, 100, 100).size(), 1u);
 }
