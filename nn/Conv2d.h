@@ -80,6 +80,8 @@ class Conv2dImpl : public torch::nn::Cloneable<Conv2dImpl>, public AlgorithmLaye
   std::string algorithm() const override { return conv_algorithm_name(algorithm_); }
   void set_algorithm(const std::string& name) override;
   std::vector<AlgorithmCost> measure_algorithms(int repeats) override;
+  /// Sizes of the last forward's input (empty before any).
+  const std::vector<int64_t>& last_input_sizes() const { return last_input_sizes_; }
 
   Conv2dOptions options;
   at::Tensor weight;  ///< [out, in, k, k]

@@ -6,7 +6,8 @@
 #   2. unpacks the bundle and configures build-gpu/ against the wheel's LibTorch,
 #   3. builds the CUDA kernels' test and benchmark first and runs them (the test compares the
 #      CUDA kernels with the CPU kernels bit for bit; scripts/reproduce/relu_cuda.sh writes the
-#      benchmark's JSON),
+#      benchmark's JSON), then the same for cuDNN's convolution algorithms (nn/cuda/: every
+#      algorithm against a direct convolution; scripts/reproduce/cudnn_conv.sh),
 #   4. builds everything else (ninja -k 0: every compile error in one log) and runs the unit, then
 #      the integration tests,
 # each stage within what is left of a deadline, so that the run ends, with its logs, before the
@@ -76,16 +77,28 @@ if stage build-cuda 300 ninja -C "$root/build-gpu" -j "$jobs" engram_tests_memor
   ENGRAM_RELU_CUDA_BENCH=$root/build-gpu/bench/engram_relu_cuda_bench \
     stage bench-cuda 120 bash "$root/scripts/reproduce/relu_cuda.sh" --out "$out/relu_cuda.json"
 fi
+# cuDNN's convolution algorithms (where CMake found cuDNN): their test (no torch: quick to
+# build), then their benchmark (which needs the ResNet, so torch).
+if stage build-cudnn-test 120 ninja -C "$root/build-gpu" -j "$jobs" engram_tests_nn_cudnn; then
+  stage test-cudnn 180 "$root/build-gpu/tests/nn/engram_tests_nn_cudnn" \
+    --gtest_output="xml:$out/cudnn-test.xml"
+fi
+if stage build-cudnn-bench 300 ninja -C "$root/build-gpu" -j "$jobs" engram_cudnn_conv_bench; then
+  ENGRAM_CUDNN_CONV_BENCH=$root/build-gpu/bench/engram_cudnn_conv_bench \
+    stage bench-cudnn 240 bash "$root/scripts/reproduce/cudnn_conv.sh" --out "$out/cudnn_conv.json"
+fi
 
 # Everything else: every error at once, the tail of the errors in their own file.
 stage build-all 600 ninja -C "$root/build-gpu" -j "$jobs" -k 0
 build_rc=$?
 grep -E -A6 "error:|FAILED:" "$log" | head -400 > "$out/build-errors.log"
 if [ $build_rc -eq 0 ]; then
-  stage ctest-unit 600 ctest --test-dir "$root/build-gpu" -L unit -j "$jobs" --timeout 120 \
-    --output-on-failure
-  stage ctest-integration 600 ctest --test-dir "$root/build-gpu" -L integration -j "$jobs" \
-    --timeout 300 --output-on-failure
+  # Without the notebooks' tests: the GPU machine's python3 has no matplotlib, and the notebooks
+  # draw committed results on the CPU (CI runs them).
+  stage ctest-unit 600 ctest --test-dir "$root/build-gpu" -L unit -E '^notebooks_' -j "$jobs" \
+    --timeout 120 --output-on-failure
+  stage ctest-integration 600 ctest --test-dir "$root/build-gpu" -L integration \
+    -E '^notebooks_' -j "$jobs" --timeout 300 --output-on-failure
   grep -E "tests passed|Failed|\*\*\*|Not Run|ctest-" "$log" | tail -80 > "$out/ctest-summary.log"
 fi
 say "done"

@@ -1,0 +1,39 @@
+"""Finishes a GPU benchmark's results file (relu_cuda.sh, cudnn_conv.sh): reads the report the
+benchmark wrote to OUT.partial, refuses one that says "skipped" (no device: OUT is left as it
+was), adds how it was made (script, commit, command, machine) and writes OUT atomically.
+
+    python3 gpu_result.py OUT COMMIT GPU SCRIPT COMMAND
+"""
+import json
+import os
+import platform
+import sys
+
+
+def main(out, commit, gpu, script, command):
+    with open(out + ".partial") as f:
+        report = json.load(f)
+    os.remove(out + ".partial")
+    if report.get("skipped"):
+        sys.exit(f"{script}: no GPU here ({report.get('reason')}); {out} left as it was")
+    cpu = ""
+    with open("/proc/cpuinfo") as f:
+        for line in f:
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    report["reproduce"] = {
+        "script": script, "commit": commit,
+        "commands": [command.replace(out + ".partial", os.path.basename(out))],
+        "machine": {"gpu": gpu, "cpu": cpu, "cores": os.cpu_count(),
+                    "system": platform.platform()}}
+    with open(out + ".tmp", "w") as f:
+        json.dump(report, f, indent=2)
+        f.write("\n")
+    os.replace(out + ".tmp", out)
+
+
+if __name__ == "__main__":
+    if len(sys.argv) != 6:
+        sys.exit(__doc__)
+    main(*sys.argv[1:])
