@@ -1,21 +1,15 @@
 #include "bench/BenchSupport.h"
 
-#include <fcntl.h>
 #include <malloc.h>
-#include <spawn.h>
-#include <sys/wait.h>
 #include <torch/version.h>
-#include <unistd.h>
 
-#include <cerrno>
-#include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <iomanip>
+#include <optional>
 #include <sstream>
 #include <stdexcept>
 #include <thread>
-
-extern char** environ;
 
 namespace engram::bench {
 namespace {
@@ -37,44 +31,12 @@ std::string cpu_model() {
   return "unknown";
 }
 
-/// The last non-empty line of `text`.
-std::string last_line(const std::string& text) {
-  std::istringstream in(text);
-  std::string line, last;
-  while (std::getline(in, line)) {
-    if (line.find_first_not_of(" \t\r") != std::string::npos) last = line;
-  }
-  return last;
-}
-
 /// `text` cut to its last 300 characters, for one-line error messages.
 std::string tail(const std::string& text) {
   return text.size() > 300 ? "..." + text.substr(text.size() - 297) : text;
 }
 
-std::string read_all(const std::string& path) {
-  std::ifstream in(path);
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
 }  // namespace
-
-ScratchDir::ScratchDir(const std::string& tag) {
-  std::string pattern =
-      (std::filesystem::temp_directory_path() / ("engram-bench-" + tag + "-XXXXXX")).string();
-  if (::mkdtemp(pattern.data()) == nullptr) {
-    throw std::runtime_error("cannot create a temporary directory: " +
-                             std::string(std::strerror(errno)));
-  }
-  path_ = pattern;
-}
-
-ScratchDir::~ScratchDir() {
-  std::error_code ignored;
-  std::filesystem::remove_all(path_, ignored);
-}
 
 json machine_json() {
   return {{"cpu", cpu_model()}, {"cores", std::thread::hardware_concurrency()}};
@@ -100,36 +62,24 @@ std::string peer_script(const std::string& name) {
 }
 
 std::string run_peer(const std::vector<std::string>& argv, const ScratchDir& dir) {
-  const std::string out_path = dir.file("peer.stdout"), err_path = dir.file("peer.stderr");
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, out_path.c_str(),
-                                   O_WRONLY | O_CREAT | O_TRUNC, 0600);
-  posix_spawn_file_actions_addopen(&actions, STDERR_FILENO, err_path.c_str(),
-                                   O_WRONLY | O_CREAT | O_TRUNC, 0600);
-  std::vector<char*> args;
-  for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-  args.push_back(nullptr);
-  pid_t pid = 0;
-  const int spawn_error = ::posix_spawnp(&pid, args[0], &actions, nullptr, args.data(), environ);
-  posix_spawn_file_actions_destroy(&actions);
-  if (spawn_error != 0) {
-    throw std::runtime_error("cannot start the Python peer with '" + argv[0] +
-                             "': " + std::strerror(spawn_error) + " (see --python, --no-peer)");
+  ProcessOptions io;
+  io.stdout_path = dir.file("peer.stdout");
+  io.stderr_path = dir.file("peer.stderr");
+  std::optional<ChildProcess> peer;
+  try {
+    peer.emplace(argv, io);
+  } catch (const std::runtime_error& e) {
+    throw std::runtime_error("the Python peer: " + std::string(e.what()) +
+                             " (see --python, --no-peer)");
   }
-  int status = 0;
-  while (::waitpid(pid, &status, 0) < 0) {
-    if (errno != EINTR) throw std::runtime_error("waiting for the Python peer failed");
-  }
-  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-    const std::string how = WIFEXITED(status)
-                                ? "exited with " + std::to_string(WEXITSTATUS(status))
-                                : "was killed by signal " + std::to_string(WTERMSIG(status));
+  peer->wait();
+  if (!peer->succeeded()) {
     const std::string script = argv.size() > 1 ? " " + argv[1] : "";
-    throw std::runtime_error("the Python peer (" + argv[0] + script + ") " + how + ": " +
-                             tail(last_line(read_all(err_path))) + " (see --python, --no-peer)");
+    throw std::runtime_error("the Python peer (" + argv[0] + script + ") " + peer->outcome() +
+                             ": " + tail(last_line(read_file(io.stderr_path))) +
+                             " (see --python, --no-peer)");
   }
-  return read_all(out_path);
+  return read_file(io.stdout_path);
 }
 
 json peer_json(const std::string& text) {

@@ -5,7 +5,7 @@
 /// JSON result the peer prints.
 ///
 /// \code
-///   engram::bench::ScratchDir dir("memory");                        // removed on destruction
+///   engram::ScratchDir dir("bench-memory");                         // removed on destruction
 ///   const nlohmann::json peer = engram::bench::peer_json(engram::bench::run_peer(
 ///       {"/usr/bin/python3", engram::bench::peer_script("resnet_memory_peer.py"), "--batch",
 ///       "32"}, dir));
@@ -13,29 +13,15 @@
 ///   report["versions"] = engram::bench::versions_json();            // libtorch, compiler
 /// \endcode
 
+#include "common/Subprocess.h"
+
 #include <nlohmann/json.hpp>
 
 #include <cstdint>
-#include <filesystem>
 #include <string>
 #include <vector>
 
 namespace engram::bench {
-
-/// A fresh private directory under the system temporary directory, removed with its content on
-/// destruction. Throws std::runtime_error if it cannot be created.
-class ScratchDir {
- public:
-  explicit ScratchDir(const std::string& tag);
-  ~ScratchDir();
-  ScratchDir(const ScratchDir&) = delete;
-  ScratchDir& operator=(const ScratchDir&) = delete;
-  /// `name` inside the directory.
-  std::string file(const std::string& name) const { return (path_ / name).string(); }
-
- private:
-  std::filesystem::path path_;
-};
 
 /// {"cpu": model name from /proc/cpuinfo, "cores": hardware threads}.
 nlohmann::json machine_json();

@@ -23,14 +23,9 @@
 #include <torch/torch.h>
 #include <nlohmann/json.hpp>
 
-#include <fcntl.h>
-
-#include <spawn.h>
 #include <sys/resource.h>
-#include <sys/wait.h>
-#include <unistd.h>
+
 #include <algorithm>
-#include <cerrno>
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
@@ -39,8 +34,6 @@
 #include <iomanip>
 #include <map>
 #include <thread>
-
-extern char** environ;
 
 namespace engram::bench {
 namespace {
@@ -273,50 +266,19 @@ Communication measure_communication(dist::Communicator& comm, const std::vector<
 
 // ------------------------------------------------------------------------------- the driver
 
-struct Child {
-  pid_t pid = -1;
-  std::string err_path;
-};
-
-Child spawn_rank(const std::vector<std::string>& argv, int rank, int world, int port,
-                 const ScratchDir& dir) {
-  std::vector<std::string> env;
-  for (char** e = environ; *e != nullptr; ++e) {
-    const std::string kv(*e);
-    const std::string key = kv.substr(0, kv.find('='));
-    if (key != "RANK" && key != "LOCAL_RANK" && key != "WORLD_SIZE" && key != "MASTER_ADDR" &&
-        key != "MASTER_PORT" && key != "TORCHELASTIC_USE_AGENT_STORE")
-      env.push_back(kv);
-  }
-  env.push_back("RANK=" + std::to_string(rank));
-  env.push_back("LOCAL_RANK=" + std::to_string(rank));
-  env.push_back("WORLD_SIZE=" + std::to_string(world));
-  env.push_back("MASTER_ADDR=127.0.0.1");
-  env.push_back("MASTER_PORT=" + std::to_string(port));
-  std::vector<char*> envp, args;
-  for (auto& s : env) envp.push_back(s.data());
-  envp.push_back(nullptr);
-  for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-  args.push_back(nullptr);
-  Child c;
-  c.err_path = dir.file("rank" + std::to_string(rank) + ".stderr");
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, "/dev/null", O_WRONLY, 0);
-  posix_spawn_file_actions_addopen(&actions, STDERR_FILENO, c.err_path.c_str(),
-                                   O_WRONLY | O_CREAT | O_TRUNC, 0600);
-  const int error = ::posix_spawn(&c.pid, args[0], &actions, nullptr, args.data(), envp.data());
-  posix_spawn_file_actions_destroy(&actions);
-  if (error != 0) throw std::runtime_error("cannot start rank " + std::to_string(rank));
-  return c;
-}
-
-std::string last_line_of(const std::string& path) {
-  std::ifstream in(path);
-  std::string line, last;
-  while (std::getline(in, line))
-    if (!line.empty()) last = line;
-  return last;
+/// Rank `rank` of `world` as torchrun would start it (its variables replacing this process's),
+/// its stderr into `err_path`.
+ChildProcess spawn_rank(const std::vector<std::string>& argv, int rank, int world, int port,
+                        const std::string& err_path) {
+  ProcessOptions io;
+  io.stderr_path = err_path;
+  io.unset_environment = {"TORCHELASTIC_USE_AGENT_STORE"};
+  io.set_environment = {{"RANK", std::to_string(rank)},
+                        {"LOCAL_RANK", std::to_string(rank)},
+                        {"WORLD_SIZE", std::to_string(world)},
+                        {"MASTER_ADDR", "127.0.0.1"},
+                        {"MASTER_PORT", std::to_string(port)}};
+  return ChildProcess(argv, io);
 }
 
 }  // namespace
@@ -432,7 +394,7 @@ json link_predictions(const DpBenchOptions& o, const json& rows) {
 void run_dp_bench(const DpBenchOptions& options, std::ostream& out) {
   validate(options);
   if (options.json_path.empty()) throw InvalidOption("json_path", "is required");
-  ScratchDir dir("dp");
+  ScratchDir dir("bench-dp");
   const int port = options.port > 0 ? options.port : dist::free_loopback_port();
   DpBenchOptions worker = options;
   worker.json_path = dir.file("rows.json");
@@ -444,16 +406,16 @@ void run_dp_bench(const DpBenchOptions& options, std::ostream& out) {
   const std::string self = std::filesystem::read_symlink("/proc/self/exe").string();
   const std::vector<std::string> argv{self, "bench", "dp", "--worker-options",
                                       dir.file("options.json")};
-  std::vector<Child> ranks;
+  std::vector<ChildProcess> ranks;
+  const auto err_path = [&](int r) { return dir.file("rank" + std::to_string(r) + ".stderr"); };
   for (int r = 0; r < options.ranks; ++r)
-    ranks.push_back(spawn_rank(argv, r, options.ranks, port, dir));
+    ranks.push_back(spawn_rank(argv, r, options.ranks, port, err_path(r)));
   std::string failure;
   for (std::size_t r = 0; r < ranks.size(); ++r) {
-    int status = 0;
-    while (::waitpid(ranks[r].pid, &status, 0) < 0 && errno == EINTR) {
-    }
-    if ((!WIFEXITED(status) || WEXITSTATUS(status) != 0) && failure.empty())
-      failure = "rank " + std::to_string(r) + " failed: " + last_line_of(ranks[r].err_path);
+    ranks[r].wait();
+    if (!ranks[r].succeeded() && failure.empty())
+      failure = "rank " + std::to_string(r) +
+                " failed: " + last_line(read_file(err_path(static_cast<int>(r))));
   }
   if (!failure.empty()) throw std::runtime_error(failure);
   json rows;

@@ -717,7 +717,7 @@ void compare_with_none(const std::vector<std::string>& techniques,
 json run_resnet_peer(const MemoryBenchOptions& o, long batch, const json& config,
                      const std::string& script, const std::string& source,
                      const std::vector<std::string>& extra = {}) {
-  const ScratchDir dir(source);
+  const ScratchDir dir("bench-" + source);
   std::string widths;
   for (const auto& w : config.at("widths")) {
     widths += (widths.empty() ? "" : ",") + std::to_string(w.get<long>());

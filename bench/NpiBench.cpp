@@ -214,7 +214,7 @@ void run_npi_bench(const NpiBenchOptions& options, std::ostream& out) {
   datasets::GenerateOptions gen = datasets::default_generate_options(task);
   gen.seed = options.seed;
   const auto traces = datasets::generate_traces(task, gen);
-  const ScratchDir dir("npi");
+  const ScratchDir dir("bench-npi");
   const std::string data_path = dir.file("traces.jsonl");
   datasets::write_trace_file(data_path, traces);
 

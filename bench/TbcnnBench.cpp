@@ -113,7 +113,7 @@ void run_tbcnn_bench(const TbcnnBenchOptions& options, std::ostream& out) {
   auto& tracker = memory::MemoryTracker::install();
   tracker.reset_peak();
   const auto before = tracker.live_bytes();
-  bench::ScratchDir dir("tbcnn");
+  ScratchDir dir("bench-tbcnn");
   tbcnn::TrainTbcnnOptions t = tbcnn::train_defaults(options.model);  // as `engram train tbcnn`
   t.corpus_path = options.corpus_path;
   t.out_path = dir.file("model.pt");

@@ -1,6 +1,7 @@
 #include "synth/Synth.h"
 
 #include "common/Errors.h"
+#include "common/Subprocess.h"
 #include "datasets/ListTask.h"
 #include "datasets/Primitive.h"
 #include "datasets/ProgramExpression.h"
@@ -10,17 +11,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include <fcntl.h>
-#include <spawn.h>
-#include <sys/wait.h>
-#include <unistd.h>
 #include <algorithm>
-#include <cerrno>
-#include <chrono>
-#include <csignal>
-#include <cstdio>
 #include <cstdlib>
-#include <cstring>
 #include <fstream>
 #include <iomanip>
 #include <optional>
@@ -28,107 +20,42 @@
 #include <set>
 #include <sstream>
 #include <stdexcept>
-#include <thread>
-
-extern char** environ;
 
 namespace engram::synth {
 namespace {
 
 using json = nlohmann::json;
 
-/// A private scratch folder, removed with everything in it.
-class ScratchDir {
- public:
-  ScratchDir() {
-    const char* tmp = std::getenv("TMPDIR");
-    std::string pattern =
-        std::string(tmp != nullptr && *tmp != '\0' ? tmp : "/tmp") + "/engram-synth.XXXXXX";
-    std::vector<char> buffer(pattern.begin(), pattern.end());
-    buffer.push_back('\0');
-    if (::mkdtemp(buffer.data()) == nullptr)
-      throw std::runtime_error("cannot create a scratch folder: " +
-                               std::string(std::strerror(errno)));
-    path_ = buffer.data();
-  }
-  ~ScratchDir() {
-    for (const auto& f : files_) std::remove(f.c_str());
-    ::rmdir(path_.c_str());
-  }
-  ScratchDir(const ScratchDir&) = delete;
-  ScratchDir& operator=(const ScratchDir&) = delete;
-  std::string file(const std::string& name) {
-    files_.push_back(path_ + "/" + name);
-    return files_.back();
-  }
-
- private:
-  std::string path_;
-  std::vector<std::string> files_;
-};
-
-std::string read_all(const std::string& path) {
-  std::ifstream in(path);
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
-std::string last_line(std::string text) {
-  while (!text.empty() && (text.back() == '\n' || text.back() == ' ')) text.pop_back();
-  const auto nl = text.rfind('\n');
-  return nl == std::string::npos ? text : text.substr(nl + 1);
-}
-
 /// Runs the tracer `script` in `mode` on `inputs`; its JSON output.
-json run_tracer(const SynthOptions& o, ScratchDir& scratch, const std::string& script,
+json run_tracer(const SynthOptions& o, const ScratchDir& scratch, const std::string& script,
                 const std::string& mode, const json& inputs) {
   const std::string input_path = scratch.file("inputs_" + mode + ".json");
-  const std::string out_path = scratch.file("out_" + mode + ".json");
-  const std::string err_path = scratch.file("err_" + mode + ".txt");
   std::ofstream(input_path) << inputs.dump();
-  std::vector<std::string> args{o.python,   "-I",         script,     mode,  "--source",
-                                o.source,   "--function", o.function, "--k", std::to_string(o.k),
-                                "--inputs", input_path};
-  std::vector<char*> argv;
-  for (auto& a : args) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, out_path.c_str(),
-                                   O_WRONLY | O_CREAT | O_TRUNC, 0600);
-  posix_spawn_file_actions_addopen(&actions, STDERR_FILENO, err_path.c_str(),
-                                   O_WRONLY | O_CREAT | O_TRUNC, 0600);
-  pid_t pid = 0;
-  const int spawned = ::posix_spawnp(&pid, argv[0], &actions, nullptr, argv.data(), environ);
-  posix_spawn_file_actions_destroy(&actions);
-  if (spawned != 0)
-    throw std::runtime_error("cannot run " + o.python + ": " + std::strerror(spawned));
-  const auto deadline =
-      std::chrono::steady_clock::now() + std::chrono::duration<double>(o.timeout_seconds);
-  int status = 0;
-  while (true) {
-    const pid_t done = ::waitpid(pid, &status, WNOHANG);
-    if (done == pid) break;
-    if (done < 0 && errno != EINTR) throw std::runtime_error("lost the tracer process");
-    if (std::chrono::steady_clock::now() > deadline) {
-      ::kill(pid, SIGKILL);
-      ::waitpid(pid, &status, 0);
-      throw std::runtime_error(o.function + "() did not finish within " +
-                               std::to_string(static_cast<int>(o.timeout_seconds)) +
-                               " s on the sample inputs (an endless loop?)");
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
-  const std::string err = last_line(read_all(err_path));
-  if (!WIFEXITED(status))
-    throw std::runtime_error("the tracer (" + o.python + ") was killed by signal " +
-                             std::to_string(WTERMSIG(status)));
-  const int code = WEXITSTATUS(status);
-  if (code == 2) throw UsageError(err);
-  if (code != 0) throw std::runtime_error(err.empty() ? "the tracer failed" : err);
+  ProcessOptions io;
+  io.stdout_path = scratch.file("out_" + mode + ".json");
+  io.stderr_path = scratch.file("err_" + mode + ".txt");
+  std::optional<ChildProcess> tracer;
   try {
-    return json::parse(read_all(out_path));
+    tracer.emplace(
+        std::vector<std::string>{o.python, "-I", script, mode, "--source", o.source, "--function",
+                                 o.function, "--k", std::to_string(o.k), "--inputs", input_path},
+        io);
+  } catch (const std::runtime_error& e) {
+    throw std::runtime_error(std::string("cannot run the tracer: ") + e.what());
+  }
+  if (!tracer->wait(o.timeout_seconds)) {
+    tracer->kill();
+    throw std::runtime_error(o.function + "() did not finish within " +
+                             std::to_string(static_cast<int>(o.timeout_seconds)) +
+                             " s on the sample inputs (an endless loop?)");
+  }
+  const std::string err = last_line(read_file(io.stderr_path));
+  if (tracer->exit_code() < 0)
+    throw std::runtime_error("the tracer (" + o.python + ") " + tracer->outcome());
+  if (tracer->exit_code() == 2) throw UsageError(err);
+  if (tracer->exit_code() != 0) throw std::runtime_error(err.empty() ? "the tracer failed" : err);
+  try {
+    return json::parse(read_file(io.stdout_path));
   } catch (const json::exception& e) {
     throw std::runtime_error(std::string("the tracer's output is not JSON: ") + e.what());
   }
@@ -415,7 +342,7 @@ SynthReport synthesize(const SynthOptions& o) {
   if (!(o.timeout_seconds > 0)) throw InvalidOption("timeout_seconds", "must be positive");
   if (std::ifstream(o.source).fail())
     throw std::runtime_error("cannot read source file '" + o.source + "'");
-  ScratchDir scratch;
+  const ScratchDir scratch("synth");
   const std::string tracer = scratch.file("engram_tracer.py");  // written once, run twice
   std::ofstream(tracer) << tracer_source();
   std::mt19937_64 rng(o.seed);
