@@ -278,7 +278,11 @@ ChildProcess spawn_rank(const std::vector<std::string>& argv, int rank, int worl
                         {"WORLD_SIZE", std::to_string(world)},
                         {"MASTER_ADDR", "127.0.0.1"},
                         {"MASTER_PORT", std::to_string(port)}};
-  return ChildProcess(argv, io);
+  try {
+    return ChildProcess(argv, io);
+  } catch (const std::runtime_error& e) {
+    throw std::runtime_error("rank " + std::to_string(rank) + ": " + e.what());
+  }
 }
 
 }  // namespace

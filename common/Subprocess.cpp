@@ -20,8 +20,12 @@ extern char** environ;
 namespace engram {
 
 ScratchDir::ScratchDir(const std::string& tag) {
-  std::string pattern =
-      (std::filesystem::temp_directory_path() / ("engram-" + tag + "-XXXXXX")).string();
+  // $TMPDIR (or TMP, TEMP, TEMPDIR), else /tmp: also when the variable is set but empty or not a
+  // folder, where temp_directory_path() alone would fail.
+  std::error_code error;
+  std::filesystem::path base = std::filesystem::temp_directory_path(error);
+  if (error || base.empty()) base = "/tmp";
+  std::string pattern = (base / ("engram-" + tag + "-XXXXXX")).string();
   if (::mkdtemp(pattern.data()) == nullptr)
     throw std::runtime_error("cannot create a scratch folder: " +
                              std::string(std::strerror(errno)));

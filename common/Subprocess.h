@@ -27,7 +27,8 @@
 
 namespace engram {
 
-/// A fresh private folder under the system's temporary folder ($TMPDIR, else /tmp), named
+/// A fresh private folder under the system's temporary folder ($TMPDIR or the other variables
+/// std::filesystem::temp_directory_path reads; /tmp when none names a folder), named
 /// engram-TAG-XXXXXX, removed with everything in it on destruction. Throws std::runtime_error
 /// when it cannot be created.
 class ScratchDir {
@@ -60,7 +61,8 @@ struct ProcessOptions {
 };
 
 /// A child process. The destructor kills (SIGKILL) and reaps a child that is still running, so
-/// none outlives its owner. Not copyable; movable.
+/// none outlives its owner's normal unwinding (its own children, e.g. torchrun's workers, are
+/// theirs to end). Not copyable; movable (the moved-from object owns nothing).
 class ChildProcess {
  public:
   /// Starts `argv` (argv[0] looked up in PATH). Throws std::runtime_error ("cannot start ARGV0:
@@ -76,7 +78,8 @@ class ChildProcess {
   /// Waits until the child ends, at most `timeout_seconds` (0 or less: no limit). False when it
   /// is still running then.
   bool wait(double timeout_seconds = 0);
-  /// Sends `signal` (SIGKILL by default) and waits for the child to end.
+  /// Sends `signal` (SIGKILL by default) and waits for the child to end: a signal that does not
+  /// end it (SIGSTOP, one it ignores) blocks here.
   void kill(int signal = SIGKILL);
   /// After wait() returned true: it exited with 0.
   bool succeeded() const;

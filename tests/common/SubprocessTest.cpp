@@ -5,11 +5,15 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 #include <stdexcept>
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace engram {
 namespace {
@@ -65,12 +69,38 @@ TEST(Subprocess, TheEnvironmentIsInheritedWithChanges) {
   io.stdout_path = dir.file("out");
   io.unset_environment = {"ENGRAM_SUBPROCESS_DROP"};
   io.set_environment = {{"ENGRAM_SUBPROCESS_SET", "new"}, {"ENGRAM_SUBPROCESS_ADDED", "added"}};
-  ChildProcess child({"sh", "-c",
-                      "echo $ENGRAM_SUBPROCESS_KEEP-${ENGRAM_SUBPROCESS_DROP:-none}-"
-                      "$ENGRAM_SUBPROCESS_SET-$ENGRAM_SUBPROCESS_ADDED"},
-                     io);
+  // `env` lists the environment as it is, duplicates included (a shell would keep one of them,
+  // getenv() the first).
+  ChildProcess child({"env"}, io);
   ASSERT_TRUE(child.wait(30));
-  EXPECT_EQ(read_file(io.stdout_path), "kept-none-new-added\n");
+  std::vector<std::string> ours;
+  std::istringstream lines(read_file(io.stdout_path));
+  for (std::string line; std::getline(lines, line);)
+    if (line.rfind("ENGRAM_SUBPROCESS_", 0) == 0) ours.push_back(line);
+  std::sort(ours.begin(), ours.end());
+  EXPECT_EQ(ours,
+            (std::vector<std::string>{"ENGRAM_SUBPROCESS_ADDED=added",
+                                      "ENGRAM_SUBPROCESS_KEEP=kept", "ENGRAM_SUBPROCESS_SET=new"}));
+}
+
+TEST(Subprocess, MovingAChildKeepsItRunning) {
+  // A vector that grows moves its children; a moved-from object must not end the child.
+  std::vector<ChildProcess> children;
+  for (int i = 0; i < 5; ++i)
+    children.push_back(ChildProcess({"sh", "-c", "sleep 0.3; exit 4"}, ProcessOptions{}));
+  for (auto& child : children) {
+    ASSERT_TRUE(child.wait(30));
+    EXPECT_EQ(child.exit_code(), 4) << child.outcome();
+  }
+  pid_t pid = -1;
+  {
+    ChildProcess first({"sleep", "30"}, ProcessOptions{});
+    pid = first.pid();
+    ChildProcess second(std::move(first));
+    EXPECT_EQ(second.pid(), pid);
+    { ChildProcess gone(std::move(second)); }  // kills it
+    EXPECT_EQ(::kill(pid, 0), -1);
+  }
 }
 
 TEST(Subprocess, ATimeLimitLeavesTheChildRunningUntilKilled) {
