@@ -75,6 +75,7 @@ ChildProcess::ChildProcess(const std::vector<std::string>& argv, const ProcessOp
 
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, STDIN_FILENO, options.stdin_path.c_str(), O_RDONLY, 0);
   posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, options.stdout_path.c_str(),
                                    O_WRONLY | O_CREAT | O_TRUNC, 0600);
   posix_spawn_file_actions_addopen(&actions, STDERR_FILENO, options.stderr_path.c_str(),
@@ -130,6 +131,10 @@ bool ChildProcess::succeeded() const {
 
 int ChildProcess::exit_code() const {
   return ended_ && WIFEXITED(status_) ? WEXITSTATUS(status_) : -1;
+}
+
+int ChildProcess::signal_number() const {
+  return ended_ && WIFSIGNALED(status_) ? WTERMSIG(status_) : 0;
 }
 
 std::string ChildProcess::outcome() const {

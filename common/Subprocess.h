@@ -52,6 +52,7 @@ std::string last_line(const std::string& text);
 
 /// Where a child's output goes, and what it finds in its environment.
 struct ProcessOptions {
+  std::string stdin_path = "/dev/null";   ///< read from; no child here reads a terminal
   std::string stdout_path = "/dev/null";  ///< created or truncated
   std::string stderr_path = "/dev/null";
   /// Variables removed from this process's environment for the child, then variables set (a
@@ -85,6 +86,8 @@ class ChildProcess {
   bool succeeded() const;
   /// Its exit code, -1 when a signal ended it (or it has not ended).
   int exit_code() const;
+  /// The signal that ended it, 0 when none did (or it has not ended).
+  int signal_number() const;
   /// "exited with 3", "was killed by signal 9", or "is still running".
   std::string outcome() const;
 

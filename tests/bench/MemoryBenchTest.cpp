@@ -1,11 +1,10 @@
 // `engram bench memory` end to end through the real binary (the tracking allocator is process-wide,
 // so each run gets its own process): the JSON's figures, the Chrome trace, usage errors.
+#include "tests/support/RunProgram.h"
 #include "tests/support/TempDir.h"
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
-
-#include <sys/wait.h>
 
 #include <algorithm>
 #include <cstdlib>
@@ -17,28 +16,17 @@ namespace engram {
 namespace {
 
 using nlohmann::json;
+using testing::ProgramResult;
 using testing::read_file;
 using testing::TempDir;
 
-struct Process {
-  int code = -1;
-  std::string out, err;
-};
-
 class MemoryBenchTest : public ::testing::Test {
  protected:
-  /// Runs `engram bench memory` with `args` (no shell metacharacters in them).
-  Process bench(const std::vector<std::string>& args) {
-    std::string command = std::string("'") + ENGRAM_BINARY + "' bench memory";
-    for (const auto& a : args) command += " '" + a + "'";
-    const std::string out = dir_.file("stdout"), err = dir_.file("stderr");
-    command += " >'" + out + "' 2>'" + err + "' </dev/null";
-    const int status = std::system(command.c_str());
-    Process p;
-    p.code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-    p.out = read_file(out);
-    p.err = read_file(err);
-    return p;
+  /// Runs `engram bench memory` with `args`.
+  ProgramResult bench(const std::vector<std::string>& args) {
+    std::vector<std::string> argv{ENGRAM_BINARY, "bench", "memory"};
+    argv.insert(argv.end(), args.begin(), args.end());
+    return testing::run_program(argv, dir_);
   }
 
   /// Checks what every report holds and returns its only row.
@@ -84,7 +72,7 @@ class MemoryBenchTest : public ::testing::Test {
 
 TEST_F(MemoryBenchTest, ResNetAtATinySizeWritesFiguresAndATrace) {
   const std::string json_path = dir_.file("m.json"), trace_path = dir_.file("t.json");
-  const Process p =
+  const ProgramResult p =
       bench({"--workload", "resnet", "--batch", "2", "--image-size", "8", "--width", "4", "--steps",
              "2", "--no-peer", "--json", json_path, "--trace", trace_path});
   ASSERT_EQ(p.code, 0) << p.err;
@@ -112,8 +100,8 @@ TEST_F(MemoryBenchTest, ResNetAtATinySizeWritesFiguresAndATrace) {
 
 TEST_F(MemoryBenchTest, NpiAtATinySizeWritesFigures) {
   const std::string json_path = dir_.file("m.json");
-  const Process p = bench({"--workload", "npi", "--batch", "2", "--hidden", "16", "--steps", "1",
-                           "--no-peer", "--json", json_path});
+  const ProgramResult p = bench({"--workload", "npi", "--batch", "2", "--hidden", "16", "--steps",
+                                 "1", "--no-peer", "--json", json_path});
   ASSERT_EQ(p.code, 0) << p.err;
   const json j = json::parse(read_file(json_path));
   expect_report(j, "npi", 1);
@@ -124,7 +112,7 @@ TEST_F(MemoryBenchTest, NpiAtATinySizeWritesFigures) {
 
 TEST_F(MemoryBenchTest, ReluCompressionIsLosslessAndSavesWhatBitmapPlusValuesPredicts) {
   const std::string json_path = dir_.file("m.json");
-  const Process p =
+  const ProgramResult p =
       bench({"--workload", "resnet", "--techniques", "none,relu", "--batch", "2", "--image-size",
              "8", "--width", "4", "--steps", "2", "--no-peer", "--json", json_path});
   ASSERT_EQ(p.code, 0) << p.err;
@@ -168,9 +156,10 @@ TEST_F(MemoryBenchTest, ReluCompressionIsLosslessAndSavesWhatBitmapPlusValuesPre
 // peak: every row lossless, within the budget, with its plan and swap figures.
 TEST_F(MemoryBenchTest, RecomputeAndSwapStayWithinTheBudgetAndAreLossless) {
   const std::string json_path = dir_.file("m.json");
-  const Process p = bench({"--workload", "resnet", "--techniques", "none,recompute,swap,all",
-                           "--budget", "0.7x", "--batch", "4", "--image-size", "16", "--width", "8",
-                           "--steps", "2", "--no-peer", "--explain", "--json", json_path});
+  const ProgramResult p =
+      bench({"--workload", "resnet", "--techniques", "none,recompute,swap,all", "--budget", "0.7x",
+             "--batch", "4", "--image-size", "16", "--width", "8", "--steps", "2", "--no-peer",
+             "--explain", "--json", json_path});
   ASSERT_EQ(p.code, 0) << p.err;
   EXPECT_NE(p.out.find("how the planner got there"), std::string::npos) << p.out;
   const json j = json::parse(read_file(json_path));
@@ -203,9 +192,9 @@ TEST_F(MemoryBenchTest, RecomputeAndSwapStayWithinTheBudgetAndAreLossless) {
   }
   EXPECT_FALSE(rows[3].at("relu").is_null()) << "all compresses ReLU outputs too";
   // Below what any plan reaches: a usage error naming the smallest feasible budget.
-  const Process low = bench({"--workload", "resnet", "--techniques", "swap", "--budget", "1000",
-                             "--batch", "2", "--image-size", "8", "--width", "4", "--steps", "1",
-                             "--no-peer", "--json", json_path + ".low"});
+  const ProgramResult low = bench({"--workload", "resnet", "--techniques", "swap", "--budget",
+                                   "1000", "--batch", "2", "--image-size", "8", "--width", "4",
+                                   "--steps", "1", "--no-peer", "--json", json_path + ".low"});
   EXPECT_EQ(low.code, 2) << low.err;
   EXPECT_NE(low.err.find("below the smallest feasible budget"), std::string::npos) << low.err;
   EXPECT_FALSE(std::filesystem::exists(json_path + ".low"));
@@ -223,7 +212,7 @@ TEST_F(MemoryBenchTest, AlgorithmReplacementMeetsABudgetNoUnitPlanReaches) {
     args.insert(args.end(), network.begin(), network.end());
     return bench(args);
   };
-  const auto smallest_feasible = [](const Process& p) -> std::int64_t {
+  const auto smallest_feasible = [](const ProgramResult& p) -> std::int64_t {
     const std::string marker = "smallest feasible budget, ";
     const auto at = p.err.find(marker);
     if (p.code != 2 || at == std::string::npos) return -1;
@@ -231,7 +220,7 @@ TEST_F(MemoryBenchTest, AlgorithmReplacementMeetsABudgetNoUnitPlanReaches) {
   };
   const std::int64_t units_only =
       smallest_feasible(with({"--techniques", "relu+recompute", "--budget", "1000"}));
-  const Process replaced = with({"--techniques", "relu+recompute+algo", "--budget", "1000"});
+  const ProgramResult replaced = with({"--techniques", "relu+recompute+algo", "--budget", "1000"});
   const std::int64_t with_algo = smallest_feasible(replaced);
   ASSERT_GT(units_only, 0);
   ASSERT_GT(with_algo, 0) << replaced.err;
@@ -240,8 +229,8 @@ TEST_F(MemoryBenchTest, AlgorithmReplacementMeetsABudgetNoUnitPlanReaches) {
   // Just below what ReLU compression and recompute reach alone. (Without swap: a swapped step's
   // measured peak moves a little with the I/O thread's timing; these measurements repeat.)
   const std::int64_t budget = units_only - 1;
-  const Process p = with({"--techniques", "none,relu+recompute+algo", "--budget",
-                          std::to_string(budget), "--explain"});
+  const ProgramResult p = with({"--techniques", "none,relu+recompute+algo", "--budget",
+                                std::to_string(budget), "--explain"});
   ASSERT_EQ(p.code, 0) << p.err;
   const json row = json::parse(read_file(json_path)).at("results").at(1);
   const json& algorithms = row.at("plan").at("algorithms");
@@ -280,8 +269,8 @@ TEST_F(MemoryBenchTest, AlgorithmReplacementMeetsABudgetNoUnitPlanReaches) {
   EXPECT_LT(row.at("first_step_grad_rel_l2_diff").get<double>(), 1e-2);
 
   // A model without replaceable layers: a usage error.
-  const Process npi = bench({"--workload", "npi", "--techniques", "algo", "--hidden", "16",
-                             "--steps", "1", "--json", dir_.file("npi.json")});
+  const ProgramResult npi = bench({"--workload", "npi", "--techniques", "algo", "--hidden", "16",
+                                   "--steps", "1", "--json", dir_.file("npi.json")});
   EXPECT_EQ(npi.code, 2) << npi.err;
   EXPECT_NE(npi.err.find("this model has none"), std::string::npos) << npi.err;
 }
@@ -290,9 +279,9 @@ TEST_F(MemoryBenchTest, AlgorithmReplacementMeetsABudgetNoUnitPlanReaches) {
 // the live-bytes counter are in the Chrome trace.
 TEST_F(MemoryBenchTest, TheTraceShowsEveryTechnique) {
   const std::string json_path = dir_.file("m.json"), trace_path = dir_.file("m.trace.json");
-  const Process p = bench({"--workload", "resnet", "--techniques", "all", "--batch", "2",
-                           "--image-size", "8", "--width", "4", "--steps", "1", "--no-peer",
-                           "--json", json_path, "--trace", trace_path});
+  const ProgramResult p = bench({"--workload", "resnet", "--techniques", "all", "--batch", "2",
+                                 "--image-size", "8", "--width", "4", "--steps", "1", "--no-peer",
+                                 "--json", json_path, "--trace", trace_path});
   ASSERT_EQ(p.code, 0) << p.err;
   const std::string trace = read_file(trace_path);
   for (const char* span : {"\"compress\"", "\"decompress\"", "\"swap_out\"", "\"swap_in\"",
@@ -303,8 +292,8 @@ TEST_F(MemoryBenchTest, TheTraceShowsEveryTechnique) {
 
 // A report that cannot be written fails at once (exit 1), before minutes of measuring.
 TEST_F(MemoryBenchTest, AnUnwritableReportFailsBeforeMeasuring) {
-  const Process p = bench({"--workload", "resnet", "--techniques", "none,recompute", "--json",
-                           dir_.file("missing/m.json")});
+  const ProgramResult p = bench({"--workload", "resnet", "--techniques", "none,recompute", "--json",
+                                 dir_.file("missing/m.json")});
   EXPECT_EQ(p.code, 1) << p.err;
   EXPECT_NE(p.err.find("cannot write"), std::string::npos) << p.err;
   EXPECT_EQ(p.out, "");
@@ -324,18 +313,18 @@ TEST_F(MemoryBenchTest, UnknownTechniquesAndWorkloadsExitWithTwo) {
             json_path},
            {"--workload", "resnet", "--techniques", "none,relu", "--budget", "1000000", "--json",
             json_path}}) {
-    const Process p = bench(args);
+    const ProgramResult p = bench(args);
     EXPECT_EQ(p.code, 2) << p.err;
     EXPECT_EQ(p.err.rfind("engram: error: ", 0), 0u) << p.err;
     EXPECT_EQ(std::count(p.err.begin(), p.err.end(), '\n'), 1) << p.err;
   }
-  const Process p =
+  const ProgramResult p =
       bench({"--workload", "resnet", "--techniques", "compress", "--json", json_path});
   EXPECT_NE(p.err.find("unknown technique 'compress' (valid: none, relu, recompute, swap, all, "
                        "reuse, algo, or several joined by +)"),
             std::string::npos)
       << p.err;
-  const Process joined =
+  const ProgramResult joined =
       bench({"--workload", "resnet", "--techniques", "none,reuse+zip", "--json", json_path});
   EXPECT_EQ(joined.code, 2);
   EXPECT_NE(joined.err.find("unknown technique 'zip'"), std::string::npos) << joined.err;

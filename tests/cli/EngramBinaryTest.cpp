@@ -1,10 +1,9 @@
 // The real `engram` binary as a subprocess: exit codes and what reaches stdout and stderr.
+#include "tests/support/RunProgram.h"
 #include "tests/support/TempDir.h"
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
-
-#include <sys/wait.h>
 
 #include <algorithm>
 #include <cstdlib>
@@ -16,30 +15,19 @@
 namespace engram {
 namespace {
 
+using testing::ProgramResult;
 using testing::read_file;
 using testing::TempDir;
 
-struct Process {
-  int code = -1;
-  std::string out, err;
-};
-
 class EngramBinaryTest : public ::testing::Test {
  protected:
-  /// Runs the binary with `args` (no shell metacharacters in them), stdout and stderr to files.
-  Process run(const std::vector<std::string>& args) {
-    std::string command = std::string("'") + ENGRAM_BINARY + "'";
-    for (const auto& a : args) command += " '" + a + "'";
-    const std::string out = dir_.file("stdout"), err = dir_.file("stderr");
-    command += " >'" + out + "' 2>'" + err + "' </dev/null";
-    const int status = std::system(command.c_str());
-    Process p;
-    p.code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-    p.out = read_file(out);
-    p.err = read_file(err);
-    return p;
+  /// Runs the binary with `args`, stdout and stderr to files.
+  ProgramResult run(const std::vector<std::string>& args) {
+    std::vector<std::string> argv{ENGRAM_BINARY};
+    argv.insert(argv.end(), args.begin(), args.end());
+    return testing::run_program(argv, dir_);
   }
-  void expect_one_error_line(const Process& p, int code) {
+  void expect_one_error_line(const ProgramResult& p, int code) {
     EXPECT_EQ(p.code, code) << p.err;
     EXPECT_EQ(std::count(p.err.begin(), p.err.end(), '\n'), 1) << "stderr: " << p.err;
     EXPECT_EQ(p.err.rfind("engram: error: ", 0), 0u) << p.err;
@@ -48,14 +36,14 @@ class EngramBinaryTest : public ::testing::Test {
   /// Addition traces up to length 4, four per length, in the test's folder.
   std::string short_additions() {
     const std::string data = dir_.file("d.jsonl");
-    const Process p = run({"data", "gen", "--task", "addition", "--out", data, "--max-len", "4",
-                           "--per-length", "4"});
+    const ProgramResult p = run({"data", "gen", "--task", "addition", "--out", data, "--max-len",
+                                 "4", "--per-length", "4"});
     EXPECT_EQ(p.code, 0) << p.err;
     return data;
   }
   /// 40 steps of a hidden-32 NPI on `data`, batch 16, into `model` in the test's folder.
-  Process train_small_addition(const std::string& data, const std::string& model,
-                               const std::vector<std::string>& extra) {
+  ProgramResult train_small_addition(const std::string& data, const std::string& model,
+                                     const std::vector<std::string>& extra) {
     std::vector<std::string> args{"train",    "npi",   "--task",         "addition", "--data",
                                   data,       "--out", dir_.file(model), "--steps",  "40",
                                   "--hidden", "32",    "--batch",        "16"};
@@ -67,7 +55,7 @@ class EngramBinaryTest : public ::testing::Test {
 };
 
 TEST_F(EngramBinaryTest, HelpSucceedsOnStdout) {
-  const Process p = run({"help"});
+  const ProgramResult p = run({"help"});
   EXPECT_EQ(p.code, 0);
   EXPECT_NE(p.out.find("train"), std::string::npos) << p.out;
   EXPECT_EQ(p.err, "");
@@ -83,22 +71,23 @@ TEST_F(EngramBinaryTest, ErrorsAreOneLineOnStderrWithTheirExitCode) {
 
 // The library names the invalid field (learning_rate); the binary names the flag that fills it.
 TEST_F(EngramBinaryTest, AnInvalidOptionNamesItsFlag) {
-  const Process p = run({"train", "npi", "--task", "addition", "--data", dir_.file("d.jsonl"),
-                         "--out", dir_.file("m.pt"), "--lr", "-1"});
+  const ProgramResult p = run({"train", "npi", "--task", "addition", "--data", dir_.file("d.jsonl"),
+                               "--out", dir_.file("m.pt"), "--lr", "-1"});
   expect_one_error_line(p, 2);
   EXPECT_EQ(p.err, "engram: error: --lr must be a positive number\n");
 }
 
 TEST_F(EngramBinaryTest, DataGenTracesInAllExcludesPerLengthAndMustBePositive) {
   const std::string data = dir_.file("d.jsonl");
-  const Process both = run(
+  const ProgramResult both = run(
       {"data", "gen", "--task", "addition", "--out", data, "--traces", "7", "--per-length", "2"});
   expect_one_error_line(both, 2);
-  const Process zero = run({"data", "gen", "--task", "addition", "--out", data, "--traces", "0"});
+  const ProgramResult zero =
+      run({"data", "gen", "--task", "addition", "--out", data, "--traces", "0"});
   expect_one_error_line(zero, 2);
   EXPECT_EQ(zero.err, "engram: error: --traces must be at least 1\n");
   EXPECT_FALSE(std::filesystem::exists(data));
-  const Process ok =
+  const ProgramResult ok =
       run({"data", "gen", "--task", "sort-recursive", "--out", data, "--traces", "20"});
   EXPECT_EQ(ok.code, 0) << ok.err;
   EXPECT_NE(ok.out.find("wrote 20 sort-recursive traces (lengths 2..20)"), std::string::npos)
@@ -110,7 +99,7 @@ TEST_F(EngramBinaryTest, DataGenTracesInAllExcludesPerLengthAndMustBePositive) {
 TEST_F(EngramBinaryTest, TrainingWithReuseWritesTheSameModelBytes) {
   const std::string data = short_additions();
   for (const std::string memory : {"none", "reuse"}) {
-    const Process p = train_small_addition(
+    const ProgramResult p = train_small_addition(
         data, memory + ".pt", {"--memory", memory, "--metrics", dir_.file(memory + ".jsonl")});
     ASSERT_EQ(p.code, 0) << p.err;
   }
@@ -126,21 +115,21 @@ TEST_F(EngramBinaryTest, WeightGradientsOnASecondThreadWriteTheSameModelBytes) {
   // goes on: the same tasks in the same order, so the same model file byte for byte.
   const std::string data = short_additions();
   for (const std::string threads : {"1", "2"}) {
-    const Process p =
+    const ProgramResult p =
         train_small_addition(data, "ooo" + threads + ".pt", {"--ooo-threads", threads});
     ASSERT_EQ(p.code, 0) << p.err;
   }
   EXPECT_EQ(read_file(dir_.file("ooo1.pt")), read_file(dir_.file("ooo2.pt")));
-  const Process bad = run({"train", "npi", "--task", "addition", "--data", data, "--out",
-                           dir_.file("bad.pt"), "--ooo-threads", "2", "--threads", "2"});
+  const ProgramResult bad = run({"train", "npi", "--task", "addition", "--data", data, "--out",
+                                 dir_.file("bad.pt"), "--ooo-threads", "2", "--threads", "2"});
   EXPECT_EQ(bad.code, 2);
   EXPECT_NE(bad.err.find("--threads must be 1 with --ooo-threads 2"), std::string::npos) << bad.err;
 }
 
 TEST_F(EngramBinaryTest, TrainAndRunEndToEnd) {
   const std::string data = dir_.file("d.jsonl"), model = dir_.file("m.pt");
-  Process p = run({"data", "gen", "--task", "sort-recursive", "--out", data, "--max-len", "3",
-                   "--per-length", "2"});
+  ProgramResult p = run({"data", "gen", "--task", "sort-recursive", "--out", data, "--max-len", "3",
+                         "--per-length", "2"});
   ASSERT_EQ(p.code, 0) << p.err;
   p = run({"train", "npi", "--task", "sort-recursive", "--data", data, "--out", model, "--steps",
            "2", "--hidden", "8", "--threads", "1"});
@@ -158,7 +147,7 @@ TEST_F(EngramBinaryTest, TrainAndRunEndToEnd) {
 TEST_F(EngramBinaryTest, HighOrderProgramLearnedOnceWorksWithNeuralPrimitivesAndPipelines) {
   const std::string data = dir_.file("f.jsonl"), models = dir_.path(),
                     filter = dir_.file("filter.pt"), prims = dir_.file("p.pt");
-  Process p = run(
+  ProgramResult p = run(
       {"data", "gen", "--task", "filter", "--out", data, "--max-len", "6", "--per-length", "8"});
   ASSERT_EQ(p.code, 0) << p.err;
   p = run({"train", "npi", "--task", "filter", "--data", data, "--out", filter, "--steps", "400",
@@ -240,8 +229,8 @@ TEST_F(EngramBinaryTest, HighOrderProgramLearnedOnceWorksWithNeuralPrimitivesAnd
 
 TEST_F(EngramBinaryTest, AdditionWithADigitPrimitiveRunsTheBoundFullAdder) {
   const std::string data = dir_.file("a.jsonl"), model = dir_.file("a.pt");
-  Process p = run({"data", "gen", "--task", "addition-primitive", "--out", data, "--max-len", "3",
-                   "--per-length", "2"});
+  ProgramResult p = run({"data", "gen", "--task", "addition-primitive", "--out", data, "--max-len",
+                         "3", "--per-length", "2"});
   ASSERT_EQ(p.code, 0) << p.err;
   p = run({"train", "npi", "--task", "addition-primitive", "--data", data, "--out", model,
            "--steps", "2", "--hidden", "8"});
@@ -275,7 +264,8 @@ TEST_F(EngramBinaryTest, CodeCorpusTbcnnTrainEvalEncodeClassify) {
     }
   }
   const std::string corpus = dir_.file("c.corpus"), model = dir_.file("t.pt");
-  Process p = run({"data", "code", "--lang", "python", "--src", src.string(), "--out", corpus});
+  ProgramResult p =
+      run({"data", "code", "--lang", "python", "--src", src.string(), "--out", corpus});
   ASSERT_EQ(p.code, 0) << p.err;
   EXPECT_NE(p.out.find("wrote 16 python samples in 2 classes"), std::string::npos) << p.out;
   p = run({"train", "tbcnn", "--corpus", corpus, "--out", model, "--steps", "30", "--channels",

@@ -51,8 +51,22 @@ TEST(Subprocess, OutputGoesToFilesAndTheExitCodeComesBack) {
   EXPECT_FALSE(child.succeeded());
   EXPECT_EQ(child.exit_code(), 3);
   EXPECT_EQ(child.outcome(), "exited with 3");
+  EXPECT_EQ(child.signal_number(), 0);
   EXPECT_EQ(read_file(io.stdout_path), "to-out\n");
   EXPECT_EQ(last_line(read_file(io.stderr_path)), "to-err");
+
+  // stdin is /dev/null by default: cat ends at once instead of waiting for a terminal.
+  ProcessOptions quiet;
+  quiet.stdout_path = dir.file("cat");
+  ChildProcess cat({"cat"}, quiet);
+  ASSERT_TRUE(cat.wait(30));
+  EXPECT_TRUE(cat.succeeded());
+  EXPECT_EQ(read_file(quiet.stdout_path), "");
+  std::ofstream(dir.file("in")) << "fed\n";
+  quiet.stdin_path = dir.file("in");
+  ChildProcess fed({"cat"}, quiet);
+  ASSERT_TRUE(fed.wait(30));
+  EXPECT_EQ(read_file(quiet.stdout_path), "fed\n");
 
   ChildProcess ok({"true"}, ProcessOptions{});
   EXPECT_TRUE(ok.wait(10));
@@ -110,6 +124,7 @@ TEST(Subprocess, ATimeLimitLeavesTheChildRunningUntilKilled) {
   EXPECT_EQ(child.exit_code(), -1);
   child.kill();
   EXPECT_EQ(child.outcome(), "was killed by signal 9");
+  EXPECT_EQ(child.signal_number(), SIGKILL);
   EXPECT_FALSE(child.succeeded());
   EXPECT_TRUE(child.wait(0.1));  // ended already
 }
