@@ -62,8 +62,17 @@ TrainingFlags add_training_flags(CLI::App* command, trainer::TrainingOptions& op
                          spec.steps_default);
   f.batch = with_default(command->add_option("--batch", options.batch, spec.batch),
                          spec.batch_default);
-  f.lr = with_default(command->add_option("--lr", options.learning_rate, "Adam learning rate"),
+  f.lr = with_default(command->add_option("--lr", options.learning_rate, "Learning rate"),
                       spec.lr_default);
+  f.optimizer = command
+                    ->add_option("--optimizer", options.optimizer,
+                                 "adam, or sgd (with --momentum; as torch.optim.SGD)")
+                    ->check(CLI::IsMember(trainer::optimizer_names()))
+                    ->capture_default_str();
+  f.momentum = command
+                   ->add_option("--momentum", options.momentum,
+                                "SGD's momentum, in [0, 1); 0: plain SGD")
+                   ->capture_default_str();
   f.clip = command
                ->add_option("--clip", options.grad_clip,
                             "Largest global gradient norm; 0: no clipping")
@@ -105,6 +114,8 @@ TrainingFlags add_training_flags(CLI::App* command, trainer::TrainingOptions& op
                 {"resume", "--resume"},
                 {"curriculum", "--curriculum"},
                 {"learning_rate", "--lr"},
+                {"optimizer", "--optimizer"},
+                {"momentum", "--momentum"},
                 {"grad_clip", "--clip"},
                 {"seed", "--seed"},
                 {"threads", "--threads"},
@@ -250,6 +261,8 @@ void TrainingFlags::fill_unset(const trainer::TrainingOptions& defaults,
   if (!given(steps)) options.steps = defaults.steps;
   if (!given(batch)) options.batch = defaults.batch;
   if (!given(lr)) options.learning_rate = defaults.learning_rate;
+  if (!given(optimizer)) options.optimizer = defaults.optimizer;
+  if (!given(momentum)) options.momentum = defaults.momentum;
   if (!given(clip)) options.grad_clip = defaults.grad_clip;
   if (!given(seed)) options.seed = defaults.seed;
   if (!given(threads)) options.threads = defaults.threads;

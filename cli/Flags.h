@@ -34,16 +34,17 @@ struct TrainingFlagsSpec {
 
 /// The options the shared training flags were registered as, to tell which ones the user gave.
 struct TrainingFlags {
-  CLI::Option *steps = nullptr, *batch = nullptr, *lr = nullptr, *clip = nullptr,
-              *seed = nullptr, *threads = nullptr, *metrics = nullptr, *log_every = nullptr,
-              *memory = nullptr, *memory_budget = nullptr, *swap_bandwidth = nullptr;
+  CLI::Option *steps = nullptr, *batch = nullptr, *lr = nullptr, *optimizer = nullptr,
+              *momentum = nullptr, *clip = nullptr, *seed = nullptr, *threads = nullptr,
+              *metrics = nullptr, *log_every = nullptr, *memory = nullptr,
+              *memory_budget = nullptr, *swap_bandwidth = nullptr;
 
   /// Every field of `options` whose flag was not given takes its value from `defaults`.
   void fill_unset(const trainer::TrainingOptions& defaults,
                   trainer::TrainingOptions& options) const;
 };
 
-/// Adds --steps, --batch, --lr, --clip, --seed, --threads, --metrics, --log-every, as the
+/// Adds --steps, --batch, --lr, --optimizer, --momentum, --clip, --seed, --threads, --metrics, --log-every, as the
 /// spec says --memory, --memory-budget and --swap-bandwidth, and the data-parallel flags
 /// (add_dist_flags), bound to `options`, and their entries to `flags`.
 TrainingFlags add_training_flags(CLI::App* command, trainer::TrainingOptions& options,

@@ -2,7 +2,7 @@
 # The issue's invariants of the structure, checked on the source tree (ctest label unit):
 #  - no model module, benchmark or command reaches into the layers' runtime (nn/Runtime.h):
 #    only trainer/ installs activation stores and schedulers;
-#  - the optimizer steps in one place, trainer/Stepper.cpp (FusedAdam's own test aside);
+#  - the optimizer steps in one place, trainer/Stepper.cpp (the optimizers' own tests aside);
 #  - no function in cli/ is longer than 150 lines (scripts/function-lines.py).
 # Usage: architecture.sh SOURCE_DIR; prints what is wrong and exits 1.
 set -uo pipefail

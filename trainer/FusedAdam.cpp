@@ -63,6 +63,38 @@ void FusedAdam::load_state(const std::vector<State>& state) {
   }
 }
 
+std::vector<std::pair<std::string, at::Tensor>> FusedAdam::state_tensors() const {
+  std::vector<std::pair<std::string, at::Tensor>> named;
+  at::Tensor steps = at::empty({static_cast<int64_t>(state_.size())}, at::kLong);
+  for (std::size_t k = 0; k < state_.size(); ++k) {
+    const std::string i = std::to_string(k);
+    named.emplace_back("adam." + i + ".exp_avg", state_[k].exp_avg);
+    named.emplace_back("adam." + i + ".exp_avg_sq", state_[k].exp_avg_sq);
+    steps[static_cast<int64_t>(k)] = state_[k].steps;
+  }
+  named.emplace_back("adam.steps", steps);
+  return named;
+}
+
+void FusedAdam::load_state_tensors(const std::map<std::string, at::Tensor>& tensors) {
+  const auto named = [&](const std::string& name) -> const at::Tensor& {
+    const auto it = tensors.find(name);
+    if (it == tensors.end()) throw std::invalid_argument("no " + name + " in the state");
+    return it->second;
+  };
+  const at::Tensor& steps = named("adam.steps");
+  if (steps.scalar_type() != at::kLong || steps.numel() != static_cast<int64_t>(state_.size()))
+    throw std::invalid_argument("Adam's state of " + std::to_string(steps.numel()) +
+                                " parameters, the optimizer has " + std::to_string(state_.size()));
+  std::vector<State> state;
+  for (std::size_t k = 0; k < state_.size(); ++k) {
+    const std::string i = std::to_string(k);
+    state.push_back({named("adam." + i + ".exp_avg"), named("adam." + i + ".exp_avg_sq"),
+                     steps[static_cast<int64_t>(k)].item<int64_t>()});
+  }
+  load_state(state);
+}
+
 void FusedAdam::zero_grad() {
   for (auto& p : params_) p.mutable_grad() = torch::Tensor();
 }

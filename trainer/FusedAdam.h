@@ -18,6 +18,8 @@
 /// Parameters without a gradient are skipped (their step count does not advance). CPU float32
 /// contiguous parameters only.
 
+#include "trainer/Optimizer.h"
+
 #include <torch/types.h>
 
 #include <cstddef>
@@ -26,20 +28,19 @@
 
 namespace engram::trainer {
 
-class FusedAdam {
+class FusedAdam : public Optimizer {
  public:
   /// Throws std::invalid_argument for a parameter that is not a contiguous float32 CPU tensor.
   FusedAdam(std::vector<torch::Tensor> params, double learning_rate, double beta1 = 0.9,
             double beta2 = 0.999, double eps = 1e-8);
 
-  /// Resets every gradient to undefined.
-  void zero_grad();
-  /// One update of every parameter that has a gradient.
-  void step();
-  /// One update of the parameters with these indices (the constructor's order) that have a
-  /// gradient: out-of-order backprop updates some parameters later than the others
-  /// (trainer/DataParallel.h). Each parameter's update is the one step() would make.
-  void step(const std::vector<std::size_t>& which);
+  void zero_grad() override;
+  void step() override;
+  void step(const std::vector<std::size_t>& which) override;
+  /// "adam.K.exp_avg", "adam.K.exp_avg_sq" per parameter, and "adam.steps" (int64, one count
+  /// per parameter).
+  std::vector<std::pair<std::string, at::Tensor>> state_tensors() const override;
+  void load_state_tensors(const std::map<std::string, at::Tensor>& tensors) override;
 
   /// One parameter's moments and how many updates it has had.
   struct State {

@@ -2,7 +2,10 @@
 
 #include "memory/MemoryTracker.h"
 #include "nn/Runtime.h"
-#include "trainer/FusedAdam.h"
+#include "trainer/Optimizer.h"
+
+// clip_grad.h needs torch::Tensor declared before it.
+#include <torch/types.h>
 
 #include <torch/nn/utils/clip_grad.h>
 
@@ -95,8 +98,9 @@ class ReuseScope {
 
 Stepper::Stepper(Workload& workload, StepperOptions options)
     : workload_(workload), options_(options), parameters_(workload.parameters()) {
-  memory::TagGuard tag(memory::Tag::optimizer_state);  // FusedAdam allocates its moments here
-  optimizer_ = std::make_unique<FusedAdam>(parameters_, options_.learning_rate);
+  memory::TagGuard tag(memory::Tag::optimizer_state);  // the optimizer allocates its state here
+  optimizer_ =
+      make_optimizer({options_.optimizer, options_.learning_rate, options_.momentum}, parameters_);
 }
 
 Stepper::~Stepper() = default;

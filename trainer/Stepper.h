@@ -8,8 +8,8 @@
 ///   backward   loss.backward(), then the gradient scheduler's finish() (nn/GradScheduler.h):
 ///              every weight gradient is in .grad after it
 ///   clip       the global gradient norm clipped to grad_clip (skipped when grad_clip is 0)
-///   optimizer  FusedAdam's update (trainer/FusedAdam.h); gradients reset to undefined before
-///              the next step's backward
+///   optimizer  the optimizer's update (trainer/Optimizer.h: Adam or SGD); gradients reset to
+///              undefined before the next step's backward
 ///
 /// Each phase runs inside memory-tracker phase and span guards (memory/MemoryTracker.h), with
 /// the optimizer's allocations tagged optimizer_state. Hooks see every phase begin and end:
@@ -31,11 +31,12 @@
 #include <array>
 #include <cstddef>
 #include <memory>
+#include <string>
 #include <vector>
 
 namespace engram::trainer {
 
-class FusedAdam;
+class Optimizer;
 
 enum class StepPhase { batch, forward, backward, clip, optimizer };
 inline constexpr std::size_t kNumStepPhases = 5;
@@ -51,12 +52,14 @@ class StepHooks {
 };
 
 struct StepperOptions {
-  double learning_rate = 1e-3;  ///< Adam
-  double grad_clip = 1.0;       ///< max global gradient norm; 0: no clipping
+  double learning_rate = 1e-3;
+  double grad_clip = 1.0;  ///< max global gradient norm; 0: no clipping
   /// Fixed-structure memory reuse (memory/ArenaReuse.h): each step's allocations on this
   /// thread, from make_batch to the optimizer, are one reuse step of the workload's
   /// step_signature(); the step's figures go to its metrics ("reuse_hit_rate").
   bool reuse = false;
+  std::string optimizer = "adam";  ///< trainer/Optimizer.h: "adam" or "sgd"
+  double momentum = 0.9;           ///< SGD's
 };
 
 class Stepper {
@@ -85,7 +88,7 @@ class Stepper {
   const std::vector<at::Tensor>& parameters() const { return parameters_; }
   Workload& workload() { return workload_; }
   /// The optimizer over parameters() (its state is saved by trainer/TrainingState.h).
-  FusedAdam& optimizer() { return *optimizer_; }
+  Optimizer& optimizer() { return *optimizer_; }
   /// The last step's use of the arena (StepperOptions::reuse), else nullptr.
   const memory::ReuseStep* last_reuse() const { return options_.reuse ? &last_reuse_ : nullptr; }
 
@@ -93,7 +96,7 @@ class Stepper {
   Workload& workload_;
   StepperOptions options_;
   std::vector<at::Tensor> parameters_;
-  std::unique_ptr<FusedAdam> optimizer_;
+  std::unique_ptr<Optimizer> optimizer_;
   std::vector<StepHooks*> hooks_;
   memory::ReuseStep last_reuse_;
 

@@ -75,7 +75,8 @@ TrainingSession::TrainingSession(Workload& workload, const TrainingOptions& opti
                                             options_.seed, std::move(curriculum));
   stepper_ = std::make_unique<Stepper>(
       workload, StepperOptions{options_.learning_rate, options_.grad_clip,
-                               chosen_techniques(options_.memory.techniques).reuse});
+                               chosen_techniques(options_.memory.techniques).reuse,
+                               options_.optimizer, options_.momentum});
   nn::GradScheduler* scheduler = nullptr;
   nn::ReplicaSum* replicas = nullptr;
   nn::ParameterGate* gate = nullptr;

@@ -10,6 +10,11 @@
 
 namespace engram::trainer {
 
+const std::vector<std::string>& optimizer_names() {
+  static const std::vector<std::string> names{"adam", "sgd"};
+  return names;
+}
+
 const std::vector<std::string>& memory_technique_names() {
   static const std::vector<std::string> names{"none", "relu",  "recompute", "swap",
                                               "all",  "reuse", "algo"};
@@ -36,6 +41,11 @@ void validate(const TrainingOptions& o, long min_steps) {
   if (o.batch < 1) throw InvalidOption("batch", "must be at least 1");
   if (!(o.learning_rate > 0) || !std::isfinite(o.learning_rate))
     throw InvalidOption("learning_rate", "must be a positive number");
+  const auto& names = optimizer_names();
+  if (std::find(names.begin(), names.end(), o.optimizer) == names.end())
+    throw InvalidOption("optimizer", "must be adam or sgd, not '" + o.optimizer + "'");
+  if (!(o.momentum >= 0 && o.momentum < 1))
+    throw InvalidOption("momentum", "must be at least 0 and below 1");
   if (!(o.grad_clip >= 0) || !std::isfinite(o.grad_clip))
     throw InvalidOption("grad_clip", "must be a non-negative number (0: no clipping)");
   if (o.grad_clip > 0 && o.dist.grad_sync == dist::GradSync::ooo)

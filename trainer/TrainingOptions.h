@@ -59,12 +59,19 @@ struct TechniqueChoice {
 };
 TechniqueChoice chosen_techniques(const std::vector<std::string>& names);
 
+/// The optimizers TrainingOptions::optimizer may name: "adam", "sgd" (trainer/Optimizer.h).
+const std::vector<std::string>& optimizer_names();
+
 struct TrainingOptions {
-  long steps = 1000;            ///< optimizer steps
-  int batch = 32;               ///< examples per step, sampled without replacement per epoch
-  double learning_rate = 1e-3;  ///< Adam (trainer/FusedAdam.h)
-  double grad_clip = 1.0;       ///< max global gradient norm; 0 disables clipping
-  std::uint64_t seed = 1;       ///< batch order (and the model's initial weights, by its caller)
+  long steps = 1000;  ///< optimizer steps
+  int batch = 32;     ///< examples per step, sampled without replacement per epoch
+  double learning_rate = 1e-3;
+  /// trainer/Optimizer.h: "adam" (trainer/FusedAdam.h) or "sgd" (with momentum,
+  /// trainer/FusedSgd.h).
+  std::string optimizer = "adam";
+  double momentum = 0.9;   ///< SGD's, in [0, 1); 0: plain SGD
+  double grad_clip = 1.0;  ///< max global gradient norm; 0 disables clipping
+  std::uint64_t seed = 1;  ///< batch order (and the model's initial weights, by its caller)
   /// Intra-op threads (and OpenBLAS's); 0: every core. The models' small matrices often train
   /// fastest on one.
   int threads = 1;
@@ -101,7 +108,8 @@ struct TrainingOptions {
 
 /// Throws InvalidOption (common/Errors.h) naming the first invalid field: steps < min_steps
 /// (0 for the loop itself; the models' train commands ask for at least 1), batch < 1,
-/// a learning rate that is not a positive finite number, a negative or non-finite grad_clip,
+/// a learning rate that is not a positive finite number, an unknown optimizer, a momentum
+/// outside [0, 1), a negative or non-finite grad_clip,
 /// threads outside 0..1024, log_every < 1, an unknown memory technique, a negative budget or
 /// bandwidth, a budget without recompute or swap, a negative checkpoint_every, checkpoint_every
 /// or resume without a checkpoint_path.

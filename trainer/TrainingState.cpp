@@ -5,7 +5,7 @@
 #include "nn/Recompute.h"
 #include "trainer/BatchSampler.h"
 #include "trainer/Checkpoint.h"
-#include "trainer/FusedAdam.h"
+#include "trainer/Optimizer.h"
 #include "trainer/Stepper.h"
 #include "trainer/Trainer.h"
 
@@ -33,7 +33,17 @@ nlohmann::json run_of(const TrainingSession& session) {
           {"world_size", o.world_size()}};
 }
 
-/// A curriculum's schedule is part of the run (only a run with one has the key).
+/// Keys only some runs have: a curriculum's schedule, and an optimizer other than Adam (states
+/// written before there was another are Adam's and have none).
+bool optional_key(const std::string& key) {
+  return key == "curriculum" || key == "steps" || key == "optimizer";
+}
+
+/// What an optional key's absence means.
+nlohmann::json absent(const std::string& key) { return key == "optimizer" ? "adam" : "(none)"; }
+
+/// A curriculum's schedule is part of the run (only a run with one has the key), and so is an
+/// optimizer other than Adam with its momentum.
 nlohmann::json run_of_with_curriculum(const TrainingSession& session) {
   nlohmann::json run = run_of(session);
   const TrainingOptions& o = session.options();
@@ -41,6 +51,8 @@ nlohmann::json run_of_with_curriculum(const TrainingSession& session) {
     run["curriculum"] = o.curriculum;
     run["steps"] = o.steps;
   }
+  if (o.optimizer != "adam")
+    run["optimizer"] = o.optimizer + " (momentum " + nlohmann::json(o.momentum).dump() + ")";
   return run;
 }
 
@@ -81,16 +93,10 @@ void save_training_state(const std::string& path, TrainingSession& session, cons
                               {"sampler_drawn", sampler.drawn}};
   checkpoint.config_json = config.dump();
   const auto& parameters = session.stepper().parameters();
-  const auto& moments = session.stepper().optimizer().state();
-  at::Tensor steps = at::empty({static_cast<std::int64_t>(moments.size())}, at::kLong);
-  for (std::size_t k = 0; k < parameters.size(); ++k) {
-    const std::string i = std::to_string(k);
-    checkpoint.tensors.emplace_back("parameter." + i, parameters[k].detach());
-    checkpoint.tensors.emplace_back("adam." + i + ".exp_avg", moments[k].exp_avg);
-    checkpoint.tensors.emplace_back("adam." + i + ".exp_avg_sq", moments[k].exp_avg_sq);
-    steps[static_cast<std::int64_t>(k)] = moments[k].steps;
-  }
-  checkpoint.tensors.emplace_back("adam.steps", steps);
+  for (std::size_t k = 0; k < parameters.size(); ++k)
+    checkpoint.tensors.emplace_back("parameter." + std::to_string(k), parameters[k].detach());
+  for (auto& named : session.stepper().optimizer().state_tensors())
+    checkpoint.tensors.push_back(std::move(named));
   checkpoint.tensors.emplace_back("sampler.order", indices_tensor(sampler.order));
   checkpoint.tensors.emplace_back("torch.cpu_generator", nn::cpu_rng_state());
   save_checkpoint(path, checkpoint);
@@ -110,7 +116,6 @@ LoopState load_training_state(const std::string& path, TrainingSession& session)
   const nlohmann::json expected = run_of_with_curriculum(session);
   LoopState loop;
   BatchSampler::State sampler;
-  std::vector<FusedAdam::State> moments;
   try {
     const nlohmann::json& saved_run = config.at("run");
     if (!saved_run.is_object())
@@ -118,12 +123,11 @@ LoopState load_training_state(const std::string& path, TrainingSession& session)
     // Every key of either run: a curriculum's keys are only in a run with one.
     nlohmann::json keys = expected;
     for (const auto& [key, value] : saved_run.items())
-      if (key == "curriculum" || key == "steps") keys[key] = value;
+      if (optional_key(key)) keys[key] = value;
     for (const auto& [key, unused] : keys.items()) {
-      const nlohmann::json none = "(none)";
-      const auto& saved = key == "curriculum" || key == "steps"
-                              ? (saved_run.contains(key) ? saved_run.at(key) : none)
-                              : saved_run.at(key);
+      const nlohmann::json none = absent(key);
+      const auto& saved = optional_key(key) ? (saved_run.contains(key) ? saved_run.at(key) : none)
+                                            : saved_run.at(key);
       const auto& value = expected.contains(key) ? expected.at(key) : none;
       if (saved != value) {
         const std::string what =
@@ -151,19 +155,15 @@ LoopState load_training_state(const std::string& path, TrainingSession& session)
   if (loop.step < 0 || loop.logged < 0 || loop.metrics_lines < 0)
     throw FormatError("'" + path + "' has a negative step or count");
   const auto& parameters = session.stepper().parameters();
-  const at::Tensor steps = tensor_named(tensors, "adam.steps", path);
-  if (steps.scalar_type() != at::kLong || steps.numel() != static_cast<long>(parameters.size()))
-    throw FormatError("'" + path + "' holds the state of " + std::to_string(steps.numel()) +
-                      " parameters, the model has " + std::to_string(parameters.size()));
   for (std::size_t k = 0; k < parameters.size(); ++k) {
     const std::string i = std::to_string(k);
     const at::Tensor& p = tensor_named(tensors, "parameter." + i, path);
     if (p.sizes() != parameters[k].sizes() || p.scalar_type() != parameters[k].scalar_type())
       throw FormatError("'" + path + "': parameter " + i + " has another shape or type");
-    moments.push_back({tensor_named(tensors, "adam." + i + ".exp_avg", path),
-                       tensor_named(tensors, "adam." + i + ".exp_avg_sq", path),
-                       steps[static_cast<std::int64_t>(k)].item<std::int64_t>()});
   }
+  if (tensors.count("parameter." + std::to_string(parameters.size())) != 0)
+    throw FormatError("'" + path + "' holds more parameters than the model's " +
+                      std::to_string(parameters.size()));
   const at::Tensor order = tensor_named(tensors, "sampler.order", path).contiguous();
   if (order.scalar_type() != at::kLong) throw FormatError("'" + path + "': malformed data order");
   for (std::int64_t i = 0; i < order.numel(); ++i) {
@@ -188,7 +188,7 @@ LoopState load_training_state(const std::string& path, TrainingSession& session)
     throw FormatError("'" + path + "' has a malformed generator state");
   }
   try {
-    session.stepper().optimizer().load_state(moments);
+    session.stepper().optimizer().load_state_tensors(tensors);
   } catch (const std::invalid_argument& e) {
     nn::set_cpu_rng_state(generator_before);
     throw FormatError("'" + path + "' does not fit this run: " + e.what());

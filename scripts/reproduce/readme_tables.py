@@ -464,7 +464,8 @@ def dp_equivalence(res):
     rows = []
     for e in data["equivalence"]:
         s = schedules.get(e["model"], {})
-        rows.append([names.get(e["model"], e["model"]), num(e["parameters"]),
+        rows.append([names.get(e["model"], e["model"]), e.get("optimizer", "adam"),
+                     num(e["parameters"]),
                      f"2 x {e['per_rank_batch']} vs 1 x {2 * e['per_rank_batch']}",
                      f"{e['first_step_gradient_max_abs_difference']:.3g} "
                      f"(of {e['first_step_gradient_largest']:.3g})",
@@ -473,7 +474,7 @@ def dp_equivalence(res):
                      "yes" if s.get("after_vs_overlap_bit_identical") else "no",
                      f"{s.get('overlap_buckets_sent_during_backward', 0)} of "
                      f"{s.get('overlap_buckets', 0)}"])
-    header = ["model", "parameters", "ranks x batch",
+    header = ["model", "optimizer", "parameters", "ranks x batch",
               "first step: gradients' max abs difference (largest gradient)",
               "parameters after 20 steps: max abs difference", "the same without the exchange", "after = overlap bit for bit",
               "buckets sent during backward"]

@@ -293,8 +293,8 @@ TEST_F(CliTest, EveryTrainCommandTakesTheTrainingFlags) {
       {"train", "tbcnn", "--corpus", dir_.file("c.corpus"), "--out", model_}};
   for (const auto& command : commands) {
     const Outcome help = expect_ok({"help", command[0], command[1]});
-    for (const char* flag : {"--steps", "--batch", "--lr", "--clip", "--seed", "--threads",
-                             "--metrics", "--log-every"}) {
+    for (const char* flag : {"--steps", "--batch", "--lr", "--optimizer", "--momentum", "--clip",
+                             "--seed", "--threads", "--metrics", "--log-every"}) {
       EXPECT_NE(help.out.find(flag), std::string::npos) << flag << " not in\n" << help.out;
     }
     const std::vector<std::pair<std::vector<std::string>, std::string>> cases{
@@ -302,7 +302,8 @@ TEST_F(CliTest, EveryTrainCommandTakesTheTrainingFlags) {
         {{"--batch", "0"}, "engram: error: --batch must be at least 1\n"},
         {{"--threads", "5000"}, "engram: error: --threads must be 0 (all cores) or between 1 and "
                                 "1024\n"},
-        {{"--log-every", "0"}, "engram: error: --log-every must be at least 1\n"}};
+        {{"--log-every", "0"}, "engram: error: --log-every must be at least 1\n"},
+        {{"--momentum", "1"}, "engram: error: --momentum must be at least 0 and below 1\n"}};
     for (const auto& [change, message] : cases) {
       std::vector<std::string> args = command;
       const std::vector<std::string> valid{"--steps",   "1", "--batch",     "2", "--lr",
@@ -321,6 +322,8 @@ TEST_F(CliTest, EveryTrainCommandTakesTheTrainingFlags) {
                 "--memory-budget", "-5", "--memory", "swap"},
                2, "--memory-budget must not be negative");
   expect_error({"train", "primitives", "--out", model_, "--memory", "relu"}, 2, "--memory");
+  expect_error({"train", "primitives", "--out", model_, "--optimizer", "adagrad"}, 2,
+               "--optimizer");
   EXPECT_TRUE(dir_.entries().empty()) << "usage errors write nothing";
 }
 

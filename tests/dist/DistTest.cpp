@@ -248,7 +248,10 @@ int run_worker() {
     trainer::TrainingOptions o;
     o.steps = std::stol(env_or("ENGRAM_DIST_STEPS", "20"));
     o.batch = std::stoi(env_or("ENGRAM_DIST_BATCH", "2"));
-    o.learning_rate = 1e-3;  // the default
+    // Adam at its default rate, or SGD with momentum 0.9 at 0.01 (ENGRAM_DIST_OPTIMIZER).
+    o.optimizer = env_or("ENGRAM_DIST_OPTIMIZER", "adam");
+    o.learning_rate = o.optimizer == "sgd" ? 0.01 : 1e-3;
+    o.momentum = 0.9;
     o.seed = 5;
     o.threads = 1;
     o.dist.grad_sync = dist::grad_sync_from_name(env_or("ENGRAM_DIST_SYNC", "overlap"));
@@ -430,51 +433,56 @@ class DistJob : public ::testing::Test {
   std::chrono::steady_clock::time_point start_time_;
 };
 
-/// 2 ranks x batch b against 1 process x 2b from the same seed. The first step's gradients (the
-/// update's input) must agree to 1e-5 of their largest magnitude; the parameters after 20 steps
-/// to a max abs difference of 1e-5 at the tests' sizes. At full size (ENGRAM_DIST_FULL=1, the
-/// reproduce script) the 20-step figure is reported, not checked: Adam's first steps move every
-/// weight by about lr * g / |g|, so a weight whose gradient is near Adam's epsilon turns float
-/// rounding (the ranks sum in another order) into differences of order lr, and ResNet-18 has such
-/// weights. Without the exchange the parameters are far apart. ENGRAM_DIST_REPORT gets one JSON
-/// line per model.
-void expect_equivalent(DistJob& job, const std::string& model, const std::string& b) {
+/// 2 ranks x batch b against 1 process x 2b from the same seed, trained with `optimizer`. The
+/// first step's gradients (the update's input) must agree to 1e-5 of their largest magnitude;
+/// the parameters after 20 steps to a max abs difference of 1e-5 at the tests' sizes, and with
+/// SGD at every size. With Adam at full size (ENGRAM_DIST_FULL=1, the reproduce script) the
+/// 20-step figure is reported, not checked: Adam's first steps move every weight by about
+/// lr * g / |g|, so a weight whose gradient is near Adam's epsilon turns float rounding (the
+/// ranks sum in another order) into differences of order lr, and ResNet-18 has such weights;
+/// SGD's update is proportional to the gradient, so rounding stays rounding. Without the
+/// exchange the parameters are far apart. ENGRAM_DIST_REPORT gets one JSON line per run.
+void expect_equivalent(DistJob& job, const std::string& model, const std::string& b,
+                       const std::string& optimizer = "adam") {
   std::map<std::string, std::string> base{{"ENGRAM_DIST_MODEL", model},
                                           {"ENGRAM_DIST_SYNC_BN", "1"},
+                                          {"ENGRAM_DIST_OPTIMIZER", optimizer},
                                           {"ENGRAM_DIST_FULL", env_or("ENGRAM_DIST_FULL", "0")}};
+  const std::string run = optimizer == "adam" ? model : model + "-" + optimizer;
   auto with = [&](std::map<std::string, std::string> extra) {
     extra.insert(base.begin(), base.end());
     return extra;
   };
   const std::string two_b = std::to_string(2 * std::stoi(b));
-  job.run_ok(model + "-one-step", 1,
+  job.run_ok(run + "-one-step", 1,
              with({{"ENGRAM_DIST_BATCH", two_b}, {"ENGRAM_DIST_STEPS", "1"}}));
-  job.run_ok(model + "-two-step", 2, with({{"ENGRAM_DIST_BATCH", b}, {"ENGRAM_DIST_STEPS", "1"}}));
-  const auto g1 = job.params(model + "-one-step", ".grads"),
-             g2 = job.params(model + "-two-step", ".grads");
+  job.run_ok(run + "-two-step", 2, with({{"ENGRAM_DIST_BATCH", b}, {"ENGRAM_DIST_STEPS", "1"}}));
+  const auto g1 = job.params(run + "-one-step", ".grads"),
+             g2 = job.params(run + "-two-step", ".grads");
   double largest = 0;
   for (float g : g1) largest = std::max(largest, static_cast<double>(std::abs(g)));
   const double grad_diff = DistJob::max_abs_diff(g1, g2);
   ASSERT_GT(largest, 0);
   EXPECT_LT(grad_diff / largest, 1e-5) << "first-step gradients differ by " << grad_diff;
-  job.run_ok(model + "-one", 1, with({{"ENGRAM_DIST_BATCH", two_b}}));
-  job.run_ok(model + "-overlap", 2, with({{"ENGRAM_DIST_BATCH", b}}));
-  job.run_ok(model + "-alone", 2, with({{"ENGRAM_DIST_BATCH", b}, {"ENGRAM_DIST_SYNC", "none"}}));
-  const auto one = job.params(model + "-one"), two = job.params(model + "-overlap"),
-             alone = job.params(model + "-alone");
+  job.run_ok(run + "-one", 1, with({{"ENGRAM_DIST_BATCH", two_b}}));
+  job.run_ok(run + "-overlap", 2, with({{"ENGRAM_DIST_BATCH", b}}));
+  job.run_ok(run + "-alone", 2, with({{"ENGRAM_DIST_BATCH", b}, {"ENGRAM_DIST_SYNC", "none"}}));
+  const auto one = job.params(run + "-one"), two = job.params(run + "-overlap"),
+             alone = job.params(run + "-alone");
   ASSERT_GT(one.size(), 1000u);
   const double diff = DistJob::max_abs_diff(one, two);
   const double apart = DistJob::max_abs_diff(one, alone);
-  std::cout << model << ": 2 ranks x " << b << " against 1 process x " << two_b
-            << ": first-step gradients max abs difference " << grad_diff << " (largest " << largest
-            << "); parameters after 20 steps " << diff << " (no exchange: " << apart << ")\n";
-  if (env_or("ENGRAM_DIST_FULL", "0") != "1") EXPECT_LT(diff, 1e-5);
+  std::cout << model << " (" << optimizer << "): 2 ranks x " << b << " against 1 process x "
+            << two_b << ": first-step gradients max abs difference " << grad_diff << " (largest "
+            << largest << "); parameters after 20 steps " << diff << " (no exchange: " << apart
+            << ")\n";
+  if (env_or("ENGRAM_DIST_FULL", "0") != "1" || optimizer == "sgd") EXPECT_LT(diff, 1e-5);
   // Without the exchange rank 0 trains on half the data: far from the one process.
   EXPECT_GT(apart, 1e-3);
   if (const char* report = std::getenv("ENGRAM_DIST_REPORT")) {
     std::ofstream(report, std::ios::app)
-        << "{\"model\": \"" << model << "\", \"parameters\": " << one.size()
-        << ", \"per_rank_batch\": " << b
+        << "{\"model\": \"" << model << "\", \"optimizer\": \"" << optimizer
+        << "\", \"parameters\": " << one.size() << ", \"per_rank_batch\": " << b
         << ", \"first_step_gradient_max_abs_difference\": " << grad_diff
         << ", \"first_step_gradient_largest\": " << largest
         << ", \"steps\": 20, \"max_abs_difference\": " << diff
@@ -488,6 +496,10 @@ TEST_F(DistJob, TwoRanksTrainTheNpiAsOneProcessOnTheGlobalBatch) {
 
 TEST_F(DistJob, TwoRanksTrainTheResNetAsOneProcessWithSynchronisedBatchNorm) {
   expect_equivalent(*this, "resnet", "4");
+}
+
+TEST_F(DistJob, TwoRanksTrainTheResNetAsOneProcessWithSgd) {
+  expect_equivalent(*this, "resnet", "4", "sgd");
 }
 
 /// `after` and `overlap` sum the same gradients (2 ranks: a + b either way), so the parameters

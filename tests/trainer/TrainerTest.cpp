@@ -4,6 +4,7 @@
 #include "tests/support/TempDir.h"
 #include "trainer/Checkpoint.h"
 #include "trainer/FusedAdam.h"
+#include "trainer/FusedSgd.h"
 #include "trainer/Stepper.h"
 #include "trainer/Trainer.h"
 #include "trainer/TrainingOptions.h"
@@ -101,6 +102,94 @@ TEST_F(TorchTest, FusedAdamUpdatesASubsetAsStepWould) {
   }
   for (std::size_t k = 0; k < all.size(); ++k) EXPECT_TRUE(torch::equal(all[k], split[k])) << k;
   EXPECT_THROW(apart.step({3}), std::out_of_range);
+}
+
+// ---------------------------------------------------------------------------------------------
+// FusedSgd
+
+TEST_F(TorchTest, FusedSgdMatchesTorchSgdOverTenSteps) {
+  for (const double momentum : {0.9, 0.0}) {
+    SCOPED_TRACE("momentum " + std::to_string(momentum));
+    // Three parameters; the last gets a gradient only on even steps (it must then be skipped).
+    std::vector<torch::Tensor> ours{torch::randn({64, 33}), torch::randn({257}),
+                                    torch::randn({5, 3})};
+    std::vector<torch::Tensor> theirs;
+    for (auto& p : ours) {
+      p.set_requires_grad(true);
+      theirs.push_back(p.detach().clone().set_requires_grad(true));
+    }
+    FusedSgd fused(ours, 0.05, momentum);
+    torch::optim::SGD reference(theirs, torch::optim::SGDOptions(0.05).momentum(momentum));
+    for (int step = 0; step < 10; ++step) {
+      fused.zero_grad();
+      reference.zero_grad();
+      for (std::size_t k = 0; k < ours.size(); ++k) {
+        if (k == 2 && step % 2 == 1) {
+          theirs[k].mutable_grad() = torch::Tensor();
+          continue;
+        }
+        const auto g = torch::randn(ours[k].sizes()) * (step + 1);
+        ours[k].mutable_grad() = g.clone();
+        theirs[k].mutable_grad() = g.clone();
+      }
+      fused.step();
+      reference.step();
+      for (std::size_t k = 0; k < ours.size(); ++k) {
+        SCOPED_TRACE("step " + std::to_string(step) + ", parameter " + std::to_string(k));
+        // torch's vectorized kernels fuse p + (-lr) b into one FMA where the CPU has it; the
+        // fused loop rounds twice: equal to float rounding.
+        EXPECT_TRUE(torch::allclose(ours[k], theirs[k], 1e-6, 1e-6));
+      }
+    }
+  }
+  EXPECT_THROW(FusedSgd({torch::zeros({2}, torch::kDouble)}, 0.1), std::invalid_argument);
+  EXPECT_THROW(FusedSgd({torch::zeros({2})}, 0.1, 1.0), std::invalid_argument);
+}
+
+TEST_F(TorchTest, FusedSgdUpdatesASubsetAsStepWouldAndKeepsItsStateInACheckpoint) {
+  std::vector<torch::Tensor> all{torch::randn({7, 3}), torch::randn({5})};
+  std::vector<torch::Tensor> split;
+  for (const auto& p : all) split.push_back(p.clone());
+  FusedSgd together(all, 0.1, 0.9), apart(split, 0.1, 0.9);
+  const auto grads = [&] {
+    for (std::size_t k = 0; k < all.size(); ++k) {
+      const auto g = torch::randn(all[k].sizes());
+      all[k].mutable_grad() = g.clone();
+      split[k].mutable_grad() = g.clone();
+    }
+  };
+  for (int step = 0; step < 3; ++step) {
+    grads();
+    together.step();
+    apart.step({1});
+    apart.step({0});
+  }
+  for (std::size_t k = 0; k < all.size(); ++k) EXPECT_TRUE(torch::equal(all[k], split[k])) << k;
+  EXPECT_THROW(apart.step({2}), std::out_of_range);
+
+  // The momentum buffers go through a checkpoint's named tensors: a copy continues the same.
+  const auto named = together.state_tensors();
+  ASSERT_EQ(named.size(), 2u);
+  EXPECT_EQ(named[0].first, "sgd.0.momentum");
+  std::map<std::string, torch::Tensor> saved;
+  for (const auto& [name, t] : named) saved[name] = t.clone();
+  std::vector<torch::Tensor> copy;
+  for (const auto& p : all) copy.push_back(p.clone());
+  FusedSgd resumed(copy, 0.1, 0.9);
+  resumed.load_state_tensors(saved);
+  grads();
+  for (std::size_t k = 0; k < all.size(); ++k) copy[k].mutable_grad() = all[k].grad().clone();
+  together.step();
+  resumed.step();
+  for (std::size_t k = 0; k < all.size(); ++k) EXPECT_TRUE(torch::equal(all[k], copy[k])) << k;
+  // Another shape, or a missing buffer, is refused and changes nothing.
+  auto wrong = saved;
+  wrong["sgd.1.momentum"] = torch::ones({6});
+  const auto before = resumed.state_tensors()[0].second.clone();
+  EXPECT_THROW(resumed.load_state_tensors(wrong), std::invalid_argument);
+  EXPECT_TRUE(torch::equal(resumed.state_tensors()[0].second, before));
+  EXPECT_THROW(resumed.load_state_tensors({}), std::invalid_argument);
+  EXPECT_THROW(make_optimizer({"adagrad", 0.1, 0.9}, copy), std::invalid_argument);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -796,6 +885,44 @@ TEST_F(TrainerTest, CheckpointsEveryNStepsAndAResumedRunMayGoFurther) {
   EXPECT_TRUE(torch::equal(again.w_, whole.w_));
 }
 
+TEST_F(TrainerTest, SgdWithMomentumResumesWithTheBytesOfAnUninterruptedRun) {
+  TrainingOptions options;
+  options.steps = 30;
+  options.batch = 4;
+  options.learning_rate = 0.05;
+  options.optimizer = "sgd";
+  options.momentum = 0.9;
+  torch::manual_seed(7);
+  LinearRegression whole(16);
+  train(whole, options);
+  options.checkpoint_path = dir_.file("sgd.ckpt");
+  options.checkpoint_every = 10;
+  options.steps = 20;
+  torch::manual_seed(7);
+  LinearRegression first(16);
+  train(first, options);
+  EXPECT_FALSE(torch::equal(first.w_, whole.w_));
+  options.steps = 30;
+  options.resume = true;
+  torch::manual_seed(7);
+  LinearRegression resumed(16);
+  train(resumed, options);
+  EXPECT_EQ(resumed.batches.size(), 10u);
+  EXPECT_TRUE(torch::equal(resumed.w_, whole.w_)) << "the momentum buffers were restored";
+  // Another momentum is another run.
+  options.momentum = 0.5;
+  torch::manual_seed(7);
+  LinearRegression other(16);
+  try {
+    train(other, options);
+    FAIL() << "resumed with another momentum";
+  } catch (const FormatError& e) {
+    EXPECT_NE(std::string(e.what()).find("optimizer is sgd (momentum 0.9), not sgd (momentum 0.5)"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
 TEST_F(TrainerTest, ATrainingStateOfAnotherRunIsRefusedNamingWhatDiffers) {
   torch::manual_seed(7);
   LinearRegression first(16);
@@ -830,6 +957,9 @@ TEST_F(TrainerTest, ATrainingStateOfAnotherRunIsRefusedNamingWhatDiffers) {
   EXPECT_NE(refused([](TrainingOptions& o) { o.learning_rate = 0.5; }).find("learning_rate"),
             std::string::npos);
   EXPECT_NE(refused([](TrainingOptions& o) { o.seed = 2; }).find("seed is 1, not 2"),
+            std::string::npos);
+  EXPECT_NE(refused([](TrainingOptions& o) { o.optimizer = "sgd"; })
+                .find("optimizer is adam, not sgd (momentum 0.9)"),
             std::string::npos);
   EXPECT_EQ(refused([](TrainingOptions&) {}), "(accepted)");
   // A model checkpoint is not a training state; a missing one is a runtime error naming it.
