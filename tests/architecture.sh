@@ -14,7 +14,8 @@ runtime=$(grep -rln --include='*.cpp' --include='*.h' 'nn/Runtime.h\|RuntimeGuar
 if [ -n "$runtime" ]; then
   echo "these files reach into nn/Runtime.h (only trainer/ may):"; echo "$runtime"; status=1
 fi
-steps=$(grep -rn --include='*.cpp' --include='*.h' -E '(adam|optimizer)[_a-z]*(\.|->)step\(' \
+steps=$(grep -rn --include='*.cpp' --include='*.h' \
+  -E '(adam|sgd|opt|optimizer)[_a-z]*(\(\))?(\.|->)step\(' \
   common memory nn datasets trainer npi primitives tbcnn resnet bench cli | grep -v '///')
 elsewhere=$(grep -v '^trainer/Stepper.cpp:' <<< "$steps" | grep .)
 if [ -n "$elsewhere" ] || ! grep -q '^trainer/Stepper.cpp:' <<< "$steps"; then

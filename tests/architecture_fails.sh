@@ -29,6 +29,12 @@ fresh
 printf 'void late(FusedAdam* optimizer_) { optimizer_->step({0}); }\n' >> "$work/tree/trainer/DataParallel.cpp"
 expect_failure "a partial optimizer step outside the Stepper"
 fresh
+printf 'void sgd_again(FusedSgd& sgd) { sgd.step(); }\n' >> "$work/tree/trainer/Trainer.cpp"
+expect_failure "an SGD step outside the Stepper"
+fresh
+printf 'void via(Stepper& s) { s.optimizer().step(); }\n' >> "$work/tree/trainer/TrainingState.cpp"
+expect_failure "a step through Stepper::optimizer()"
+fresh
 { echo 'int long_one() {'; for i in $(seq 200); do echo "  int v$i = $i;"; done; echo '  return 0;'; echo '}'; } \
   >> "$work/tree/cli/Cli.cpp"
 expect_failure "a 200-line function in cli/"

@@ -24,8 +24,9 @@ std::vector<std::pair<std::string, std::string>> configuration(
   for (const auto& p : parameters) shapes << p.sizes() << ' ';
   std::ostringstream training;
   training << "steps " << o.steps << ", batch " << o.batch << ", lr " << o.learning_rate
-           << ", optimizer " << o.optimizer << " (momentum " << o.momentum << "), clip "
-           << o.grad_clip << ", seed " << o.seed << ", grad sync "
+           << ", optimizer " << o.optimizer
+           << (o.optimizer == "sgd" ? " (momentum " + std::to_string(o.momentum) + ")" : "")
+           << ", clip " << o.grad_clip << ", seed " << o.seed << ", grad sync "
            << dist::grad_sync_name(o.dist.grad_sync) << " (k " << o.dist.ooo_k << ", chunk "
            << o.dist.chunk_layers << "), buckets " << o.dist.bucket_bytes << "/"
            << o.dist.first_bucket_bytes << ", sync batch norm " << o.dist.sync_batch_norm

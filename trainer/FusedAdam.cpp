@@ -79,18 +79,21 @@ std::vector<std::pair<std::string, at::Tensor>> FusedAdam::state_tensors() const
 void FusedAdam::load_state_tensors(const std::map<std::string, at::Tensor>& tensors) {
   const auto named = [&](const std::string& name) -> const at::Tensor& {
     const auto it = tensors.find(name);
-    if (it == tensors.end()) throw std::invalid_argument("no " + name + " in the state");
+    if (it == tensors.end()) throw MissingState("it has no " + name);
     return it->second;
   };
   const at::Tensor& steps = named("adam.steps");
-  if (steps.scalar_type() != at::kLong || steps.numel() != static_cast<int64_t>(state_.size()))
+  if (steps.scalar_type() != at::kLong || steps.dim() != 1)
+    throw std::invalid_argument("adam.steps is not a vector of step counts");
+  if (steps.numel() != static_cast<int64_t>(state_.size()))
     throw std::invalid_argument("Adam's state of " + std::to_string(steps.numel()) +
                                 " parameters, the optimizer has " + std::to_string(state_.size()));
+  const at::Tensor counts = steps.contiguous();
   std::vector<State> state;
   for (std::size_t k = 0; k < state_.size(); ++k) {
     const std::string i = std::to_string(k);
     state.push_back({named("adam." + i + ".exp_avg"), named("adam." + i + ".exp_avg_sq"),
-                     steps[static_cast<int64_t>(k)].item<int64_t>()});
+                     counts.data_ptr<int64_t>()[k]});
   }
   load_state(state);
 }

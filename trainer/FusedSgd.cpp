@@ -79,7 +79,7 @@ void FusedSgd::load_state_tensors(const std::map<std::string, at::Tensor>& tenso
   for (std::size_t k = 0; k < momentum_.size(); ++k) {
     const std::string name = "sgd." + std::to_string(k) + ".momentum";
     const auto it = tensors.find(name);
-    if (it == tensors.end()) throw std::invalid_argument("no " + name + " in the state");
+    if (it == tensors.end()) throw MissingState("it has no " + name);
     if (it->second.sizes() != momentum_[k].sizes() || it->second.scalar_type() != at::kFloat)
       throw std::invalid_argument(name + " does not match its parameter's shape");
   }

@@ -18,11 +18,18 @@
 #include <cstddef>
 #include <map>
 #include <memory>
+#include <stdexcept>
 #include <string>
 #include <utility>
 #include <vector>
 
 namespace engram::trainer {
+
+/// load_state_tensors() found no tensor of a name it needs: the state is incomplete.
+class MissingState : public std::invalid_argument {
+ public:
+  using std::invalid_argument::invalid_argument;
+};
 
 class Optimizer {
  public:
@@ -41,7 +48,8 @@ class Optimizer {
   /// "sgd.K.momentum".
   virtual std::vector<std::pair<std::string, at::Tensor>> state_tensors() const = 0;
   /// Copies the state in from a checkpoint's tensors (other names are ignored). Throws
-  /// std::invalid_argument naming what is missing or of another shape, changing nothing.
+  /// MissingState naming a tensor it needs that is not there, std::invalid_argument naming one
+  /// of another shape or type; either way nothing changes.
   virtual void load_state_tensors(const std::map<std::string, at::Tensor>& tensors) = 0;
 };
 

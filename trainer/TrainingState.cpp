@@ -189,7 +189,10 @@ LoopState load_training_state(const std::string& path, TrainingSession& session)
   }
   try {
     session.stepper().optimizer().load_state_tensors(tensors);
-  } catch (const std::invalid_argument& e) {
+  } catch (const MissingState& e) {
+    nn::set_cpu_rng_state(generator_before);
+    throw FormatError("'" + path + "' is not a complete training state: " + e.what());
+  } catch (const std::exception& e) {  // another shape, or a tensor torch cannot read
     nn::set_cpu_rng_state(generator_before);
     throw FormatError("'" + path + "' does not fit this run: " + e.what());
   }

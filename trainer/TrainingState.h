@@ -8,7 +8,8 @@
 /// (generator, epoch order, position), torch's CPU generator, and the loop's own bookkeeping
 /// (the step, the partial sums of the current metrics window, how many metrics lines were
 /// written). It is checked on load against the run that resumes it: the same model and data
-/// (TrainingOptions::identity, set by the model), batch, learning rate, clip, seed and world
+/// (TrainingOptions::identity, set by the model), batch, learning rate, optimizer (with SGD's
+/// momentum), clip, seed and world
 /// size, or a FormatError that says what differs.
 ///
 /// \code
@@ -39,7 +40,7 @@ void save_training_state(const std::string& path, TrainingSession& session, cons
 
 /// Reads the state at `path` into `session` and returns the loop's. Throws std::runtime_error
 /// when the file is missing, FormatError when it is corrupt, not a training state, or of another
-/// run (model, data, batch, learning rate, clip, seed or world size differ: the message names
+/// run (model, data, batch, learning rate, optimizer, clip, seed or world size differ: the message names
 /// which); nothing of the session changes then.
 LoopState load_training_state(const std::string& path, TrainingSession& session);
 

@@ -895,6 +895,17 @@ TEST_F(TrainerTest, SgdWithMomentumResumesWithTheBytesOfAnUninterruptedRun) {
   torch::manual_seed(7);
   LinearRegression whole(16);
   train(whole, options);
+  // The options reach the step: Adam, and another momentum, train other weights.
+  for (const auto& [optimizer, momentum] :
+       std::vector<std::pair<std::string, double>>{{"adam", 0.9}, {"sgd", 0.5}, {"sgd", 0.0}}) {
+    TrainingOptions other = options;
+    other.optimizer = optimizer;
+    other.momentum = momentum;
+    torch::manual_seed(7);
+    LinearRegression w(16);
+    train(w, other);
+    EXPECT_FALSE(torch::equal(w.w_, whole.w_)) << optimizer << " " << momentum;
+  }
   options.checkpoint_path = dir_.file("sgd.ckpt");
   options.checkpoint_every = 10;
   options.steps = 20;
@@ -966,6 +977,48 @@ TEST_F(TrainerTest, ATrainingStateOfAnotherRunIsRefusedNamingWhatDiffers) {
   save_checkpoint(dir_.file("model.pt"), Checkpoint{"npi", "{}", {{"w", torch::ones({3})}}});
   EXPECT_NE(refused([&](TrainingOptions& o) { o.checkpoint_path = dir_.file("model.pt"); })
                 .find("training-state"),
+            std::string::npos);
+  // A state whose optimizer tensors are missing or malformed is refused by name, and the
+  // generator the state carries is not left set (nothing of the session changes).
+  const Checkpoint whole_state = load_checkpoint(options.checkpoint_path, "training-state");
+  const auto damaged = [&](const std::function<void(Checkpoint&)>& damage) {
+    Checkpoint c = whole_state;
+    damage(c);
+    save_checkpoint(dir_.file("damaged.ckpt"), c);
+    TrainingOptions o = options;
+    o.steps = 20;
+    o.resume = true;
+    o.checkpoint_path = dir_.file("damaged.ckpt");
+    LinearRegression w(16);
+    torch::manual_seed(99);
+    std::string message = "(accepted)";
+    try {
+      train(w, o);
+    } catch (const FormatError& e) {
+      EXPECT_TRUE(w.batches.empty());
+      message = e.what();
+    }
+    const at::Tensor after = torch::rand({4});
+    torch::manual_seed(99);
+    EXPECT_TRUE(torch::equal(after, torch::rand({4}))) << "the generator was left changed";
+    return message;
+  };
+  const auto without = [](const std::string& name) {
+    return [name](Checkpoint& c) {
+      c.tensors.erase(std::remove_if(c.tensors.begin(), c.tensors.end(),
+                                     [&](const auto& t) { return t.first == name; }),
+                      c.tensors.end());
+    };
+  };
+  EXPECT_NE(damaged(without("adam.steps")).find("not a complete training state: it has no "
+                                                "adam.steps"),
+            std::string::npos);
+  EXPECT_NE(damaged(without("adam.1.exp_avg")).find("it has no adam.1.exp_avg"),
+            std::string::npos);
+  EXPECT_NE(damaged([](Checkpoint& c) {
+              for (auto& [name, t] : c.tensors)
+                if (name == "adam.steps") t = torch::zeros({}, torch::kLong);
+            }).find("adam.steps is not a vector of step counts"),
             std::string::npos);
   TrainingOptions missing = options;
   missing.resume = true;
