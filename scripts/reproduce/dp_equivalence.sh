@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Claim: data-parallel training computes the update of one process on the global batch. For the
-# NPI (addition, hidden 256) and the CIFAR ResNet-18 (synchronised batch norm), 2 ranks x batch b
-# against 1 process x batch 2b, 20 steps from the same seed: parameters equal within a max abs
-# difference of 1e-5 (reported; without the exchange they are far apart), and the `after` and
-# `overlap` schedules bit-identical. The jobs are those of the integration tests
+# NPI (addition, hidden 256) and the CIFAR ResNet-18 (synchronised batch norm), with Adam, and
+# the ResNet also with SGD (momentum 0.9), 2 ranks x batch b against 1 process x batch 2b, 20
+# steps from the same seed: the first step's gradients and the parameters' max abs difference
+# after 20 steps (the issue's bound is 1e-5; reported, checked at the tests' sizes; without the
+# exchange they are further apart), and the `after` and `overlap` schedules bit-identical. The jobs are those of the integration tests
 # (tests/dist/DistTest.cpp: 2 processes on loopback, Gloo), here at full size (ENGRAM_DIST_FULL=1).
 # Writes results/dp_equivalence.json. --quick: the tests' small models.
 source "$(dirname "$0")/common.sh"
@@ -23,8 +24,9 @@ sys.path.insert(0, here)
 from collect import write_result
 lines = [json.loads(l) for l in open(os.path.join(work, "report.jsonl")) if l.strip()]
 commands = [l.strip() for l in open(os.path.join(work, "dp.cmd")) if l.strip()]
-write_result(out, "2 ranks x b equal 1 process x 2b within 1e-5 after 20 steps (NPI, ResNet-18 "
-             "with synchronised batch norm); after and overlap bit-identical",
+write_result(out, "2 ranks x b against 1 process x 2b: first-step gradients and parameters "
+             "after 20 steps (NPI and ResNet-18 with Adam, ResNet-18 with SGD; the issue's "
+             "bound 1e-5); after and overlap bit-identical",
              {"full_size": full == "1",
               "equivalence": [l for l in lines if "max_abs_difference" in l],
               "schedules": [l for l in lines if "after_vs_overlap_bit_identical" in l],
