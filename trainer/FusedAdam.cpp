@@ -28,17 +28,13 @@ void adam_update(int64_t n, float* __restrict param, const float* __restrict gra
 
 FusedAdam::FusedAdam(std::vector<torch::Tensor> params, double learning_rate, double beta1,
                      double beta2, double eps)
-    : params_(std::move(params)),
+    : Optimizer(std::move(params), "FusedAdam"),
       learning_rate_(learning_rate),
       beta1_(beta1),
       beta2_(beta2),
       eps_(eps) {
-  for (const auto& p : params_) {
-    if (p.scalar_type() != torch::kFloat || !p.device().is_cpu() || !p.is_contiguous()) {
-      throw std::invalid_argument("FusedAdam: parameters must be contiguous float32 CPU tensors");
-    }
+  for (const auto& p : this->params())
     state_.push_back({torch::zeros_like(p), torch::zeros_like(p), 0});
-  }
 }
 
 void FusedAdam::load_state(const std::vector<State>& state) {
@@ -48,7 +44,7 @@ void FusedAdam::load_state(const std::vector<State>& state) {
   }
   for (std::size_t k = 0; k < state.size(); ++k) {
     for (const auto* t : {&state[k].exp_avg, &state[k].exp_avg_sq}) {
-      if (!t->defined() || t->sizes() != params_[k].sizes() || t->scalar_type() != torch::kFloat)
+      if (!t->defined() || t->sizes() != params()[k].sizes() || t->scalar_type() != torch::kFloat)
         throw std::invalid_argument("optimizer state of parameter " + std::to_string(k) +
                                     " does not match its shape");
     }
@@ -98,27 +94,8 @@ void FusedAdam::load_state_tensors(const std::map<std::string, at::Tensor>& tens
   load_state(state);
 }
 
-void FusedAdam::zero_grad() {
-  for (auto& p : params_) p.mutable_grad() = torch::Tensor();
-}
-
-void FusedAdam::step() {
-  torch::NoGradGuard no_grad;
-  for (std::size_t k = 0; k < params_.size(); ++k) update(k);
-}
-
-void FusedAdam::step(const std::vector<std::size_t>& which) {
-  torch::NoGradGuard no_grad;
-  for (std::size_t k : which) {
-    if (k >= params_.size())
-      throw std::out_of_range("FusedAdam::step: no parameter " + std::to_string(k));
-    update(k);
-  }
-}
-
 void FusedAdam::update(std::size_t k) {
-  auto& p = params_[k];
-  if (!p.grad().defined()) return;
+  const at::Tensor& p = params()[k];
   State& s = state_[k];
   ++s.steps;
   const double correction1 = 1 - std::pow(beta1_, static_cast<double>(s.steps));

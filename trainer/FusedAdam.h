@@ -34,9 +34,6 @@ class FusedAdam : public Optimizer {
   FusedAdam(std::vector<torch::Tensor> params, double learning_rate, double beta1 = 0.9,
             double beta2 = 0.999, double eps = 1e-8);
 
-  void zero_grad() override;
-  void step() override;
-  void step(const std::vector<std::size_t>& which) override;
   /// "adam.K.exp_avg", "adam.K.exp_avg_sq" per parameter, and "adam.steps" (int64, one count
   /// per parameter).
   std::vector<std::pair<std::string, at::Tensor>> state_tensors() const override;
@@ -55,9 +52,8 @@ class FusedAdam : public Optimizer {
   void load_state(const std::vector<State>& state);
 
  private:
-  void update(std::size_t k);
+  void update(std::size_t k) override;
 
-  std::vector<torch::Tensor> params_;
   std::vector<State> state_;
   double learning_rate_, beta1_, beta2_, eps_;
 };

@@ -26,37 +26,17 @@ void sgd_update(int64_t n, float* __restrict param, const float* __restrict grad
 }  // namespace
 
 FusedSgd::FusedSgd(std::vector<at::Tensor> params, double learning_rate, double momentum)
-    : params_(std::move(params)), learning_rate_(learning_rate), momentum_factor_(momentum) {
+    : Optimizer(std::move(params), "FusedSgd"),
+      learning_rate_(learning_rate),
+      momentum_factor_(momentum) {
   if (!(momentum >= 0 && momentum < 1))
     throw std::invalid_argument("FusedSgd: momentum must be in [0, 1)");
-  for (const auto& p : params_) {
-    if (p.scalar_type() != at::kFloat || !p.device().is_cpu() || !p.is_contiguous())
-      throw std::invalid_argument("FusedSgd: parameters must be contiguous float32 CPU tensors");
-    if (momentum_factor_ > 0) momentum_.push_back(at::zeros_like(p));
-  }
-}
-
-void FusedSgd::zero_grad() {
-  for (auto& p : params_) p.mutable_grad() = at::Tensor();
-}
-
-void FusedSgd::step() {
-  at::NoGradGuard no_grad;
-  for (std::size_t k = 0; k < params_.size(); ++k) update(k);
-}
-
-void FusedSgd::step(const std::vector<std::size_t>& which) {
-  at::NoGradGuard no_grad;
-  for (std::size_t k : which) {
-    if (k >= params_.size())
-      throw std::out_of_range("FusedSgd::step: no parameter " + std::to_string(k));
-    update(k);
-  }
+  if (momentum_factor_ > 0)
+    for (const auto& p : this->params()) momentum_.push_back(at::zeros_like(p));
 }
 
 void FusedSgd::update(std::size_t k) {
-  auto& p = params_[k];
-  if (!p.grad().defined()) return;
+  const at::Tensor& p = params()[k];
   const at::Tensor grad = p.grad().contiguous();
   if (momentum_factor_ > 0) {
     sgd_momentum_update(p.numel(), p.data_ptr<float>(), grad.data_ptr<float>(),

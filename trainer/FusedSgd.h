@@ -24,16 +24,12 @@ class FusedSgd : public Optimizer {
   /// or a momentum outside [0, 1).
   FusedSgd(std::vector<at::Tensor> params, double learning_rate, double momentum = 0);
 
-  void zero_grad() override;
-  void step() override;
-  void step(const std::vector<std::size_t>& which) override;
   std::vector<std::pair<std::string, at::Tensor>> state_tensors() const override;
   void load_state_tensors(const std::map<std::string, at::Tensor>& tensors) override;
 
  private:
-  void update(std::size_t k);
+  void update(std::size_t k) override;
 
-  std::vector<at::Tensor> params_;
   std::vector<at::Tensor> momentum_;  ///< one buffer per parameter; none when momentum is 0
   double learning_rate_, momentum_factor_;
 };

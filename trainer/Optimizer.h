@@ -31,18 +31,19 @@ class MissingState : public std::invalid_argument {
   using std::invalid_argument::invalid_argument;
 };
 
+/// The parameters and the loops over them; each optimizer supplies one parameter's update.
 class Optimizer {
  public:
   virtual ~Optimizer() = default;
   /// Resets every gradient to undefined (backward then hands its gradient tensors over).
-  virtual void zero_grad() = 0;
+  void zero_grad();
   /// One update of every parameter that has a gradient.
-  virtual void step() = 0;
+  void step();
   /// One update of the parameters with these indices (the constructor's order) that have a
   /// gradient: out-of-order backprop updates some later than the others (trainer/DataParallel.h).
   /// Each parameter's update is the one step() would make. Throws std::out_of_range for an index
   /// past the parameters.
-  virtual void step(const std::vector<std::size_t>& which) = 0;
+  void step(const std::vector<std::size_t>& which);
   /// Its state as named tensors (the live tensors, not copies), what a training checkpoint saves
   /// (trainer/TrainingState.h): "adam.K.exp_avg", "adam.K.exp_avg_sq", "adam.steps"; or
   /// "sgd.K.momentum".
@@ -51,6 +52,19 @@ class Optimizer {
   /// MissingState naming a tensor it needs that is not there, std::invalid_argument naming one
   /// of another shape or type; either way nothing changes.
   virtual void load_state_tensors(const std::map<std::string, at::Tensor>& tensors) = 0;
+
+ protected:
+  /// Throws std::invalid_argument, naming the optimizer (`name`), for a parameter that is not a
+  /// contiguous float32 CPU tensor.
+  Optimizer(std::vector<at::Tensor> params, const char* name);
+  const std::vector<at::Tensor>& params() const { return params_; }
+
+ private:
+  /// Parameter k's update from its gradient, which is defined; called without autograd.
+  virtual void update(std::size_t k) = 0;
+
+  std::vector<at::Tensor> params_;
+  const char* name_;
 };
 
 /// Which optimizer and its settings.

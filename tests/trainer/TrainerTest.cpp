@@ -5,6 +5,7 @@
 #include "trainer/Checkpoint.h"
 #include "trainer/FusedAdam.h"
 #include "trainer/FusedSgd.h"
+#include "trainer/Optimizer.h"
 #include "trainer/Stepper.h"
 #include "trainer/Trainer.h"
 #include "trainer/TrainingOptions.h"
@@ -47,10 +48,16 @@ class TorchTest : public ::testing::Test {
 };
 
 // ---------------------------------------------------------------------------------------------
-// FusedAdam
+// FusedAdam and FusedSgd
 
-TEST_F(TorchTest, FusedAdamMatchesTorchAdamOverTenSteps) {
-  // Three parameters; the last gets a gradient only on even steps (it must then be skipped).
+/// Ten steps of our optimizer and torch's on copies of three parameters, the last with a gradient
+/// on even steps only (skipped on the others): equal to float rounding after every step (torch's
+/// vectorized kernels fuse some products and sums into one FMA where the CPU has it; the fused
+/// loops round twice). Returns our parameters, their gradients reset by a final zero_grad().
+std::vector<torch::Tensor> expect_matches_torch(
+    const std::function<std::unique_ptr<Optimizer>(std::vector<torch::Tensor>)>& make_ours,
+    const std::function<std::unique_ptr<torch::optim::Optimizer>(std::vector<torch::Tensor>)>&
+        make_reference) {
   std::vector<torch::Tensor> ours{torch::randn({64, 33}), torch::randn({257}),
                                   torch::randn({5, 3})};
   std::vector<torch::Tensor> theirs;
@@ -58,11 +65,11 @@ TEST_F(TorchTest, FusedAdamMatchesTorchAdamOverTenSteps) {
     p.set_requires_grad(true);
     theirs.push_back(p.detach().clone().set_requires_grad(true));
   }
-  FusedAdam fused(ours, 3e-3);
-  torch::optim::Adam reference(theirs, torch::optim::AdamOptions(3e-3));
+  const auto fused = make_ours(ours);
+  const auto reference = make_reference(theirs);
   for (int step = 0; step < 10; ++step) {
-    fused.zero_grad();
-    reference.zero_grad();
+    fused->zero_grad();
+    reference->zero_grad();
     for (std::size_t k = 0; k < ours.size(); ++k) {
       if (k == 2 && step % 2 == 1) {
         theirs[k].mutable_grad() = torch::Tensor();
@@ -72,14 +79,23 @@ TEST_F(TorchTest, FusedAdamMatchesTorchAdamOverTenSteps) {
       ours[k].mutable_grad() = g.clone();
       theirs[k].mutable_grad() = g.clone();
     }
-    fused.step();
-    reference.step();
+    fused->step();
+    reference->step();
     for (std::size_t k = 0; k < ours.size(); ++k) {
       SCOPED_TRACE("step " + std::to_string(step) + ", parameter " + std::to_string(k));
       EXPECT_TRUE(torch::allclose(ours[k], theirs[k], 1e-6, 1e-6));
     }
   }
-  fused.zero_grad();
+  fused->zero_grad();
+  return ours;
+}
+
+TEST_F(TorchTest, FusedAdamMatchesTorchAdamOverTenSteps) {
+  const auto ours = expect_matches_torch(
+      [](std::vector<torch::Tensor> p) { return std::make_unique<FusedAdam>(p, 3e-3); },
+      [](std::vector<torch::Tensor> p) {
+        return std::make_unique<torch::optim::Adam>(p, torch::optim::AdamOptions(3e-3));
+      });
   for (const auto& p : ours) EXPECT_FALSE(p.grad().defined());
   EXPECT_THROW(FusedAdam({torch::zeros({2}, torch::kDouble)}, 1e-3), std::invalid_argument);
 }
@@ -104,43 +120,16 @@ TEST_F(TorchTest, FusedAdamUpdatesASubsetAsStepWould) {
   EXPECT_THROW(apart.step({3}), std::out_of_range);
 }
 
-// ---------------------------------------------------------------------------------------------
-// FusedSgd
-
 TEST_F(TorchTest, FusedSgdMatchesTorchSgdOverTenSteps) {
   for (const double momentum : {0.9, 0.0}) {
     SCOPED_TRACE("momentum " + std::to_string(momentum));
-    // Three parameters; the last gets a gradient only on even steps (it must then be skipped).
-    std::vector<torch::Tensor> ours{torch::randn({64, 33}), torch::randn({257}),
-                                    torch::randn({5, 3})};
-    std::vector<torch::Tensor> theirs;
-    for (auto& p : ours) {
-      p.set_requires_grad(true);
-      theirs.push_back(p.detach().clone().set_requires_grad(true));
-    }
-    FusedSgd fused(ours, 0.05, momentum);
-    torch::optim::SGD reference(theirs, torch::optim::SGDOptions(0.05).momentum(momentum));
-    for (int step = 0; step < 10; ++step) {
-      fused.zero_grad();
-      reference.zero_grad();
-      for (std::size_t k = 0; k < ours.size(); ++k) {
-        if (k == 2 && step % 2 == 1) {
-          theirs[k].mutable_grad() = torch::Tensor();
-          continue;
-        }
-        const auto g = torch::randn(ours[k].sizes()) * (step + 1);
-        ours[k].mutable_grad() = g.clone();
-        theirs[k].mutable_grad() = g.clone();
-      }
-      fused.step();
-      reference.step();
-      for (std::size_t k = 0; k < ours.size(); ++k) {
-        SCOPED_TRACE("step " + std::to_string(step) + ", parameter " + std::to_string(k));
-        // torch's vectorized kernels fuse p + (-lr) b into one FMA where the CPU has it; the
-        // fused loop rounds twice: equal to float rounding.
-        EXPECT_TRUE(torch::allclose(ours[k], theirs[k], 1e-6, 1e-6));
-      }
-    }
+    const auto ours = expect_matches_torch(
+        [&](std::vector<torch::Tensor> p) { return std::make_unique<FusedSgd>(p, 0.05, momentum); },
+        [&](std::vector<torch::Tensor> p) {
+          return std::make_unique<torch::optim::SGD>(
+              p, torch::optim::SGDOptions(0.05).momentum(momentum));
+        });
+    for (const auto& p : ours) EXPECT_FALSE(p.grad().defined());
   }
   EXPECT_THROW(FusedSgd({torch::zeros({2}, torch::kDouble)}, 0.1), std::invalid_argument);
   EXPECT_THROW(FusedSgd({torch::zeros({2})}, 0.1, 1.0), std::invalid_argument);
