@@ -102,3 +102,17 @@ finish_jobs() {
   while [ "$(jobs -rp | wc -l)" -gt 0 ]; do wait -n || touch "$jobs_failed"; done
   if [ -e "$jobs_failed" ]; then exit 1; fi
 }
+
+# collect_curves CLAIM NAME...: writes $out from the runs NAME (collect.py --curves: each run's
+# files in $work, its training seconds in $work/NAME.secs, written once its training finished; a
+# run without them failed, and nothing is written).
+collect_curves() {
+  local claim=$1 name runs=()
+  shift
+  for name in "$@"; do
+    [ -s "$work/$name.secs" ] || { echo "$0: run $name failed" >&2; exit 1; }
+    runs+=("$name=$(cat "$work/$name.secs")")
+  done
+  /usr/bin/python3 "$root/scripts/reproduce/collect.py" --curves "$out" "$claim" "$work" \
+    "${runs[@]}"
+}

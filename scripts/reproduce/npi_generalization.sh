@@ -64,12 +64,6 @@ for config in "${configs[@]}"; do
   done
 done
 while [ "$(jobs -rp | wc -l)" -gt 0 ]; do wait -n || true; done
-runs=()
-for name in "${names[@]}"; do
-  [ -s "$work/$name.secs" ] || { echo "$0: run $name failed" >&2; exit 1; }
-  runs+=("$name=$(cat "$work/$name.secs")")
-done
-/usr/bin/python3 "$root/scripts/reproduce/collect.py" --curves "$out" \
-  "generalization: accuracy against problem length beyond the training lengths (addition and addition-primitive 1..20, sort 2..20, map up to 10), seeds 1-3, default options, with training curves and one call tree per task" \
-  "$work" "${runs[@]}"
+collect_curves "generalization: accuracy against problem length beyond the training lengths (addition and addition-primitive 1..20, sort 2..20, map up to 10), seeds 1-3, default options, with training curves and one call tree per task" \
+  "${names[@]}"
 echo "wrote $out"

@@ -47,12 +47,6 @@ for task in $tasks; do
   done
 done
 finish_jobs
-runs=()
-for name in "${names[@]}"; do
-  [ -s "$work/$name.secs" ] || { echo "$0: run $name failed" >&2; exit 1; }
-  runs+=("$name=$(cat "$work/$name.secs")")
-done
-/usr/bin/python3 "$root/scripts/reproduce/collect.py" --curves "$out" \
-  "generalization of the sort tasks to 1000 elements: accuracy against problem length beyond the training lengths (2..20), seeds 1-3" \
-  "$work" "${runs[@]}"
+collect_curves "generalization of the sort tasks to 1000 elements: accuracy against problem length beyond the training lengths (2..20), seeds 1-3" \
+  "${names[@]}"
 echo "wrote $out"
