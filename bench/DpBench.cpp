@@ -414,14 +414,12 @@ void run_dp_bench(const DpBenchOptions& options, std::ostream& out) {
   const auto err_path = [&](int r) { return dir.file("rank" + std::to_string(r) + ".stderr"); };
   for (int r = 0; r < options.ranks; ++r)
     ranks.push_back(spawn_rank(argv, r, options.ranks, port, err_path(r)));
-  std::string failure;
-  for (std::size_t r = 0; r < ranks.size(); ++r) {
-    ranks[r].wait();
-    if (!ranks[r].succeeded() && failure.empty())
-      failure = "rank " + std::to_string(r) +
-                " failed: " + last_line(read_file(err_path(static_cast<int>(r))));
+  // A rank that fails ends the others, which would wait for it in their next collective.
+  if (const auto failed = wait_all(ranks)) {
+    const std::string said = last_line(read_file(err_path(static_cast<int>(*failed))));
+    throw std::runtime_error("rank " + std::to_string(*failed) + " " + ranks[*failed].outcome() +
+                             (said.empty() ? "" : ": " + said));
   }
-  if (!failure.empty()) throw std::runtime_error(failure);
   json rows;
   {
     std::ifstream in(worker.json_path);

@@ -99,23 +99,47 @@ ChildProcess::~ChildProcess() {
   }
 }
 
-bool ChildProcess::wait(double timeout_seconds) {
+namespace {
+
+/// How often a wait with a time limit, or over several children, looks again.
+constexpr std::chrono::milliseconds kPollInterval{5};
+
+}  // namespace
+
+bool ChildProcess::poll() {
   if (pid_ <= 0 || ended_) return true;
-  const auto deadline =
-      std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_seconds);
   while (true) {
-    const pid_t done = ::waitpid(pid_, &status_, timeout_seconds > 0 ? WNOHANG : 0);
+    const pid_t done = ::waitpid(pid_, &status_, WNOHANG);
     if (done == pid_) {
       ended_ = true;
       return true;
     }
-    if (done < 0 && errno != EINTR)  // reaped elsewhere: its outcome is lost
+    if (done == 0) return false;
+    if (errno != EINTR)  // reaped elsewhere: its outcome is lost
       throw std::runtime_error("lost the child process " + std::to_string(pid_) + ": " +
                                std::strerror(errno));
-    if (timeout_seconds > 0) {
+  }
+}
+
+bool ChildProcess::wait(double timeout_seconds) {
+  if (pid_ <= 0 || ended_) return true;
+  if (timeout_seconds > 0) {
+    const auto deadline =
+        std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_seconds);
+    while (!poll()) {
       if (std::chrono::steady_clock::now() > deadline) return false;
-      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      std::this_thread::sleep_for(kPollInterval);
     }
+    return true;
+  }
+  while (true) {
+    if (::waitpid(pid_, &status_, 0) == pid_) {
+      ended_ = true;
+      return true;
+    }
+    if (errno != EINTR)
+      throw std::runtime_error("lost the child process " + std::to_string(pid_) + ": " +
+                               std::strerror(errno));
   }
 }
 
@@ -141,6 +165,26 @@ std::string ChildProcess::outcome() const {
   if (!ended_) return "is still running";
   if (WIFEXITED(status_)) return "exited with " + std::to_string(WEXITSTATUS(status_));
   return "was killed by signal " + std::to_string(WTERMSIG(status_));
+}
+
+std::optional<std::size_t> wait_all(std::vector<ChildProcess>& children) {
+  std::optional<std::size_t> first_failure;
+  std::vector<bool> running(children.size(), true);
+  std::size_t left = children.size();
+  while (left > 0) {
+    for (std::size_t i = 0; i < children.size(); ++i) {
+      if (!running[i] || !children[i].poll()) continue;
+      running[i] = false;
+      --left;
+      if (!children[i].succeeded() && !first_failure) {
+        first_failure = i;
+        for (std::size_t j = 0; j < children.size(); ++j)
+          if (running[j]) children[j].kill();  // waits for it; it is counted on the next pass
+      }
+    }
+    if (left > 0) std::this_thread::sleep_for(kPollInterval);
+  }
+  return first_failure;
 }
 
 }  // namespace engram

@@ -20,7 +20,9 @@
 #include <sys/types.h>
 
 #include <csignal>
+#include <cstddef>
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -76,6 +78,8 @@ class ChildProcess {
   ChildProcess& operator=(const ChildProcess&) = delete;
 
   pid_t pid() const { return pid_; }
+  /// True when the child has ended, without waiting for it.
+  bool poll();
   /// Waits until the child ends, at most `timeout_seconds` (0 or less: no limit). False when it
   /// is still running then.
   bool wait(double timeout_seconds = 0);
@@ -96,5 +100,12 @@ class ChildProcess {
   bool ended_ = false;
   int status_ = 0;
 };
+
+/// Waits until every child in `children` has ended, as torchrun waits for its workers: once one
+/// fails (exits with another code than 0, or a signal ends it), the others still running are
+/// killed at once, since peers that wait for it in a collective would otherwise wait until their
+/// own time limit. Returns the index of the first child seen failing, std::nullopt when all
+/// succeeded.
+std::optional<std::size_t> wait_all(std::vector<ChildProcess>& children);
 
 }  // namespace engram

@@ -1,5 +1,6 @@
 // common/Subprocess.h: the scratch folder, reading output back, and child processes (output to
-// files, environment, exit codes and signals, time limits, failures to start, no orphans).
+// files, environment, exit codes and signals, time limits, failures to start, no orphans, a
+// group of children that fails together).
 #include "common/Subprocess.h"
 
 #include <gtest/gtest.h>
@@ -7,6 +8,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -127,6 +129,57 @@ TEST(Subprocess, ATimeLimitLeavesTheChildRunningUntilKilled) {
   EXPECT_EQ(child.signal_number(), SIGKILL);
   EXPECT_FALSE(child.succeeded());
   EXPECT_TRUE(child.wait(0.1));  // ended already
+}
+
+TEST(Subprocess, PollDoesNotWait) {
+  ChildProcess child({"sleep", "30"}, ProcessOptions{});
+  EXPECT_FALSE(child.poll());
+  child.kill();
+  EXPECT_TRUE(child.poll());
+  ChildProcess done({"sh", "-c", "exit 6"}, ProcessOptions{});
+  ASSERT_TRUE(done.wait(30));
+  EXPECT_TRUE(done.poll());
+  EXPECT_EQ(done.exit_code(), 6);
+}
+
+TEST(Subprocess, WaitingForAllEndsTheOthersWhenOneFails) {
+  // As torchrun: the second child fails after a moment, and the first and third, which would
+  // otherwise run for 30 s (a rank waiting in a collective for the failed one), end with it.
+  std::vector<ChildProcess> children;
+  children.push_back(ChildProcess({"sleep", "30"}, ProcessOptions{}));
+  children.push_back(ChildProcess({"sh", "-c", "sleep 0.2; exit 3"}, ProcessOptions{}));
+  children.push_back(ChildProcess({"sleep", "30"}, ProcessOptions{}));
+  const auto start = std::chrono::steady_clock::now();
+  const auto failed = wait_all(children);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(10));
+  ASSERT_TRUE(failed.has_value());
+  EXPECT_EQ(*failed, 1u);
+  EXPECT_EQ(children[1].exit_code(), 3);
+  EXPECT_EQ(children[0].signal_number(), SIGKILL) << children[0].outcome();
+  EXPECT_EQ(children[2].signal_number(), SIGKILL) << children[2].outcome();
+}
+
+TEST(Subprocess, WaitingForAllNamesTheFirstFailureInTime) {
+  // The later child fails first; a child that fails afterwards, or is killed, is not the cause.
+  std::vector<ChildProcess> children;
+  children.push_back(ChildProcess({"sh", "-c", "sleep 1; exit 4"}, ProcessOptions{}));
+  children.push_back(ChildProcess({"sh", "-c", "exit 5"}, ProcessOptions{}));
+  const auto failed = wait_all(children);
+  ASSERT_TRUE(failed.has_value());
+  EXPECT_EQ(*failed, 1u);
+  EXPECT_EQ(children[1].exit_code(), 5);
+  EXPECT_FALSE(children[0].succeeded());
+}
+
+TEST(Subprocess, WaitingForAllThatSucceedWaitsForEach) {
+  std::vector<ChildProcess> children;
+  for (double seconds : {0.3, 0.0, 0.1})
+    children.push_back(
+        ChildProcess({"sh", "-c", "sleep " + std::to_string(seconds)}, ProcessOptions{}));
+  EXPECT_FALSE(wait_all(children).has_value());
+  for (auto& child : children) EXPECT_TRUE(child.succeeded()) << child.outcome();
+  std::vector<ChildProcess> none;
+  EXPECT_FALSE(wait_all(none).has_value());
 }
 
 TEST(Subprocess, NoChildOutlivesItsOwner) {
