@@ -1,4 +1,4 @@
-# The tree-sitter grammars (DESIGN.md section 7), fetched by scripts/fetch-grammars.sh into
+# The tree-sitter grammars, fetched by scripts/fetch-grammars.sh into
 # third_party/grammars/, compiled into one C library: engram_grammars. The runtime is Debian's
 # libtree-sitter (ABI 13-14), so each parser.c must have LANGUAGE_VERSION 13 or 14.
 set(ENGRAM_GRAMMAR_DIR ${PROJECT_SOURCE_DIR}/third_party/grammars)

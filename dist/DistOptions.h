@@ -39,7 +39,7 @@ struct DistEnv {
 /// 0..WORLD_SIZE-1, a port outside 1..65535, text where a number belongs).
 DistEnv env_from(const std::function<const char*(const char*)>& lookup);
 
-/// When gradients are exchanged (DESIGN.md section 5).
+/// When gradients are exchanged (docs/ARCHITECTURE.md).
 enum class GradSync {
   none,     ///< never: every rank trains alone (the compute-only baseline of `bench dp`)
   after,    ///< one all-reduce of every gradient once backward has finished

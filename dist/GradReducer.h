@@ -1,9 +1,9 @@
 #pragma once
 /// \file
-/// Sums the weight gradients of every rank, bucket by bucket, while backward goes on (DESIGN.md
-/// section 5): PyTorch DDP's scheme on c10d's asynchronous all-reduce. Gradients are grouped
-/// into buckets in the order backward produces them (learned on the first step and taken from
-/// rank 0, so every rank has the same buckets); a bucket is all-reduced the moment the last of
+/// Sums the weight gradients of every rank, bucket by bucket, while backward goes on
+/// (docs/ARCHITECTURE.md): PyTorch DDP's scheme on c10d's asynchronous all-reduce. Gradients are
+/// grouped into buckets in the order backward produces them (learned on the first step and taken
+/// from rank 0, so every rank has the same buckets); a bucket is all-reduced the moment the last of
 /// its gradients is ready, in bucket order on every rank; end_backward() sends what is left,
 /// waits for every bucket and puts the sums back into .grad.
 ///

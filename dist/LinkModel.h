@@ -1,6 +1,6 @@
 #pragma once
 /// \file
-/// Link emulation (DESIGN.md section 5): what a slower network would do to a schedule, on one
+/// Link emulation (docs/ARCHITECTURE.md): what a slower network would do to a schedule, on one
 /// machine. A collective over an emulated link cannot complete before the time a serialised
 /// link of that bandwidth and latency would need: a ring all-reduce moves 2(N-1)/N of the buffer
 /// through each rank's link, and a collective starts on the link only when the previous one has

@@ -1,6 +1,6 @@
 #pragma once
 /// \file
-/// Where layers keep what their backward pass needs (DESIGN.md section 4). A layer of nn/ never
+/// Where layers keep what their backward pass needs (docs/ARCHITECTURE.md). A layer of nn/ never
 /// holds a tensor for backward itself: it hands it to the current ActivationStore and keeps the
 /// returned SavedTensor handle. Memory techniques are stores: the plain store here keeps the
 /// tensor as it is; later stores compress, swap or drop and recompute what they are given.

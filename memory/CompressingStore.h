@@ -1,6 +1,6 @@
 #pragma once
 /// \file
-/// The ReLU-compression technique as an activation store (DESIGN.md section 4): ReLU outputs are
+/// The ReLU-compression technique as an activation store (docs/ARCHITECTURE.md): ReLU outputs are
 /// kept for backward as nonzero bitmap plus nonzero values (memory/ReluCompression.h), one
 /// compressed copy serving the ReLU's backward and the backward of every layer that consumes the
 /// same tensor; everything else is kept as PlainStore keeps it.

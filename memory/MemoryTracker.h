@@ -1,9 +1,9 @@
 #pragma once
 /// \file
-/// Exact CPU memory accounting (DESIGN.md section 4): a c10 allocator, installed for the CPU device
-/// through c10::SetAllocator, that counts live and peak bytes, tags every allocation with what it
-/// holds, and records a timeline of allocations, frees and named spans while a window is open.
-/// Every memory figure Engram reports on CPU comes from here.
+/// Exact CPU memory accounting (docs/ARCHITECTURE.md): a c10 allocator, installed for the CPU
+/// device through c10::SetAllocator, that counts live and peak bytes, tags every allocation with
+/// what it holds, and records a timeline of allocations, frees and named spans while a window is
+/// open. Every memory figure Engram reports on CPU comes from here.
 ///
 /// \code
 ///   auto& tracker = engram::memory::MemoryTracker::install();  // once per process, idempotent

@@ -1,6 +1,6 @@
 #pragma once
 /// \file
-/// ReLU compression on the CPU (DESIGN.md section 4): a float32 tensor full of +0.0 (a ReLU
+/// ReLU compression on the CPU (docs/ARCHITECTURE.md): a float32 tensor full of +0.0 (a ReLU
 /// output) kept as a nonzero bitmap plus the nonzero values, losslessly, in the layout of
 /// memory/ReluFormat.h. Multi-threaded through ATen's intra-op pool (at::parallel_for).
 ///

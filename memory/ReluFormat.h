@@ -1,6 +1,6 @@
 #pragma once
 /// \file
-/// The layout of a compressed ReLU output (DESIGN.md section 4), shared by the CPU kernels
+/// The layout of a compressed ReLU output (docs/ARCHITECTURE.md), shared by the CPU kernels
 /// (memory/ReluCompression.h) and the CUDA kernels (memory/cuda/ReluCompressionCuda.h), so that
 /// both produce the same bytes. No torch here: the CUDA side includes it.
 ///

@@ -1,6 +1,6 @@
 #pragma once
 /// \file
-/// Timing slack on the dataflow graph of one training step cut into units (DESIGN.md section 4),
+/// Timing slack on the dataflow graph of one training step cut into units (docs/ARCHITECTURE.md),
 /// and the swap-in start points that follow from it. No torch here: durations in, schedule out.
 ///
 /// \code

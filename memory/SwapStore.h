@@ -1,6 +1,6 @@
 #pragma once
 /// \file
-/// The swap technique as an activation store (DESIGN.md section 4): the tensors that chosen
+/// The swap technique as an activation store (docs/ARCHITECTURE.md): the tensors that chosen
 /// units of a network save for backward are written to a spill file once the forward pass is
 /// past them, and the memory they held is freed; they are read back, on an I/O thread, before
 /// the backward pass needs them: at start points from the timing-slack schedule

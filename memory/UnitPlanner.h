@@ -1,6 +1,6 @@
 #pragma once
 /// \file
-/// The swap/recompute planner (DESIGN.md section 4): given the measured costs of a network's
+/// The swap/recompute planner (docs/ARCHITECTURE.md): given the measured costs of a network's
 /// units and a bound on activation_peak_bytes, chooses for each unit whether to keep, recompute
 /// or swap what it saves, and checks the choice by measuring. No torch and no models here: the
 /// caller measures (nn/Units.h runs a plan; a workload's training step measures it).

@@ -1,6 +1,6 @@
 #pragma once
 /// \file
-/// Where weight gradients are computed (DESIGN.md section 5). Every layer of nn/ splits its
+/// Where weight gradients are computed (docs/ARCHITECTURE.md). Every layer of nn/ splits its
 /// backward in two: the input gradient (dX), which the next layer's backward waits for, is
 /// computed at once; the weight gradient (dW) of each parameter group becomes a WeightGradTask
 /// handed to a GradScheduler, which decides when it runs. After running a task the scheduler

@@ -1,6 +1,6 @@
 #pragma once
 /// \file
-/// Recomputation (activation checkpointing, DESIGN.md section 4): run a unit of a network keeping
+/// Recomputation (activation checkpointing, docs/ARCHITECTURE.md): run a unit of a network keeping
 /// only its input; during backward, run the unit's forward again with gradients and backpropagate
 /// through that rerun. Memory for the unit's saved activations is needed only while its own
 /// backward runs.

@@ -1,6 +1,6 @@
 #pragma once
 /// \file
-/// A network cut into units for swap and recompute (DESIGN.md section 4): a chain of units, each
+/// A network cut into units for swap and recompute (docs/ARCHITECTURE.md): a chain of units, each
 /// starting at a checkpoint layer, run under a plan that says, for each unit, whether its
 /// forward is rerun during backward (nn/Recompute.h) and whether what it saves moves to the spill
 /// file between its forward and its backward (memory/SwapStore.h). A unit that is both keeps only

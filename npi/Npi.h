@@ -36,7 +36,7 @@ struct TrainOptions {
   /// "engram" (the layers of nn/) or "torch" (plain torch modules, for comparison).
   std::string impl = "engram";
   /// The session: steps, batch (traces per step), learning rate, seed (also the initial
-  /// weights), threads, metrics, and the memory techniques (DESIGN.md section 4;
+  /// weights), threads, metrics, and the memory techniques (docs/ARCHITECTURE.md;
   /// trainer/MemoryTechniques.h): "relu" (ReLU outputs kept compressed for backward),
   /// "recompute" and "swap" (of the model's units: encoder and core; impl "engram" only), "all";
   /// all lossless: the same losses and weights as without. One thread is the default because the

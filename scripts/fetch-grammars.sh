@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Fetches the tree-sitter grammars Engram parses with (DESIGN.md section 7) from the npm registry
+# Fetches the tree-sitter grammars Engram parses with from the npm registry
 # into third_party/grammars/NAME: `npm pack` downloads the tarball alone (no install scripts, no
 # node addon), its sha512 is checked against the integrity hash pinned here, and only the sources
 # CMake compiles (src/parser.c, src/scanner.c, headers) and the license are unpacked.

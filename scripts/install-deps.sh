@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Installs every system dependency of Engram on Debian 12 (see DESIGN.md section 7).
+# Installs every system dependency of Engram on Debian 12.
 # Idempotent: packages already present are left alone, so re-running is cheap.
 set -euo pipefail
 

@@ -1,7 +1,7 @@
 #pragma once
 /// \file
 /// Trees batched as flat node tensors plus window (edge) tensors, so a tree-convolution layer is a
-/// few matrix products, gathers and one index_add, with no loop over nodes (DESIGN.md section 3).
+/// few matrix products, gathers and one index_add, with no loop over nodes.
 ///
 /// A convolution window is a node (its top) and the nodes below it. Each window child c of the
 /// top p, the i-th of n (1-based, in order), carries the continuous-binary-tree coefficients of Mou

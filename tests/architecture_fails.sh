@@ -1,14 +1,15 @@
 #!/usr/bin/env bash
 # architecture.sh must fail on each invariant it guards: run it on copies of the source tree
-# spoiled one way each (a model including nn/Runtime.h, a second optimizer step, a 200-line
-# function in cli/). Usage: architecture_fails.sh SOURCE_DIR
+# spoiled one way each (a model including nn/Runtime.h, dist/ installing a runtime, a second
+# optimizer step, a 200-line function in cli/). Usage: architecture_fails.sh SOURCE_DIR
 set -uo pipefail
 src=${1:?usage: architecture_fails.sh SOURCE_DIR}
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 fresh() {
   rm -rf "$work/tree" && mkdir -p "$work/tree"
-  for d in common memory nn datasets trainer npi primitives tbcnn resnet bench cli scripts; do
+  for d in common memory nn datasets dist trainer npi primitives tbcnn resnet synth bench cli fuzz \
+    scripts; do
     cp -r "$src/$d" "$work/tree/$d"
   done
 }
@@ -22,6 +23,10 @@ fresh
 bash "$src/tests/architecture.sh" "$work/tree" || { echo "the unspoiled copy fails"; exit 1; }
 echo '#include "nn/Runtime.h"' >> "$work/tree/npi/Npi.cpp"
 expect_failure "a model including nn/Runtime.h"
+fresh
+printf 'void install() { engram::nn::RuntimeGuard use(nullptr, nullptr); }\n' \
+  >> "$work/tree/dist/GradReducer.cpp"
+expect_failure "dist/ installing a runtime"
 fresh
 printf 'void again(Adam& optimizer) { optimizer.step(); }\n' >> "$work/tree/bench/NpiBench.cpp"
 expect_failure "a second optimizer step"

@@ -1,6 +1,6 @@
 #pragma once
 /// \file
-/// A training session's data parallelism (DESIGN.md section 5): what the session does
+/// A training session's data parallelism (docs/ARCHITECTURE.md): what the session does
 /// differently when its options carry a Communicator of more than one rank.
 ///
 /// - Start: the ranks agree on the configuration (parameter shapes, examples, training options)

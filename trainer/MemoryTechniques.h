@@ -1,7 +1,7 @@
 #pragma once
 /// \file
 /// The memory techniques of a training run, set up in one place for `engram train` and
-/// `engram bench memory` (DESIGN.md section 4): ReLU compression (memory/CompressingStore.h),
+/// `engram bench memory` (docs/ARCHITECTURE.md): ReLU compression (memory/CompressingStore.h),
 /// recompute (nn/Recompute.h) and swap (memory/SwapStore.h) of the units a workload is cut into
 /// (nn/Units.h), chosen per unit by the planner (memory/UnitPlanner.h) under a memory budget.
 ///

@@ -8,7 +8,7 @@
 /// \code
 ///   engram::trainer::TrainingOptions t;
 ///   t.steps = 2000;  t.batch = 8;  t.learning_rate = 2e-3;
-///   t.memory.techniques = {"relu", "recompute"};   // DESIGN.md section 4
+///   t.memory.techniques = {"relu", "recompute"};   // docs/ARCHITECTURE.md
 ///   engram::trainer::validate(t);                  // InvalidOption naming the field
 /// \endcode
 

@@ -16,7 +16,7 @@ Command register_bench_dp(CLI::App& parent) {
   CLI::App* sub = parent.add_subcommand(
       "dp",
       "Data-parallel training step on local ranks for every emulated link speed and gradient "
-      "schedule (none, after, overlap), beside PyTorch DDP");
+      "schedule (none, after, overlap, ooo, host), beside PyTorch DDP");
   sub->add_option("--json", o->json_path, "Write the results here");
   sub->add_option("--ranks", o->ranks, "Processes (ranks) on this machine")->capture_default_str();
   sub->add_option("--models", o->models, "resnet (ResNet-18, CIFAR-sized), npi (addition)")

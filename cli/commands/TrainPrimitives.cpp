@@ -44,7 +44,7 @@ Command register_train_primitives(CLI::App& parent) {
   sub->add_option("--k", tp->k, "Values lie in 0..K-1")->capture_default_str();
   sub->add_option("--primitive", tp->families,
                   "Families to train (repeat or separate by commas; default: the library: "
-                  "succ, double, square, negate, even, prime, gt, add, mul, max, min)")
+                  "succ, double, square, negate, even, prime, gt, add, mul, max, min, fulladd)")
       ->delimiter(',');
   sub->add_flag("--add", tp->add,
                 "Add the families to the existing library --out, leaving its other networks as "

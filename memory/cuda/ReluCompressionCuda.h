@@ -1,6 +1,6 @@
 #pragma once
 /// \file
-/// ReLU compression on a CUDA device (DESIGN.md section 4): the algorithm of the CPU kernels
+/// ReLU compression on a CUDA device (docs/ARCHITECTURE.md): the algorithm of the CPU kernels
 /// (memory/ReluCompression.h) on raw device buffers, producing the same bytes (the layout of
 /// memory/ReluFormat.h). Built only when CMake finds nvcc; no torch (Debian's LibTorch has no
 /// CUDA), so it is tested and benchmarked on its own (tests/memory/ReluCompressionCudaTest.cpp,

@@ -2,8 +2,9 @@
 # Benchmark (timings are recorded, never asserted): `engram bench dp` on this machine, 2 ranks
 # with one compute thread each, the CIFAR ResNet-18 (per-rank batch 16) and the addition NPI
 # (hidden 256, per-rank batch 8), loopback and emulated links of 10 Gb/s, 1 Gb/s and 100 Mb/s,
-# schedules none, after and overlap, beside PyTorch DDP with the same emulation; once with the
-# default buckets (25 MiB, first 1 MiB, as DDP) and once with 2 MiB buckets (both sides).
+# every schedule (none, after, overlap, ooo, host), beside PyTorch DDP with the same emulation;
+# once with the default buckets (25 MiB, first 1 MiB, as DDP) and once with 2 MiB buckets (both
+# sides).
 # Writes results/dp_bench.json. --quick: one timed step, two links.
 source "$(dirname "$0")/common.sh"
 out=${out:-$root/results/dp_bench.json}
