@@ -2,7 +2,10 @@
 
 #include "tests/support/TempDir.h"
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <stdexcept>
@@ -78,6 +81,35 @@ TEST(AtomicFile, MissingDirectoryIsARuntimeErrorNamingThePath) {
   const std::string target = dir.file("no/such/dir/out.txt");
   ENGRAM_EXPECT_THROW_WITH(AtomicFile file(target), std::runtime_error, target);
   EXPECT_TRUE(dir.entries().empty());
+}
+
+TEST(AtomicFile, AFolderIsRefusedBeforeAnythingIsWritten) {
+  // A command probes its output path this way before its work, so `--out DIR` fails at once.
+  TempDir dir;
+  std::filesystem::create_directory(dir.file("model.pt"));
+  ENGRAM_EXPECT_THROW_WITH(AtomicFile file(dir.file("model.pt")), std::runtime_error,
+                           "it is a folder");
+  EXPECT_EQ(dir.entries(), std::set<std::string>{"model.pt"});
+  EXPECT_TRUE(std::filesystem::is_directory(dir.file("model.pt")));
+}
+
+TEST(AtomicFile, APipeIsWrittenInPlaceNotReplacedByAFile) {
+  // As /dev/null or a shell's >(...): renaming a file over the target would replace the pipe
+  // (as root, the device) with a regular file, and the reader would see nothing.
+  TempDir dir;
+  const std::string fifo = dir.file("pipe");
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  const int reader = ::open(fifo.c_str(), O_RDONLY | O_NONBLOCK);  // so the writer's open returns
+  ASSERT_GE(reader, 0);
+  write_file_atomically(fifo, "through the pipe");
+  char buffer[64] = {};
+  const ssize_t got = ::read(reader, buffer, sizeof buffer);
+  ::close(reader);
+  EXPECT_EQ(std::string(buffer, got > 0 ? static_cast<std::size_t>(got) : 0), "through the pipe");
+  struct stat after {};
+  ASSERT_EQ(::stat(fifo.c_str(), &after), 0);
+  EXPECT_TRUE(S_ISFIFO(after.st_mode));
+  EXPECT_EQ(dir.entries(), std::set<std::string>{"pipe"});
 }
 
 }  // namespace
