@@ -84,6 +84,7 @@ void run_tbcnn_bench(const TbcnnBenchOptions& options, std::ostream& out) {
   if (options.corpus_path.empty()) throw InvalidOption("corpus_path", "is required");
   if (options.steps < 1) throw InvalidOption("steps", "must be at least 1");
   if (options.repeats < 1) throw InvalidOption("repeats", "must be at least 1");
+  if (!options.json_path.empty()) AtomicFile probe(options.json_path);  // fail before the work
   const auto language = datasets::parse_language(options.language);
   const auto sources = read_sources(options.src_dir, language);
   std::size_t bytes = 0;

@@ -262,11 +262,21 @@ void keep_metrics_lines(const std::string& path, long lines) {
 }  // namespace
 
 TrainSummary train(Workload& workload, const TrainingOptions& options, const LogCallback& on_log) {
+  if (options.writes_files() && !options.checkpoint_path.empty()) {
+    // A signal may ask for the state at any step: fail now, not when training is lost.
+    AtomicFile probe(options.checkpoint_path, /*binary=*/true);
+  }
   TrainingSession session(workload, options);
   dist::Communicator* comm =
       session.data_parallel() != nullptr ? &session.data_parallel()->communicator() : nullptr;
   LoopState loop;
-  if (options.resume) loop = load_training_state(options.checkpoint_path, session);
+  if (options.resume) {
+    loop = load_training_state(options.checkpoint_path, session);
+    if (loop.step > options.steps)
+      throw InvalidOption("steps", "is " + std::to_string(options.steps) + ", fewer than the " +
+                                       std::to_string(loop.step) + " steps the training state '" +
+                                       options.checkpoint_path + "' has done");
+  }
   const bool writes = options.writes_files();
   std::ofstream metrics;
   if (!options.metrics_path.empty() && writes) {

@@ -3,6 +3,10 @@
 
 #include <gtest/gtest.h>
 
+#include <sstream>
+#include <stdexcept>
+#include <string>
+
 namespace engram::bench {
 namespace {
 
@@ -31,6 +35,26 @@ TEST(NpiBench, MatmulFlopsCountEveryProductOfTheStepByHand) {
   EXPECT_DOUBLE_EQ(npi_step_matmul_flops(tiny_config(2), 10, 4), 2.0 * (8280 + 3000 + 1800));
   // One-row invocations have no recurrent product at all.
   EXPECT_DOUBLE_EQ(npi_step_matmul_flops(tiny_config(1), 10, 10), 2.0 * (8280 - 1800));
+}
+
+TEST(NpiBench, AJsonPathThatCannotBeWrittenFailsBeforeTheWork) {
+  // The peer cannot start either: the error must be the JSON's, found before measuring anything.
+  NpiBenchOptions options;
+  options.json_path = "/nonexistent/engram/bench.json";
+  options.steps = 1;
+  options.batch_sizes = {1};
+  options.hidden = 8;
+  options.python = "/nonexistent/engram/python3";
+  std::ostringstream out;
+  try {
+    run_npi_bench(options, out);
+    FAIL() << "ran";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("cannot write '/nonexistent/engram/bench.json'"),
+              std::string::npos)
+        << e.what();
+  }
+  EXPECT_EQ(out.str(), "");
 }
 
 }  // namespace

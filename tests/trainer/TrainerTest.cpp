@@ -872,6 +872,27 @@ TEST_F(TrainerTest, CheckpointsEveryNStepsAndAResumedRunMayGoFurther) {
   EXPECT_EQ(train(again, options).steps, 30);
   EXPECT_TRUE(again.batches.empty());
   EXPECT_TRUE(torch::equal(again.w_, whole.w_));
+  // Resuming it for fewer steps than it has done is a usage error, not its 30-step model.
+  LinearRegression fewer(16);
+  options.steps = 20;
+  ENGRAM_EXPECT_THROW_WITH(train(fewer, options), InvalidOption,
+                           "fewer than the 30 steps the training state");
+  EXPECT_TRUE(fewer.batches.empty());
+}
+
+TEST_F(TrainerTest, ACheckpointPathThatCannotBeWrittenFailsBeforeTraining) {
+  // A signal may ask for the state at any step; finding out then would lose the training.
+  LinearRegression model(16);
+  TrainingOptions options;
+  options.steps = 30;
+  options.batch = 4;
+  options.checkpoint_path = dir_.file("no/such/folder/run.ckpt");
+  ENGRAM_EXPECT_THROW_WITH(train(model, options), std::runtime_error, "no/such/folder/run.ckpt");
+  EXPECT_TRUE(model.batches.empty());
+  std::filesystem::create_directory(dir_.file("run.ckpt"));
+  options.checkpoint_path = dir_.file("run.ckpt");
+  ENGRAM_EXPECT_THROW_WITH(train(model, options), std::runtime_error, "it is a folder");
+  EXPECT_TRUE(model.batches.empty());
 }
 
 TEST_F(TrainerTest, SgdWithMomentumResumesWithTheBytesOfAnUninterruptedRun) {
