@@ -87,6 +87,9 @@ DpBenchOptions options_from(const json& j) {
 
 void validate(const DpBenchOptions& o) {
   if (o.ranks < 2 || o.ranks > 64) throw InvalidOption("ranks", "must be between 2 and 64");
+  // The DDP peer listens on the next port.
+  if (o.port < 0 || o.port > 65534)
+    throw InvalidOption("port", "must be 0 (a free one) or a TCP port in 1..65534");
   if (o.models.empty()) throw InvalidOption("models", "names no model");
   for (const auto& m : o.models)
     if (m != "resnet" && m != "npi")
@@ -111,10 +114,12 @@ void validate(const DpBenchOptions& o) {
   if (!(o.link_latency >= 0)) throw InvalidOption("link_latency", "must not be negative");
   if (o.steps < 1) throw InvalidOption("steps", "must be at least 1");
   if (o.warmup < 1) throw InvalidOption("warmup", "must be at least 1 (the buckets are learned)");
-  if (o.resnet_batch < 1 || o.npi_batch < 1) throw InvalidOption("batch", "must be at least 1");
+  if (o.resnet_batch < 1) throw InvalidOption("resnet_batch", "must be at least 1");
+  if (o.npi_batch < 1) throw InvalidOption("npi_batch", "must be at least 1");
+  if (o.hidden < 1) throw InvalidOption("hidden", "must be at least 1");
   if (o.threads < 1) throw InvalidOption("threads", "must be at least 1");
-  if (!(o.bucket_mb > 0) || !(o.first_bucket_mb > 0))
-    throw InvalidOption("bucket_mb", "must be a positive size");
+  if (!(o.bucket_mb > 0)) throw InvalidOption("bucket_mb", "must be a positive size");
+  if (!(o.first_bucket_mb > 0)) throw InvalidOption("first_bucket_mb", "must be a positive size");
 }
 
 /// A model and what its workload refers to.

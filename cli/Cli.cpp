@@ -6,6 +6,7 @@
 #include <CLI/CLI.hpp>
 
 #include <algorithm>
+#include <new>
 
 namespace engram::cli {
 namespace {
@@ -81,6 +82,10 @@ int run(const Command& command, std::ostream& out, std::ostream& err) {
   } catch (const Interrupted& e) {
     err << "engram: " << e.what() << "\n";
     return 128 + e.signal();
+  } catch (const std::bad_alloc&) {
+    err << "engram: error: out of memory: the options ask for more than this machine can "
+           "allocate (std::bad_alloc)\n";
+    return 1;
   } catch (const std::exception& e) {
     err << "engram: error: " << e.what() << "\n";
     return 1;

@@ -132,9 +132,10 @@ TrainingFlags add_training_flags(CLI::App* command, trainer::TrainingOptions& op
         "--memory-budget", options.memory.budget_bytes,
         "Bound on a step's activation peak in bytes for recompute, swap and algo (the planner "
         "picks per unit and layer; 0: every unit)");
-    f.swap_bandwidth =
-        command->add_option("--swap-bandwidth", options.memory.swap_bandwidth,
-                            "Throttle the swap spill file to this many bytes per second (0: no)");
+    f.swap_bandwidth = command->add_option(
+        "--swap-bandwidth", options.memory.swap_bandwidth,
+        "Throttle the swap spill file to this many bytes per second, at least 1e6 "
+        "(0: no)");
     flags["memory.budget_bytes"] = "--memory-budget";
     flags["memory.swap_bandwidth"] = "--swap-bandwidth";
   }

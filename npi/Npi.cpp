@@ -24,6 +24,21 @@ namespace {
 
 using nlohmann::json;
 
+/// The interpreter's limits: 0 takes the task's default for each length, a negative one is an
+/// error (it was silently taken for the default).
+void check_limits(long max_steps, int max_depth) {
+  if (max_steps < 0)
+    throw InvalidOption("max_steps",
+                        "must be at least 1, or 0 for the default (scaled with length)");
+  if (max_depth < 0)
+    throw InvalidOption("max_depth",
+                        "must be at least 1, or 0 for the default (scaled with length)");
+}
+
+/// The most input symbols one evaluation length may ask for (count x length): far above any use,
+/// so that a mistyped count is refused rather than exhausting memory.
+constexpr double kMaxEvalSymbols = 1e8;
+
 void save_model(const std::string& path, NpiModel& model) {
   trainer::save_module(path, "npi", model->config().to_json(), *model);
 }
@@ -135,12 +150,17 @@ std::vector<LengthReport> evaluate_npi(const EvalOptions& options) {
   const auto& task = *bound;
   if (options.lengths.empty()) throw InvalidOption("lengths", "is required");
   if (options.count < 1) throw InvalidOption("count", "must be at least 1");
+  check_limits(options.max_steps, options.max_depth);
   for (int length : options.lengths) {
     if (length < task.min_length()) {
       throw InvalidOption("lengths", "must be at least " + std::to_string(task.min_length()) +
                                          " for " + task.name());
     }
     task.check_length_option(length, "lengths");
+    if (static_cast<double>(options.count) * length > kMaxEvalSymbols)
+      throw InvalidOption("count",
+                          "times each length must be at most 1e8 (the problems are "
+                          "held whole)");
   }
   trainer::set_threads_option(options.threads);
   NpiModel model = load_model(options.model_path, task);
@@ -196,6 +216,7 @@ std::vector<LengthReport> evaluate_npi(const EvalOptions& options) {
 }
 
 RunReport run_npi(const RunOptions& options) {
+  check_limits(options.max_steps, options.max_depth);
   const auto bound = datasets::bind_task(options.task, options.binding);
   const auto& task = *bound;
   task.make_environment(options.input);  // validates the input before any file is read
@@ -256,6 +277,7 @@ struct StageRunner {
 }  // namespace
 
 PipelineReport run_pipeline(const PipelineOptions& options) {
+  check_limits(options.max_steps, options.max_depth);
   const datasets::Expression program = datasets::parse_expression(options.program);
   if (program.is_list()) {
     throw InputError(

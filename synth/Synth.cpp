@@ -336,9 +336,18 @@ SynthReport synthesize(const SynthOptions& o) {
   if (o.k < datasets::kMinDomain || o.k > datasets::kMaxDomain)
     throw InvalidOption("k", "must lie in " + std::to_string(datasets::kMinDomain) + ".." +
                                  std::to_string(datasets::kMaxDomain));
-  if (o.samples < 0) throw InvalidOption("samples", "must be 0 or more");
-  if (o.checks < 0) throw InvalidOption("checks", "must be 0 or more");
-  if (o.check_length < 1) throw InvalidOption("check_length", "must be at least 1");
+  if (o.samples < 0 || o.samples > kMaxSamples)
+    throw InvalidOption("samples", "must be between 0 and " + std::to_string(kMaxSamples));
+  if (o.checks < 0 || o.checks > kMaxChecks)
+    throw InvalidOption("checks", "must be between 0 and " + std::to_string(kMaxChecks));
+  if (o.check_length < 1 || o.check_length > kMaxCheckLength)
+    throw InvalidOption("check_length", "must be between 1 and " + std::to_string(kMaxCheckLength));
+  if (static_cast<long long>(o.checks) * o.check_length > kMaxCheckElements)
+    throw InvalidOption("checks", "times check_length must be at most " +
+                                      std::to_string(kMaxCheckElements) +
+                                      " values: the check lists are held whole");
+  if (o.threads < 0 || o.threads > 1024)
+    throw InvalidOption("threads", "must be 0 (all cores) or between 1 and 1024");
   if (!(o.timeout_seconds > 0)) throw InvalidOption("timeout_seconds", "must be positive");
   if (std::ifstream(o.source).fail())
     throw std::runtime_error("cannot read source file '" + o.source + "'");

@@ -23,6 +23,13 @@
 
 namespace engram::synth {
 
+/// Bounds on SynthOptions' counts, far above any use, so that a mistyped count is refused rather
+/// than exhausting memory (every sample and check list is held whole, in Python and here).
+constexpr int kMaxSamples = 100000;
+constexpr int kMaxChecks = 1000000;
+constexpr int kMaxCheckLength = 100000;
+constexpr long long kMaxCheckElements = 10000000;  ///< checks x check_length
+
 struct SynthOptions {
   std::string source;    ///< the Python file
   std::string function;  ///< the function in it: f(xs) or f(xs, ys)

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <string>
 
 namespace engram::trainer {
@@ -46,8 +47,9 @@ void validate(const TrainingOptions& o, long min_steps) {
     throw InvalidOption("optimizer", "must be adam or sgd, not '" + o.optimizer + "'");
   if (!(o.momentum >= 0 && o.momentum < 1))
     throw InvalidOption("momentum", "must be at least 0 and below 1");
-  if (!(o.grad_clip >= 0) || !std::isfinite(o.grad_clip))
-    throw InvalidOption("grad_clip", "must be a non-negative number (0: no clipping)");
+  // The norm is a float32: a larger bound would not convert.
+  if (!(o.grad_clip >= 0 && o.grad_clip <= std::numeric_limits<float>::max()))
+    throw InvalidOption("grad_clip", "must be a non-negative float32 number (0: no clipping)");
   if (o.grad_clip > 0 && o.dist.grad_sync == dist::GradSync::ooo)
     throw InvalidOption("grad_clip",
                         "must be 0 with --grad-sync ooo: the global norm needs every gradient "
@@ -102,9 +104,10 @@ void validate(const MemoryOptions& o) {
   if (o.budget_bytes > 0 && !chosen_techniques(o.techniques).plans())
     throw InvalidOption("memory.budget_bytes",
                         "needs recompute, swap or algo among the techniques");
-  if (!(o.swap_bandwidth >= 0))
+  if (!(o.swap_bandwidth == 0 || o.swap_bandwidth >= kMinSwapBandwidth) ||
+      !std::isfinite(o.swap_bandwidth))
     throw InvalidOption("memory.swap_bandwidth",
-                        "must be a non-negative number of bytes per second");
+                        "must be 0 (unthrottled) or at least 1e6 bytes per second");
 }
 
 }  // namespace engram::trainer

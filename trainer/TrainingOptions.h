@@ -25,6 +25,10 @@ class Communicator;
 
 namespace engram::trainer {
 
+/// The slowest spill file a run may emulate, 1 MB/s: below it a step waits minutes on its swap
+/// (a byte per second would never finish, and a stop request waits for the step).
+constexpr double kMinSwapBandwidth = 1e6;
+
 /// The memory techniques of a session (trainer/MemoryTechniques.h), all lossless.
 struct MemoryOptions {
   /// Any of "none", "relu", "recompute", "swap" (and "all" for the three), "reuse", "algo".
@@ -32,7 +36,8 @@ struct MemoryOptions {
   /// Bound on activation_peak_bytes; 0: every unit treated (and every replaceable layer given
   /// its least-workspace algorithm).
   std::int64_t budget_bytes = 0;
-  double swap_bandwidth = 0;    ///< bytes per second for the spill file; 0: unthrottled
+  /// Bytes per second for the spill file; 0: unthrottled, else at least kMinSwapBandwidth.
+  double swap_bandwidth = 0;
   std::string spill_directory;  ///< empty: the system's temporary directory
   /// Prefetch by the slack schedule (true) or read swapped tensors back on demand (false).
   bool slack_schedule = true;

@@ -84,9 +84,13 @@ Command register_bench_dp(CLI::App& parent) {
            {"schedules", "--schedules"},
            {"steps", "--steps"},
            {"warmup", "--warmup"},
-           {"batch", "--resnet-batch"},
+           {"resnet_batch", "--resnet-batch"},
+           {"npi_batch", "--npi-batch"},
+           {"hidden", "--hidden"},
            {"threads", "--threads"},
-           {"bucket_mb", "--bucket-mb"}}};
+           {"bucket_mb", "--bucket-mb"},
+           {"first_bucket_mb", "--first-bucket-mb"},
+           {"port", "--port"}}};
 }
 
 }  // namespace engram::cli

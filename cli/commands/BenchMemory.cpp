@@ -56,8 +56,9 @@ Command register_bench_memory(CLI::App& parent) {
                   "Bound on activation_peak_bytes for recompute, swap, all and algo: bytes, or a "
                   "fraction of none's activation peak such as 0.5x (none first); without it "
                   "every unit is recomputed or swapped, every layer on its least-workspace algorithm");
-  sub->add_option("--swap-bandwidth", mo->swap_bandwidth,
-                  "Throttle the spill file to this many bytes per second (0: unthrottled)")
+  sub->add_option(
+         "--swap-bandwidth", mo->swap_bandwidth,
+         "Throttle the spill file to this many bytes per second, at least 1e6 (0: unthrottled)")
       ->capture_default_str();
   sub->add_flag("--explain", mo->explain, "Print the swap/recompute and algorithm plans of each row");
   return {sub,

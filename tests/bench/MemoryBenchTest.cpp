@@ -311,6 +311,8 @@ TEST_F(MemoryBenchTest, UnknownTechniquesAndWorkloadsExitWithTwo) {
             json_path},
            {"--workload", "resnet", "--techniques", "swap", "--swap-bandwidth", "-1", "--json",
             json_path},
+           {"--workload", "resnet", "--techniques", "swap", "--swap-bandwidth", "1", "--json",
+            json_path},
            {"--workload", "resnet", "--techniques", "none,relu", "--budget", "1000000", "--json",
             json_path}}) {
     const ProgramResult p = bench(args);

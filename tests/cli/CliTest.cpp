@@ -383,6 +383,34 @@ TEST_F(CliTest, InvalidOptionsNameTheirFlag) {
                2, "unknown split 'dev'");
   expect_error({"eval", "primitives", "--model", model_, "--threads", "-1"}, 2,
                "engram: error: --threads must be 0");
+  // Values that were taken without a word: a negative limit became the default, a huge clip
+  // failed in torch's float conversion, a byte-per-second spill file never finished a step.
+  expect_error(
+      {"run", "--model", model_, "--task", "addition", "--input", "1+2", "--max-steps", "-1"}, 2,
+      "engram: error: --max-steps must be at least 1, or 0 for the default");
+  expect_error({"eval", "npi", "--model", model_, "--task", "addition", "--length", "3",
+                "--max-depth", "-5"},
+               2, "engram: error: --max-depth must be at least 1, or 0 for the default");
+  expect_error({"eval", "npi", "--model", model_, "--task", "addition", "--length", "10000",
+                "--count", "100000000"},
+               2, "engram: error: --count times each length must be at most 1e8");
+  expect_error({"train", "npi", "--task", "addition", "--data", data_, "--out", dir_.file("o.pt"),
+                "--clip", "1e39"},
+               2, "engram: error: --clip must be a non-negative float32 number");
+  expect_error({"train", "npi", "--task", "addition", "--data", data_, "--out", dir_.file("o.pt"),
+                "--memory", "swap", "--swap-bandwidth", "1"},
+               2, "engram: error: --swap-bandwidth must be 0 (unthrottled) or at least 1e6");
+  expect_error({"bench", "dp", "--json", dir_.file("b.json"), "--port", "-5"}, 2,
+               "engram: error: --port must be 0 (a free one) or a TCP port in 1..65534");
+  expect_error({"bench", "dp", "--json", dir_.file("b.json"), "--port", "70000"}, 2,
+               "engram: error: --port must be 0");
+  // Each of bench dp's checks names its own flag (a bad --npi-batch was named --resnet-batch).
+  expect_error({"bench", "dp", "--json", dir_.file("b.json"), "--npi-batch", "0"}, 2,
+               "engram: error: --npi-batch must be at least 1");
+  expect_error({"bench", "dp", "--json", dir_.file("b.json"), "--hidden", "0"}, 2,
+               "engram: error: --hidden must be at least 1");
+  expect_error({"bench", "dp", "--json", dir_.file("b.json"), "--first-bucket-mb", "0"}, 2,
+               "engram: error: --first-bucket-mb must be a positive size");
 }
 
 TEST_F(CliTest, Help) {

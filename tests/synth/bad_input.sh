@@ -100,6 +100,12 @@ expect 1 "did not finish within 2 s" --source bad.py --function forever --timeou
 expect 1 "cannot read source file 'missing.py'" --source missing.py --function f
 expect 2 "\-\-k must lie in 2..1000" --source bad.py --function fine --k 1
 expect 2 "\-\-timeout must be positive" --source bad.py --function fine --timeout 0
+# Counts far beyond any use are refused (--samples 100000000 aborted on std::bad_alloc).
+expect 2 "\-\-samples must be between 0 and 100000" --source bad.py --function fine --samples 100000000
+expect 2 "\-\-check-length must be between 1 and 100000" --source bad.py --function fine \
+  --check-length 100000000
+expect 2 "\-\-threads must be 0 (all cores) or between 1 and 1024" --source bad.py --function fine \
+  --threads -2
 # The other functions of a file do not matter: only what the function runs is checked.
 timeout 120 "$engram" synth --source bad.py --function fine --checks 20 > out.txt 2> err.txt ||
   { cat err.txt; fail "a supported function beside unsupported ones"; }
