@@ -2,6 +2,7 @@
 
 #include "common/AtomicFile.h"
 #include "common/Hash.h"
+#include "common/InputFile.h"
 
 #include <nlohmann/json.hpp>
 
@@ -42,6 +43,7 @@ void rebuild_children(CodeTree& tree) {
 }
 
 std::string read_bytes(const fs::path& path) {
+  refuse_folder(path.string(), "source file");
   std::ifstream in(path, std::ios::binary);
   if (!in) throw std::runtime_error("cannot read '" + path.string() + "'");
   std::ostringstream buffer;
@@ -197,6 +199,7 @@ void write_corpus(const std::string& path, const CodeCorpus& corpus) {
 }
 
 CodeCorpus read_corpus(const std::string& path) {
+  refuse_folder(path, "corpus file");
   std::ifstream in(path);
   if (!in) throw std::runtime_error("corpus file '" + path + "' not found");
   CodeCorpus corpus;

@@ -1,6 +1,7 @@
 #include "datasets/TraceFile.h"
 
 #include "common/AtomicFile.h"
+#include "common/InputFile.h"
 #include "datasets/ListTask.h"
 
 #include <nlohmann/json.hpp>
@@ -175,6 +176,7 @@ void write_trace_file(const std::string& path, const TraceSet& set) {
 }
 
 TraceSet read_trace_file(const std::string& path) {
+  refuse_folder(path, "data file");
   std::ifstream in(path);
   if (!in)
     throw std::runtime_error("cannot read data file '" + path + "': " + std::strerror(errno));

@@ -4,6 +4,7 @@
 
 #include "common/AtomicFile.h"
 #include "common/Errors.h"
+#include "common/InputFile.h"
 
 #include <torch/serialize.h>
 #include <torch/torch.h>
@@ -63,6 +64,7 @@ void save_checkpoint(const std::string& path, const Checkpoint& checkpoint) {
 Checkpoint load_checkpoint(const std::string& path, const std::string& expected_kind) {
   if (!std::filesystem::exists(path))
     throw std::runtime_error("model file '" + path + "' not found");
+  refuse_folder(path, "model file");
   std::ifstream in(path, std::ios::binary);
   if (!in) throw std::runtime_error("cannot read model file '" + path + "'");
   const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());

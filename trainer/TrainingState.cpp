@@ -2,6 +2,7 @@
 
 #include "common/Errors.h"
 #include "common/Hash.h"
+#include "common/InputFile.h"
 #include "nn/Recompute.h"
 #include "trainer/BatchSampler.h"
 #include "trainer/Checkpoint.h"
@@ -206,6 +207,7 @@ LoopState load_training_state(const std::string& path, TrainingSession& session)
 }
 
 std::string file_identity(const std::string& path) {
+  refuse_folder(path, "data file");
   std::ifstream in(path, std::ios::binary);
   if (!in) throw std::runtime_error("cannot read '" + path + "'");
   const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());

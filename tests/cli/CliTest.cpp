@@ -571,6 +571,19 @@ TEST_F(CliTest, RuntimeErrorsExitWithOne) {
   expect_error(
       {"train", "npi", "--task", "addition", "--data", bad_data, "--out", dir_.file("x.pt")}, 1,
       bad_data);
+
+  // A folder where a file belongs (it read as an empty file, or failed in the stream library
+  // naming nothing), and one where the model is to go (it trained first, then failed).
+  const std::string folder = dir_.file("folder.pt");
+  std::filesystem::create_directory(folder);
+  expect_error({"run", "--model", folder, "--task", "addition", "--input", "1+2"}, 1,
+               "model file '" + folder + "' is a folder, not a file");
+  expect_error({"train", "npi", "--task", "addition", "--data", folder, "--out", dir_.file("y.pt")},
+               1, "data file '" + folder + "' is a folder, not a file");
+  expect_error({"train", "npi", "--task", "addition", "--data", data_, "--out", folder}, 1,
+               "cannot write '" + folder + "': it is a folder");
+  expect_error({"train", "tbcnn", "--corpus", folder, "--out", dir_.file("t.pt")}, 1,
+               "corpus file '" + folder + "' is a folder, not a file");
 }
 
 TEST_F(CliTest, AFailedTrainLeavesNoFiles) {
