@@ -1,6 +1,7 @@
 #include "cli/Flags.h"
 
 #include "common/Errors.h"
+#include "common/FileChecks.h"
 #include "datasets/Task.h"
 #include "dist/Communicator.h"
 
@@ -310,6 +311,27 @@ primitives::BindingRequest PrimitiveFlags::given() const {
   r.k_given = cli::given(k);
   r.init_given = cli::given(init);
   return r;
+}
+
+void refuse_overwriting(const std::vector<FileFlag>& inputs, const std::vector<FileFlag>& outputs) {
+  for (std::size_t o = 0; o < outputs.size(); ++o) {
+    const FileFlag& out = outputs[o];
+    for (const FileFlag& in : inputs)
+      if (same_file(out.path, in.path))
+        throw UsageError(out.flag + " '" + out.path + "' is the file " + in.flag +
+                         " reads: writing it would destroy it");
+    for (std::size_t e = 0; e < o; ++e)
+      if (same_file(out.path, outputs[e].path))
+        throw UsageError(outputs[e].flag + " and " + out.flag + " both name '" + out.path + "'");
+  }
+}
+
+std::vector<FileFlag> training_outputs(const std::string& out_flag, const std::string& out_path,
+                                       const trainer::TrainingOptions& options) {
+  const std::string checkpoint = options.checkpoint_path.empty() && !out_path.empty()
+                                     ? out_path + ".ckpt"
+                                     : options.checkpoint_path;
+  return {{out_flag, out_path}, {"--metrics", options.metrics_path}, {"--checkpoint", checkpoint}};
 }
 
 }  // namespace engram::cli

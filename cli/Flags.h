@@ -11,6 +11,7 @@
 #include <CLI/CLI.hpp>
 
 #include <string>
+#include <vector>
 
 namespace engram::cli {
 
@@ -81,5 +82,20 @@ struct PrimitiveFlags {
 /// --symbolic-primitives, and their entries to `flags`.
 void add_primitive_flags(CLI::App* command, PrimitiveFlags& primitive, bool runs_programs,
                          FlagTable& flags);
+
+/// A file a command reads or writes, as its flag names it.
+struct FileFlag {
+  std::string flag;
+  std::string path;  ///< empty: not given, skipped
+};
+
+/// Throws UsageError when an output names the same file (common/FileChecks.h) as an input, which
+/// writing it would destroy ("--out 'a.jsonl' is the file --data reads"), or as another output.
+void refuse_overwriting(const std::vector<FileFlag>& inputs, const std::vector<FileFlag>& outputs);
+
+/// The training flags' outputs (--metrics, --checkpoint: given, or the model's path + .ckpt)
+/// beside the model file `out_path` (`out_flag`).
+std::vector<FileFlag> training_outputs(const std::string& out_flag, const std::string& out_path,
+                                       const trainer::TrainingOptions& options);
 
 }  // namespace engram::cli

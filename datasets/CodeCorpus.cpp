@@ -1,8 +1,8 @@
 #include "datasets/CodeCorpus.h"
 
 #include "common/AtomicFile.h"
+#include "common/FileChecks.h"
 #include "common/Hash.h"
-#include "common/InputFile.h"
 
 #include <nlohmann/json.hpp>
 

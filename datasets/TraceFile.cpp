@@ -1,7 +1,7 @@
 #include "datasets/TraceFile.h"
 
 #include "common/AtomicFile.h"
-#include "common/InputFile.h"
+#include "common/FileChecks.h"
 #include "datasets/ListTask.h"
 
 #include <nlohmann/json.hpp>

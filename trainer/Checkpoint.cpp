@@ -4,7 +4,7 @@
 
 #include "common/AtomicFile.h"
 #include "common/Errors.h"
-#include "common/InputFile.h"
+#include "common/FileChecks.h"
 
 #include <torch/serialize.h>
 #include <torch/torch.h>

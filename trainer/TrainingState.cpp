@@ -1,8 +1,8 @@
 #include "trainer/TrainingState.h"
 
 #include "common/Errors.h"
+#include "common/FileChecks.h"
 #include "common/Hash.h"
-#include "common/InputFile.h"
 #include "nn/Recompute.h"
 #include "trainer/BatchSampler.h"
 #include "trainer/Checkpoint.h"

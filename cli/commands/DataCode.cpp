@@ -1,10 +1,13 @@
 // engram data code: a folder-per-class source tree parsed into a corpus.
 #include "cli/Command.h"
+#include "common/Errors.h"
 #include "datasets/CodeCorpus.h"
 
 #include <CLI/CLI.hpp>
 
+#include <filesystem>
 #include <memory>
+#include <system_error>
 
 namespace engram::cli {
 namespace {
@@ -14,8 +17,22 @@ struct DataCode {
   std::string language, out;
 };
 
+/// Whether `path` lies inside the folder `dir` (after making both absolute and normal).
+bool inside(const std::string& path, const std::string& dir) {
+  std::error_code ignored;
+  const auto p =
+      std::filesystem::weakly_canonical(std::filesystem::absolute(path, ignored), ignored);
+  const auto d =
+      std::filesystem::weakly_canonical(std::filesystem::absolute(dir, ignored), ignored);
+  const auto rest = p.lexically_relative(d);
+  return !rest.empty() && *rest.begin() != "..";
+}
+
 int run_data_code(DataCode& c, std::ostream& out, std::ostream& err) {
   c.corpus.language = datasets::parse_language(c.language);
+  if (!c.corpus.src_dir.empty() && inside(c.out, c.corpus.src_dir))
+    throw UsageError("--out '" + c.out + "' is inside --src '" + c.corpus.src_dir +
+                     "': the corpus would replace or join the sources it is made from");
   const auto corpus = datasets::build_corpus(c.corpus);
   datasets::write_corpus(c.out, corpus);
   const auto& r = corpus.report;

@@ -1,5 +1,6 @@
 // engram eval tbcnn: accuracy and top-5 of a TBCNN on a corpus split.
 #include "cli/Command.h"
+#include "cli/Flags.h"
 #include "tbcnn/Tbcnn.h"
 
 #include <CLI/CLI.hpp>
@@ -16,6 +17,8 @@ struct EvalTbcnn {
 };
 
 int run_eval_tbcnn(const EvalTbcnn& c, std::ostream& out) {
+  refuse_overwriting({{"--model", c.options.model_path}, {"--corpus", c.options.corpus_path}},
+                     {{"--vectors", c.options.vectors_path}});
   const auto r = tbcnn::evaluate_tbcnn(c.options);
   if (c.json) {
     out << tbcnn::eval_tbcnn_json(r) << "\n";

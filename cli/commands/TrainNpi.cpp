@@ -27,6 +27,7 @@ struct TrainNpi {
 int run_train_npi(TrainNpi& c, std::ostream& out) {
   c.fill_unset();
   auto& o = c.options;
+  refuse_overwriting({{"--data", o.data_path}}, training_outputs("--out", o.out_path, o.training));
   o.training.progress = stderr_is_terminal();
   join_job(o.training);
   const auto report = npi::train_npi(o);

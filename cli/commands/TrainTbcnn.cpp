@@ -18,6 +18,8 @@ struct TrainTbcnn {
 int run_train_tbcnn(TrainTbcnn& c, std::ostream& out) {
   auto& tt = c.options;
   c.training.fill_unset(tbcnn::train_defaults(tt.model).training, tt.training);
+  refuse_overwriting({{"--corpus", tt.corpus_path}},
+                     training_outputs("--out", tt.out_path, tt.training));
   tt.training.progress = stderr_is_terminal();
   join_job(tt.training);
   const auto r = tbcnn::train_tbcnn(tt);

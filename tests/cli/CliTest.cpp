@@ -586,6 +586,47 @@ TEST_F(CliTest, RuntimeErrorsExitWithOne) {
                "corpus file '" + folder + "' is a folder, not a file");
 }
 
+TEST_F(CliTest, AnOutputThatWouldDestroyAnInputIsAUsageError) {
+  // Each of these ran and exited 0, the trace file becoming a model or metrics, the corpus the
+  // vectors, a source file the corpus.
+  expect_ok(
+      {"data", "gen", "--task", "addition", "--out", data_, "--max-len", "2", "--per-length", "2"});
+  const std::string traces = read_file(data_);
+  const std::vector<std::string> train{"train",  "npi", "--task",  "addition",
+                                       "--data", data_, "--steps", "2"};
+  auto with = [&](std::vector<std::string> extra) {
+    std::vector<std::string> args = train;
+    args.insert(args.end(), extra.begin(), extra.end());
+    return args;
+  };
+  expect_error(with({"--out", data_}), 2, "--out '" + data_ + "' is the file --data reads");
+  // Another spelling of the same path is the same file.
+  const std::string dotted = dir_.path() + "/./" + std::filesystem::path(data_).filename().string();
+  expect_error(with({"--out", dir_.file("m.pt"), "--metrics", dotted}), 2,
+               "--metrics '" + dotted + "' is the file --data reads");
+  expect_error(with({"--out", dir_.file("m.pt"), "--metrics", dir_.file("m.pt")}), 2,
+               "--out and --metrics both name");
+  expect_error(with({"--out", dir_.file("m.pt"), "--checkpoint", dir_.file("m.pt")}), 2,
+               "--out and --checkpoint both name");
+  EXPECT_EQ(read_file(data_), traces);
+  expect_error(
+      {"train", "tbcnn", "--corpus", dir_.file("c.corpus"), "--out", dir_.file("c.corpus")}, 2,
+      "--out '" + dir_.file("c.corpus") + "' is the file --corpus reads");
+  expect_error(
+      {"train", "primitives", "--out", dir_.file("p.lib"), "--metrics", dir_.file("p.lib")}, 2,
+      "--out and --metrics both name");
+  expect_error({"eval", "tbcnn", "--model", dir_.file("t.pt"), "--corpus", dir_.file("c.corpus"),
+                "--vectors", dir_.file("c.corpus")},
+               2, "--vectors '" + dir_.file("c.corpus") + "' is the file --corpus reads");
+  std::filesystem::create_directories(dir_.file("src/a"));
+  write_file(dir_.file("src/a/f1.py"), "def f():\n    return 1\n");
+  expect_error({"data", "code", "--lang", "python", "--src", dir_.file("src"), "--out",
+                dir_.file("src/a/f1.py")},
+               2, "is inside --src");
+  EXPECT_EQ(read_file(dir_.file("src/a/f1.py")), "def f():\n    return 1\n");
+  EXPECT_EQ(dir_.entries(), (std::set<std::string>{"addition.jsonl", "src"}));
+}
+
 TEST_F(CliTest, AFailedTrainLeavesNoFiles) {
   expect_ok(
       {"data", "gen", "--task", "addition", "--out", data_, "--max-len", "2", "--per-length", "2"});

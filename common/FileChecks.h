@@ -1,0 +1,42 @@
+#pragma once
+/// \file
+/// Checks on the files a command reads and writes. A folder opens for reading like a file and
+/// fails only at the first read, with a message that names neither the file nor the option
+/// ("basic_filebuf::underflow error reading the file: Is a directory") or reads as an empty file;
+/// and an output that is one of the inputs destroys it (`train npi --data a.jsonl --out a.jsonl`).
+///
+/// \code
+///   engram::refuse_folder(path, "model file");   // "model file 'runs/' is a folder, not a file"
+///   std::ifstream in(path, std::ios::binary);
+///   if (engram::same_file(out_path, data_path)) ...
+/// \endcode
+
+#include <filesystem>
+#include <stdexcept>
+#include <string>
+#include <system_error>
+
+namespace engram {
+
+/// Throws std::runtime_error ("WHAT 'PATH' is a folder, not a file") when `path` names a folder.
+inline void refuse_folder(const std::string& path, const std::string& what) {
+  std::error_code ignored;
+  if (std::filesystem::is_directory(path, ignored))
+    throw std::runtime_error(what + " '" + path + "' is a folder, not a file");
+}
+
+/// Whether `a` and `b` name one file: the same existing file (links and other spellings of its
+/// path included), or, when one does not exist yet, the same path made absolute and normal.
+inline bool same_file(const std::string& a, const std::string& b) {
+  if (a.empty() || b.empty()) return false;
+  std::error_code error;
+  if (std::filesystem::exists(a, error) && std::filesystem::exists(b, error))
+    return std::filesystem::equivalent(a, b, error);
+  const auto normal = [](const std::string& p) {
+    std::error_code ignored;
+    return std::filesystem::weakly_canonical(std::filesystem::absolute(p, ignored), ignored);
+  };
+  return normal(a) == normal(b);
+}
+
+}  // namespace engram
