@@ -153,6 +153,14 @@ FileInput prepare_file(const TbcnnModel& model, const EncodeOptions& options) {
         "picks the loop a loop-task model classifies, without --pivot" +
             std::string(config.task != "loop" ? "; this model's task is " + config.task : ""));
   }
+  // A pivot the model would not read is refused, as --function is, rather than ignored.
+  if (!options.pivot.empty() && config.task == "classify")
+    throw InvalidOption("pivot", "is for models of the masked and loop tasks; this " +
+                                     config.model + " model classifies whole files");
+  if (!options.pivot.empty() && config.model == "bow" && config.task == "loop")
+    throw InvalidOption("pivot",
+                        "is not read by a bow model of the loop task: it counts the "
+                        "node types of the whole file");
   if (options.pivot.empty() && config.task == "loop") {  // the loop of the (last) function
     in.pivot = loop_pivot(parsed, datasets::node_type_names(language), options.function);
     if (in.pivot < 0) {
@@ -366,6 +374,7 @@ EncodeReport encode_file(const EncodeOptions& options) {
   report.vector.assign(v.data_ptr<float>(), v.data_ptr<float>() + v.numel());
   report.nodes = in.tree.size();
   report.error_nodes = in.tree.error_nodes;
+  report.missing_nodes = in.tree.missing_nodes;
   report.pivot_type = in.pivot_type;
   return report;
 }
@@ -374,6 +383,7 @@ std::string encode_json(const EncodeReport& r) {
   nlohmann::json j{{"dim", r.vector.size()},
                    {"nodes", r.nodes},
                    {"error_nodes", r.error_nodes},
+                   {"missing_nodes", r.missing_nodes},
                    {"vector", r.vector}};
   if (!r.pivot_type.empty()) j["pivot_type"] = r.pivot_type;
   return j.dump();
@@ -395,6 +405,7 @@ ClassifyReport classify_file(const EncodeOptions& options, int k) {
     report.top.emplace_back(config.classes[indices[i].item<int64_t>()], values[i].item<double>());
   }
   report.error_nodes = in.tree.error_nodes;
+  report.missing_nodes = in.tree.missing_nodes;
   return report;
 }
 

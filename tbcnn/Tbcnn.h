@@ -118,7 +118,8 @@ struct EncodeOptions {
 struct EncodeReport {
   std::vector<float> vector;
   int nodes = 0;
-  int error_nodes = 0;     ///< parse errors in the file (a warning, not a failure)
+  int error_nodes = 0;     ///< parse errors in the file: ERROR nodes (a warning, not a failure)
+  int missing_nodes = 0;   ///< and tokens the parser had to insert (MISSING), e.g. in `def f(:`
   std::string pivot_type;  ///< the node type at the pivot, when one was given
 };
 
@@ -128,7 +129,8 @@ std::string encode_json(const EncodeReport& report);
 
 struct ClassifyReport {
   std::vector<std::pair<std::string, double>> top;  ///< class and probability, best first
-  int error_nodes = 0;
+  int error_nodes = 0;                              ///< as EncodeReport's
+  int missing_nodes = 0;
 };
 
 /// The `k` most probable classes of a file: the classes of its model's task (files for classify,

@@ -16,21 +16,26 @@ const FlagTable kFlags{{"model_path", "--model"},
                        {"function", "--function"},
                        {"threads", "--threads"}};
 
-void warn_parse_errors(const tbcnn::EncodeOptions& enc, int error_nodes, std::ostream& err) {
-  if (error_nodes > 0)
-    err << "engram: warning: " << enc.file << " has " << error_nodes << " parse errors\n";
+/// Both kinds of parse error: a region the parser could not read (ERROR) and a token it had to
+/// insert (MISSING: `def f(:` has no ERROR node, only a missing ')').
+void warn_parse_errors(const tbcnn::EncodeOptions& enc, int error_nodes, int missing_nodes,
+                       std::ostream& err) {
+  if (error_nodes + missing_nodes > 0)
+    err << "engram: warning: " << enc.file << " has " << error_nodes + missing_nodes
+        << " parse errors (" << error_nodes << " unreadable regions, " << missing_nodes
+        << " missing tokens)\n";
 }
 
 int run_encode(const tbcnn::EncodeOptions& enc, std::ostream& out, std::ostream& err) {
   const auto r = tbcnn::encode_file(enc);
-  warn_parse_errors(enc, r.error_nodes, err);
+  warn_parse_errors(enc, r.error_nodes, r.missing_nodes, err);
   out << tbcnn::encode_json(r) << "\n";
   return 0;
 }
 
 int run_classify(const tbcnn::EncodeOptions& enc, std::ostream& out, std::ostream& err) {
   const auto r = tbcnn::classify_file(enc);
-  warn_parse_errors(enc, r.error_nodes, err);
+  warn_parse_errors(enc, r.error_nodes, r.missing_nodes, err);
   for (const auto& [name, p] : r.top)
     out << std::left << std::setw(24) << name << std::right << std::fixed << std::setprecision(4)
         << p << "\n";

@@ -284,11 +284,25 @@ TEST_F(EngramBinaryTest, CodeCorpusTbcnnTrainEvalEncodeClassify) {
   p = run({"classify", "--model", model, "--file", file});
   ASSERT_EQ(p.code, 0) << p.err;
   EXPECT_EQ(p.out.rfind("loops", 0), 0u) << p.out;
+  // A whole-file model reads no pivot: refused, not ignored (it printed the pivot's node type
+  // beside a vector that did not depend on it).
+  p = run({"encode", "--model", model, "--file", file, "--pivot", "2:5"});
+  expect_one_error_line(p, 2);
+  EXPECT_NE(p.err.find("--pivot is for models of the masked and loop tasks"), std::string::npos)
+      << p.err;
+  expect_one_error_line(run({"classify", "--model", model, "--file", file, "--pivot", "2:5"}), 2);
   // A file with a parse error: a warning, and the command goes on.
   std::ofstream(dir_.file("bad.py")) << "def f(:\n    return )\n";
   p = run({"classify", "--model", model, "--file", dir_.file("bad.py")});
   EXPECT_EQ(p.code, 0) << p.err;
   EXPECT_NE(p.err.find("warning"), std::string::npos) << p.err;
+  // Only a missing token, no ERROR node: a parse error all the same (it passed unwarned).
+  std::ofstream(dir_.file("missing.py")) << "def f(:\n";
+  p = run({"encode", "--model", model, "--file", dir_.file("missing.py")});
+  EXPECT_EQ(p.code, 0) << p.err;
+  EXPECT_NE(p.err.find("parse errors (0 unreadable regions, 1 missing tokens)"), std::string::npos)
+      << p.err;
+  EXPECT_EQ(nlohmann::json::parse(p.out).at("missing_nodes"), 1) << p.out;
 
   // The masked-statement task with the localized model needs a pivot to encode.
   const std::string localized = dir_.file("l.pt");
