@@ -346,6 +346,17 @@ EvalTbcnnReport evaluate_tbcnn(const EvalTbcnnOptions& options) {
   report.classes = static_cast<long>(config.classes.size());
   report.skipped = ex.skipped;
   report.count = static_cast<long>(ex.trees.size());
+  if (report.count == 0) {
+    // An accuracy over nothing would read as a model that is always wrong.
+    std::string classes;
+    for (const auto& c : config.classes) classes += (classes.empty() ? "" : ", ") + c;
+    throw std::runtime_error(
+        "'" + options.corpus_path + "' has no example of the " + options.split + " split to score" +
+        (ex.skipped > 0 ? ": its " + std::to_string(ex.skipped) + " samples are of classes the " +
+                              "model does not know (" + classes + ")" +
+                              (config.task == "loop" ? " or have no loop" : "")
+                        : ""));
+  }
   const Score s = score(model, ex, !options.vectors_path.empty());
   if (report.count > 0) {
     report.accuracy = static_cast<double>(s.correct) / static_cast<double>(report.count);

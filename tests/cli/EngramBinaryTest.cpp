@@ -276,6 +276,22 @@ TEST_F(EngramBinaryTest, CodeCorpusTbcnnTrainEvalEncodeClassify) {
   const auto j = nlohmann::json::parse(p.out);
   for (const char* key : {"accuracy", "top5", "count"}) EXPECT_TRUE(j.contains(key)) << key;
   EXPECT_EQ(j.at("accuracy"), 1.0) << "two easily told apart classes, seen in training";
+  // A corpus of other classes has nothing to score: an error, not "accuracy 0 over 0 examples".
+  const fs::path other = dir_.file("other");
+  for (const char* cls : {"p", "q"}) {
+    fs::create_directories(other / cls);
+    for (int i = 0; i < 4; ++i)
+      std::ofstream(other / cls / ("f" + std::to_string(i) + ".py")) << bodies[i];
+  }
+  const std::string other_corpus = dir_.file("other.corpus");
+  ASSERT_EQ(
+      run({"data", "code", "--lang", "python", "--src", other.string(), "--out", other_corpus})
+          .code,
+      0);
+  p = run({"eval", "tbcnn", "--model", model, "--corpus", other_corpus, "--split", "train"});
+  expect_one_error_line(p, 1);
+  EXPECT_NE(p.err.find("of classes the model does not know (arith, loops)"), std::string::npos)
+      << p.err;
 
   const std::string file = (src / "loops" / "f0.py").string();
   p = run({"encode", "--model", model, "--file", file});
