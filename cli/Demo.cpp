@@ -1,17 +1,28 @@
 #include "cli/Demo.h"
 
+#include "common/Errors.h"
 #include "datasets/TraceFile.h"
 #include "npi/Npi.h"
+#include "trainer/Threads.h"
 
 #include <unistd.h>
 
 #include <filesystem>
 #include <iomanip>
+#include <stdexcept>
+#include <system_error>
 
 namespace engram::cli {
 
 int run_demo(const DemoOptions& options, std::ostream& out) {
-  std::filesystem::create_directories(options.dir);
+  // The options first: nothing is written for a run that cannot go through.
+  if (options.dir.empty()) throw InvalidOption("dir", "must name a folder");
+  trainer::set_threads_option(options.threads);
+  std::error_code error;
+  std::filesystem::create_directories(options.dir, error);
+  if (error || !std::filesystem::is_directory(options.dir))
+    throw std::runtime_error("cannot create the folder '" + options.dir + "'" +
+                             (error ? ": " + error.message() : ": a file is in the way"));
   const std::string data_path = options.dir + "/addition.jsonl";
   const std::string model_path = options.dir + "/addition.pt";
   const auto& task = datasets::task_by_name("addition");

@@ -493,6 +493,10 @@ TEST_F(CliTest, UsageErrorsExitWithTwo) {
       {"train", "npi", "--task", "addition", "--data", data_, "--out", model_, "--steps", "0"}, 2,
       "--steps");
   expect_error({"bench", "npi", "--json", data_, "--batch", "0"}, 2, "--batch");
+  // The demo checks its options before it writes (it made its folder and traces first).
+  expect_error({"demo", "--dir", dir_.file("demo/sub"), "--threads", "-1"}, 2,
+               "engram: error: --threads must be 0");
+  expect_error({"demo", "--dir", ""}, 2, "engram: error: --dir must name a folder");
   EXPECT_TRUE(dir_.entries().empty()) << "usage errors write nothing";
 }
 
