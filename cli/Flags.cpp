@@ -56,6 +56,19 @@ CLI::Validator positive_mib() {
 
 }  // namespace
 
+CLI::Validator seed_check() {
+  return CLI::Validator(
+      [](std::string& text) -> std::string {
+        const bool digits =
+            !text.empty() && text.size() <= 20 &&
+            std::all_of(text.begin(), text.end(), [](char c) { return c >= '0' && c <= '9'; });
+        // 20 digits fit only up to 18446744073709551615.
+        if (digits && (text.size() < 20 || text <= "18446744073709551615")) return "";
+        return "'" + text + "' is not a seed: an integer from 0 to 18446744073709551615";
+      },
+      "SEED");
+}
+
 TrainingFlags add_training_flags(CLI::App* command, trainer::TrainingOptions& options,
                                  const TrainingFlagsSpec& spec, FlagTable& flags) {
   TrainingFlags f;
@@ -79,6 +92,7 @@ TrainingFlags add_training_flags(CLI::App* command, trainer::TrainingOptions& op
                             "Largest global gradient norm; 0: no clipping")
                ->capture_default_str();
   f.seed = command->add_option("--seed", options.seed, "Random seed (batches, initial weights)")
+               ->check(seed_check())
                ->capture_default_str();
   f.threads =
       command->add_option("--threads", options.threads, "Intra-op threads, 0 for all cores")

@@ -83,6 +83,10 @@ struct PrimitiveFlags {
 void add_primitive_flags(CLI::App* command, PrimitiveFlags& primitive, bool runs_programs,
                          FlagTable& flags);
 
+/// Checks a --seed before CLI11 converts it: an integer in 0..2^64-1. CLI11 turned "-1" and
+/// numbers past 2^64 into 2^64-1 without a word.
+CLI::Validator seed_check();
+
 /// A file a command reads or writes, as its flag names it.
 struct FileFlag {
   std::string flag;

@@ -49,7 +49,7 @@ Command register_bench_dp(CLI::App& parent) {
   sub->add_option("--hidden", o->hidden, "NPI LSTM width")->capture_default_str();
   sub->add_option("--threads", o->threads, "Intra-op threads per rank, Engram and DDP alike")
       ->capture_default_str();
-  sub->add_option("--seed", o->seed, "Random seed")->capture_default_str();
+  sub->add_option("--seed", o->seed, "Random seed")->check(seed_check())->capture_default_str();
   sub->add_option("--bucket-mb", o->bucket_mb,
                   "Gradient bucket size in MiB, Engram and DDP (bucket_cap_mb) alike")
       ->capture_default_str();

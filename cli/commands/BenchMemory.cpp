@@ -1,6 +1,7 @@
 // engram bench memory: training-step memory per memory technique, beside PyTorch's profiler.
 #include "bench/MemoryBench.h"
 #include "cli/Command.h"
+#include "cli/Flags.h"
 
 #include <CLI/CLI.hpp>
 
@@ -23,7 +24,7 @@ void add_workload_flags(CLI::App* sub, bench::MemoryBenchOptions& mo) {
   sub->add_option("--impl", mo.impl,
                   "npi: layer implementation, engram (nn/) or torch (plain torch modules)")
       ->capture_default_str();
-  sub->add_option("--seed", mo.seed, "Random seed")->capture_default_str();
+  sub->add_option("--seed", mo.seed, "Random seed")->check(seed_check())->capture_default_str();
   sub->add_option("--threads", mo.threads, "Intra-op threads, C++ and peer alike")
       ->capture_default_str();
 }

@@ -20,7 +20,7 @@ Command register_bench_npi(CLI::App& parent) {
   sub->add_option("--threads", bo->threads, "Intra-op threads, C++ and peer alike")
       ->capture_default_str();
   sub->add_option("--hidden", bo->hidden, "LSTM width")->capture_default_str();
-  sub->add_option("--seed", bo->seed, "Random seed")->capture_default_str();
+  sub->add_option("--seed", bo->seed, "Random seed")->check(seed_check())->capture_default_str();
   sub->add_option("--python", bo->python, "Interpreter with torch for the peer")
       ->capture_default_str();
   sub->add_flag("--no-peer", bo->skip_peer, "Measure C++ only");

@@ -57,7 +57,7 @@ Command register_data_gen(CLI::App& parent) {
                               "Traces in all, spread evenly over the lengths (instead of "
                               "--per-length; a multiple of the lengths draws the same traces)");
   c->traces->excludes(c->per_length);
-  gen->add_option("--seed", c->gen.seed, "Random seed")->capture_default_str();
+  gen->add_option("--seed", c->gen.seed, "Random seed")->check(seed_check())->capture_default_str();
   add_primitive_flags(gen, c->primitive, /*runs_programs=*/false, flags);
   return {gen, [c](std::ostream& out, std::ostream&) { return run_data_gen(*c, out); }, flags};
 }

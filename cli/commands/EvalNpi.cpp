@@ -63,7 +63,7 @@ Command register_eval_npi(CLI::App& parent) {
   sub->add_option("--task", eo.task, "Task: " + known_tasks())->required();
   sub->add_option("--length", c->lengths, "Problem length(s), e.g. 100 or 20,60,100")->required();
   sub->add_option("--count", eo.count, "Problems per length")->capture_default_str();
-  sub->add_option("--seed", eo.seed, "Random seed")->capture_default_str();
+  sub->add_option("--seed", eo.seed, "Random seed")->check(seed_check())->capture_default_str();
   sub->add_option("--threads", eo.threads, "Intra-op threads, 0 for all cores")
       ->capture_default_str();
   sub->add_option("--max-steps", eo.max_steps, "Step limit (default: scales with length)");

@@ -1,6 +1,7 @@
 // engram synth: recover the high-order program a Python function computes, bound to primitives.
 #include "synth/Synth.h"
 #include "cli/Command.h"
+#include "cli/Flags.h"
 #include "common/Errors.h"
 #include "datasets/ListTask.h"
 #include "tbcnn/Tbcnn.h"
@@ -88,7 +89,9 @@ Command register_synth(CLI::App& parent) {
   sub->add_option("--checks", o.checks, "Random lists to check the program on")
       ->capture_default_str();
   sub->add_option("--check-length", o.check_length, "Their length")->capture_default_str();
-  sub->add_option("--seed", o.seed, "Seed of the sample and check lists")->capture_default_str();
+  sub->add_option("--seed", o.seed, "Seed of the sample and check lists")
+      ->check(seed_check())
+      ->capture_default_str();
   sub->add_option("--python", o.python, "The Python interpreter")->capture_default_str();
   sub->add_option("--timeout", o.timeout_seconds, "Seconds each python3 run may take")
       ->capture_default_str();

@@ -493,6 +493,13 @@ TEST_F(CliTest, UsageErrorsExitWithTwo) {
       {"train", "npi", "--task", "addition", "--data", data_, "--out", model_, "--steps", "0"}, 2,
       "--steps");
   expect_error({"bench", "npi", "--json", data_, "--batch", "0"}, 2, "--batch");
+  // Seeds CLI11 clamped to 2^64-1 without a word.
+  expect_error({"data", "gen", "--task", "addition", "--out", data_, "--seed", "-1"}, 2,
+               "'-1' is not a seed");
+  expect_error(
+      {"data", "gen", "--task", "addition", "--out", data_, "--seed", "18446744073709551616"}, 2,
+      "is not a seed");
+  expect_error(with({"--seed", "-3"}), 2, "'-3' is not a seed");
   // The demo checks its options before it writes (it made its folder and traces first).
   expect_error({"demo", "--dir", dir_.file("demo/sub"), "--threads", "-1"}, 2,
                "engram: error: --threads must be 0");
