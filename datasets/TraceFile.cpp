@@ -61,6 +61,15 @@ class Validator {
     Trace t;
     t.input = j["input"].get<std::string>();
     t.output = j["output"].get<std::string>();
+    // A problem the task cannot pose is the file's fault (exit 1, its line named), not a usage
+    // error: e.g. list traces made with another --k than the task's default domain.
+    try {
+      task_.make_environment(t.input);
+    } catch (const InputError& e) {
+      fail("input '" + t.input + "': " + e.what() +
+           " (made with another --k? training reads the default domain's traces; the programs "
+           "learned work at any K)");
+    }
     const auto& invs = j["invocations"];
     if (!invs.is_array() || invs.empty()) fail("'invocations' must be a non-empty array");
     const auto sizes = task_.observation_sizes();

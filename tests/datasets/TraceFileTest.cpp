@@ -1,6 +1,7 @@
 #include "datasets/TraceFile.h"
 
 #include "common/AtomicFile.h"
+#include "datasets/ListTask.h"
 #include "tests/support/TempDir.h"
 
 #include <gtest/gtest.h>
@@ -239,6 +240,23 @@ TEST_F(TraceFileTest, OutOfRangeObservationNamesTheLine) {
   lines[2] = trace.dump();
   expect_format_error(join_lines(lines), ":3:");
   expect_format_error(join_lines(lines), "observation value 11 outside [0, 11)");
+}
+
+TEST_F(TraceFileTest, AnInputOutsideTheTasksDomainIsTheFilesErrorNamingTheLine) {
+  // MAP traces over 0..19 (data gen --k 20) read as map's default domain 0..9: the first input
+  // with a value above 9 is named with its line, as a format error (exit 1), where training
+  // reported a usage error (exit 2) naming no file.
+  Binding b;
+  b.primitive = make_symbolic_primitive(parse_primitive("double"), 20);
+  const auto map20 = bind_task("map", b);
+  TraceSet set;
+  set.task = "map";
+  set.options = {1, 1, 1, 1};
+  set.traces.push_back(map20->teach("4"));
+  set.traces.push_back(map20->teach("17"));
+  write_trace_file(path_, set);
+  ENGRAM_EXPECT_THROW_WITH(read_trace_file(path_), FormatError, path_ + ":3: input '17'");
+  ENGRAM_EXPECT_THROW_WITH(read_trace_file(path_), FormatError, "outside the domain 0..9");
 }
 
 TEST_F(TraceFileTest, OtherMalformedTraces) {
