@@ -442,7 +442,7 @@ def load_function(source_path, function_name):
     code = compile(tree, os.path.abspath(source_path), "exec")
     try:
         exec(code, namespace)
-    except Exception as e:  # the module's own top-level code failed
+    except (Exception, SystemExit) as e:  # the module's own top-level code failed (or exit())
         raise Failed(f"loading {source_path} raised {type(e).__name__}: {e}")
     return namespace[function_name], arity, loop_lines
 
@@ -555,7 +555,7 @@ def call_user(function, args):
         raise
     except RecursionError:
         raise Failed("the function recursed too deeply")
-    except Exception as e:
+    except (Exception, SystemExit) as e:  # exit() ends the tracer too: a failure of the function
         tb = e.__traceback__
         line = 0
         while tb is not None:

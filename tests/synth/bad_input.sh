@@ -71,7 +71,14 @@ def forever(xs):
 
 def fine(xs):
     return [x for x in xs if x > 4]
+
+
+def quits(xs):
+    if len(xs) > 3:
+        raise SystemExit(0)
+    return xs
 PY
+printf 'raise SystemExit(3)\n\ndef f(xs):\n    return xs\n' > exits.py
 printf 'def f(xs):\n    return [x for x in xs\n' > syntax.py
 printf 'import os\n\ndef f(xs):\n    return xs\n' > imports.py
 expect() {  # expect CODE PATTERN ARGS...
@@ -97,6 +104,10 @@ expect 1 "raised ZeroDivisionError at line 29" --source bad.py --function raises
 expect 1 "returned 16 in its list, outside the domain 0..9" --source bad.py --function too_big
 expect 1 "returned 'no': neither a list nor a number" --source bad.py --function returns_text
 expect 1 "did not finish within 2 s" --source bad.py --function forever --timeout 2
+# exit() ends the tracer too: reported as the function's (or the module's) failure, where it
+# read as "the tracer's output is not JSON" or a bare "the tracer failed".
+expect 1 "the function raised SystemExit at line 63" --source bad.py --function quits
+expect 1 "loading exits.py raised SystemExit: 3" --source exits.py --function f
 expect 1 "cannot read source file 'missing.py'" --source missing.py --function f
 expect 2 "\-\-k must lie in 2..1000" --source bad.py --function fine --k 1
 expect 2 "\-\-timeout must be positive" --source bad.py --function fine --timeout 0
