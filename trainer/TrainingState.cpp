@@ -77,6 +77,40 @@ std::string describe(const nlohmann::json& value) {
   return value.is_number_unsigned() ? std::to_string(value.get<std::uint64_t>()) : value.dump();
 }
 
+/// What tells the run of identity `saved` from the run of `expected` (TrainingOptions::identity:
+/// the model's configuration as a JSON object on the first line, its data after it): the first
+/// configuration key whose values differ, or the data. States written before the identity was
+/// kept beside its checksum, or identities of another shape, say only that one of them differs.
+std::string identity_difference(const nlohmann::json& saved_identity, const std::string& expected) {
+  if (!saved_identity.is_string()) return "another model or data";
+  const std::string saved = saved_identity.get<std::string>();
+  const auto first_line = [](const std::string& s) { return s.substr(0, s.find('\n')); };
+  const auto rest = [](const std::string& s) {
+    const auto newline = s.find('\n');
+    return newline == std::string::npos ? std::string() : s.substr(newline + 1);
+  };
+  const auto saved_model = nlohmann::json::parse(first_line(saved), nullptr, false);
+  const auto expected_model = nlohmann::json::parse(first_line(expected), nullptr, false);
+  if (saved_model.is_object() && expected_model.is_object()) {
+    nlohmann::json keys = saved_model;
+    keys.update(expected_model);
+    for (const auto& [key, unused] : keys.items()) {
+      const nlohmann::json none = "(none)";
+      const auto& a = saved_model.contains(key) ? saved_model.at(key) : none;
+      const auto& b = expected_model.contains(key) ? expected_model.at(key) : none;
+      if (a != b) {
+        const std::string shown_a = describe(a), shown_b = describe(b);
+        if (shown_a.size() + shown_b.size() > 200)  // a vocabulary or a class list
+          return "a model whose " + key + " differs";
+        return "a model whose " + key + " is " + shown_a + ", not " + shown_b;
+      }
+    }
+    if (rest(saved) != rest(expected))
+      return "other data (" + rest(saved) + ", not " + rest(expected) + ")";
+  }
+  return "another model or data";
+}
+
 }  // namespace
 
 void save_training_state(const std::string& path, TrainingSession& session, const LoopState& loop) {
@@ -84,6 +118,7 @@ void save_training_state(const std::string& path, TrainingSession& session, cons
   checkpoint.kind = kKind;
   const BatchSampler::State sampler = session.sampler().state();
   const nlohmann::json config{{"run", run_of_with_curriculum(session)},
+                              {"identity", session.options().identity},  // to say what differs
                               {"step", loop.step},
                               {"sums", loop.sums},
                               {"logged", loop.logged},
@@ -133,7 +168,10 @@ LoopState load_training_state(const std::string& path, TrainingSession& session)
       if (saved != value) {
         const std::string what =
             key == "identity_fnv1a"
-                ? "a run of another model or data"
+                ? "a run of " + identity_difference(config.contains("identity")
+                                                        ? config.at("identity")
+                                                        : nlohmann::json(),
+                                                    session.options().identity)
                 : "a run whose " + key + " is " + describe(saved) + ", not " + describe(value);
         throw FormatError("'" + path + "' is the training state of " + what +
                           ": resume with the options it was written with");

@@ -952,7 +952,7 @@ TEST_F(TrainerTest, ATrainingStateOfAnotherRunIsRefusedNamingWhatDiffers) {
   TrainingOptions options;
   options.steps = 10;
   options.batch = 4;
-  options.identity = "model A";
+  options.identity = "{\"hidden\": 8, \"layers\": 1}\ndata 100:abc";  // a model's JSON, its data
   options.checkpoint_path = dir_.file("run.ckpt");
   options.checkpoint_every = 10;
   train(first, options);
@@ -973,6 +973,16 @@ TEST_F(TrainerTest, ATrainingStateOfAnotherRunIsRefusedNamingWhatDiffers) {
     return std::string("(accepted)");
   };
   EXPECT_NE(refused([](TrainingOptions& o) { o.batch = 8; }).find("batch is 4, not 8"),
+            std::string::npos);
+  // The model's configuration key that differs, or the data (it said only "another model or
+  // data" for both).
+  EXPECT_NE(refused([](TrainingOptions& o) {
+              o.identity = "{\"hidden\": 16, \"layers\": 1}\ndata 100:abc";
+            }).find("a run of a model whose hidden is 8, not 16"),
+            std::string::npos);
+  EXPECT_NE(refused([](TrainingOptions& o) {
+              o.identity = "{\"hidden\": 8, \"layers\": 1}\ndata 120:def";
+            }).find("a run of other data (data 100:abc, not data 120:def)"),
             std::string::npos);
   EXPECT_NE(refused([](TrainingOptions& o) { o.identity = "model B"; })
                 .find("another model or data"),
