@@ -554,9 +554,18 @@ SwapStore::SwapStore(SwapStoreOptions options) : state_(std::make_shared<SwapSta
   }
   state_->bandwidth = options.bandwidth_bytes_per_second;
   state_->fail_after_bytes = options.fail_after_bytes;
-  const std::filesystem::path dir = options.spill_directory.empty()
-                                        ? std::filesystem::temp_directory_path()
-                                        : std::filesystem::path(options.spill_directory);
+  std::filesystem::path dir = options.spill_directory;
+  if (dir.empty()) {
+    // $TMPDIR (or TMP, TEMP, TEMPDIR), else /tmp; a variable naming no folder is named here,
+    // where temp_directory_path() alone threw a bare filesystem error.
+    std::error_code error;
+    dir = std::filesystem::temp_directory_path(error);
+    if (error)
+      throw std::runtime_error(
+          "swap: the temporary folder for the spill file ($TMPDIR or /tmp) "
+          "is not a folder: " +
+          error.message());
+  }
   std::string name = (dir / "engram-swap-XXXXXX").string();
   state_->fd = ::mkstemp(name.data());
   if (state_->fd < 0) {

@@ -8,6 +8,7 @@
 #include <torch/torch.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <filesystem>
 #include <stdexcept>
 
@@ -147,6 +148,25 @@ TEST_F(SwapStoreTest, TheSpillFileLeavesNothingOnDisk) {
   EXPECT_TRUE(fs::is_empty(dir_));  // unlinked at once
   EXPECT_THROW(SwapStore(SwapStoreOptions{nullptr, (dir_ / "missing").string(), 0}),
                std::runtime_error);
+}
+
+TEST_F(SwapStoreTest, ATemporaryFolderThatIsNotThereIsNamed) {
+  // Without a spill folder the store uses $TMPDIR; one naming no folder threw a bare
+  // "filesystem error: temp_directory_path: No such file or directory".
+  const char* before = std::getenv("TMPDIR");
+  const std::string kept = before != nullptr ? before : "";
+  ::setenv("TMPDIR", (dir_ / "missing").c_str(), 1);
+  std::string message = "(constructed)";
+  try {
+    SwapStore store(SwapStoreOptions{});
+  } catch (const std::runtime_error& e) {
+    message = e.what();
+  }
+  if (before != nullptr)
+    ::setenv("TMPDIR", kept.c_str(), 1);
+  else
+    ::unsetenv("TMPDIR");
+  EXPECT_NE(message.find("the temporary folder for the spill file"), std::string::npos) << message;
 }
 
 TEST_F(SwapStoreTest, KeptUnitsAndSharedTensorsStay) {
