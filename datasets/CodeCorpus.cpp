@@ -94,6 +94,7 @@ std::vector<std::size_t> CodeCorpus::indices(Split split) const {
 }
 
 CodeCorpus build_corpus(const CorpusOptions& options) {
+  if (options.max_nodes < 0) throw InvalidOption("max_nodes", "must be 0 (no limit) or more");
   const fs::path root(options.src_dir);
   std::error_code ec;
   if (options.src_dir.empty() || !fs::is_directory(root, ec)) {
@@ -293,10 +294,12 @@ StdlibReport write_stdlib_functions(const StdlibOptions& options) {
     throw InputError("Python library directory '" + options.lib_dir + "' does not exist");
   }
   if (options.out_dir.empty()) throw InvalidOption("out_dir", "is required");
+  if (options.min_files < 1) throw InvalidOption("min_files", "must be at least 1");
+  if (options.min_functions < 1) throw InvalidOption("min_functions", "must be at least 1");
   fs::path out = fs::path(options.out_dir).lexically_normal();
   if (!out.has_filename()) out = out.parent_path();  // "gen/" -> "gen"
   if (fs::exists(out, ec) && !(fs::is_directory(out, ec) && fs::is_empty(out, ec))) {
-    throw InputError("'" + options.out_dir + "' exists and is not empty");
+    throw InputError("'" + options.out_dir + "' exists and is not an empty folder");
   }
   static const std::vector<std::string> excluded{"test",          "tests",         "idlelib",
                                                  "site-packages", "dist-packages", "__pycache__"};

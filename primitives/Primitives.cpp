@@ -182,7 +182,12 @@ std::vector<FamilyReport> train_primitives(const TrainPrimitivesOptions& options
       if (f.in_library) families.push_back(f.name);
     }
   }
-  for (const auto& family : families) {
+  for (std::size_t i = 0; i < families.size(); ++i) {
+    const std::string& family = families[i];
+    // Named twice, it was trained twice and counted twice, and the file held it once.
+    if (std::find(families.begin(), families.begin() + static_cast<std::ptrdiff_t>(i), family) !=
+        families.begin() + static_cast<std::ptrdiff_t>(i))
+      throw InvalidOption("families", "names '" + family + "' twice");
     if (datasets::find_family(family) == nullptr) {
       // parse_primitive gives the message with the known names.
       datasets::parse_primitive(family);

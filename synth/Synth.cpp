@@ -380,8 +380,12 @@ SynthReport synthesize(const SynthOptions& o) {
   report.expression = binder.expression(program);
   const datasets::Expression expression = datasets::parse_expression(report.expression);
   if (!o.models_dir.empty() || !o.primitives.empty()) {
-    if (o.models_dir.empty()) throw InvalidOption("models_dir", "is needed with primitives");
-    if (o.primitives.empty()) throw InvalidOption("primitives", "is needed with models_dir");
+    // Named by what they hold (the command line names each field by its flag).
+    if (o.models_dir.empty())
+      throw InvalidOption("models_dir", "is needed with the primitive library: both or neither");
+    if (o.primitives.empty())
+      throw InvalidOption("primitives",
+                          "is needed with the folder of trained programs: both or neither");
     train_missing_primitives(o, report);
     report.neural = true;
   }

@@ -404,6 +404,14 @@ TEST_F(CliTest, InvalidOptionsNameTheirFlag) {
                "engram: error: --port must be 0 (a free one) or a TCP port in 1..65534");
   expect_error({"bench", "dp", "--json", dir_.file("b.json"), "--port", "70000"}, 2,
                "engram: error: --port must be 0");
+  expect_error({"train", "primitives", "--out", dir_.file("p.lib"), "--primitive", "double,double"},
+               2, "engram: error: --primitive names 'double' twice");
+  expect_error({"data", "code", "--lang", "python", "--src", dir_.file("src"), "--out",
+                dir_.file("x.corpus"), "--max-nodes", "-1"},
+               2, "engram: error: --max-nodes must be 0 (no limit) or more");
+  expect_error(
+      {"data", "stdlib", "--lib", dir_.path(), "--out", dir_.file("std"), "--min-files", "-1"}, 2,
+      "engram: error: --min-files must be at least 1");
   // Each of bench dp's checks names its own flag (a bad --npi-batch was named --resnet-batch).
   expect_error({"bench", "dp", "--json", dir_.file("b.json"), "--npi-batch", "0"}, 2,
                "engram: error: --npi-batch must be at least 1");
