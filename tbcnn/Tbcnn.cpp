@@ -217,6 +217,20 @@ TrainTbcnnReport train_tbcnn(const TrainTbcnnOptions& options) {
   if (options.model == "localized" && options.task == "classify")
     throw InvalidOption("model",
                         "localized needs a pivot: it applies to the masked and loop tasks");
+  if (options.model == "bow") {
+    // The bag of node types is one linear layer over type counts: the convolutions' options
+    // would be ignored, so one set to other than its default is refused.
+    const TrainTbcnnOptions defaults;
+    const char* unused = options.embedding != defaults.embedding     ? "embedding"
+                         : options.channels != defaults.channels     ? "channels"
+                         : options.layers != defaults.layers         ? "layers"
+                         : options.residual                          ? "residual"
+                         : options.identifiers                       ? "identifiers"
+                         : options.activation != defaults.activation ? "activation"
+                                                                     : nullptr;
+    if (unused != nullptr)
+      throw InvalidOption(unused, "is not used by the bow model: it counts node types");
+  }
   trainer::TrainingOptions t = options.training;
   if (t.checkpoint_path.empty() && !options.out_path.empty())
     t.checkpoint_path = options.out_path + ".ckpt";  // where an interrupted run saves its state

@@ -64,10 +64,16 @@ void add_model_flags(CLI::App* sub, tbcnn::TrainTbcnnOptions& tt) {
 Command register_train_tbcnn(CLI::App& parent) {
   auto c = std::make_shared<TrainTbcnn>();
   auto& tt = c->options;
-  FlagTable flags{{"corpus_path", "--corpus"},    {"out_path", "--out"},
-                  {"model", "--model"},           {"task", "--task"},
-                  {"embedding", "--embedding"},   {"channels", "--channels"},
-                  {"layers", "--layers"},         {"activation", "--activation"},
+  FlagTable flags{{"corpus_path", "--corpus"},
+                  {"out_path", "--out"},
+                  {"model", "--model"},
+                  {"task", "--task"},
+                  {"embedding", "--embedding"},
+                  {"channels", "--channels"},
+                  {"layers", "--layers"},
+                  {"activation", "--activation"},
+                  {"residual", "--residual"},
+                  {"identifiers", "--identifiers"},
                   {"statements_per_file", "--statements"},
                   {"valid_every", "--valid-every"},
                   {"valid_statements_per_file", "--valid-statements"}};

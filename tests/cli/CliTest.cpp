@@ -352,6 +352,13 @@ TEST_F(CliTest, InvalidOptionsNameTheirFlag) {
   expect_error({"train", "tbcnn", "--corpus", dir_.file("absent.corpus"), "--out",
                 dir_.file("t.pt"), "--activation", "sigmoid"},
                2, "engram: error: --activation must be relu or tanh");
+  // The bag of node types has no convolutions: their options were silently ignored.
+  expect_error({"train", "tbcnn", "--corpus", dir_.file("absent.corpus"), "--out",
+                dir_.file("t.pt"), "--model", "bow", "--layers", "3"},
+               2, "engram: error: --layers is not used by the bow model");
+  expect_error({"train", "tbcnn", "--corpus", dir_.file("absent.corpus"), "--out",
+                dir_.file("t.pt"), "--model", "bow", "--identifiers"},
+               2, "engram: error: --identifiers is not used by the bow model");
   // Out-of-order backprop updates the first layers during the next forward: no global clip.
   expect_error({"train", "npi", "--task", "addition", "--data", data_, "--out", dir_.file("o.pt"),
                 "--grad-sync", "ooo"},
