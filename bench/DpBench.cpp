@@ -403,7 +403,7 @@ json link_predictions(const DpBenchOptions& o, const json& rows) {
 void run_dp_bench(const DpBenchOptions& options, std::ostream& out) {
   validate(options);
   if (options.json_path.empty()) throw InvalidOption("json_path", "is required");
-  { AtomicFile probe(options.json_path); }  // fail before the ranks' work, not after it
+  check_writable(options.json_path);  // fail before the ranks' work, not after it
   ScratchDir dir("bench-dp");
   const int port = options.port > 0 ? options.port : dist::free_loopback_port();
   DpBenchOptions worker = options;

@@ -4,6 +4,7 @@
 #include "bench/KernelThroughput.h"
 #include "common/AtomicFile.h"
 #include "common/Errors.h"
+#include "common/FileChecks.h"
 #include "datasets/TraceFile.h"
 #include "memory/CompressingStore.h"
 #include "memory/MemoryTracker.h"
@@ -869,8 +870,10 @@ void run_memory_bench(const MemoryBenchOptions& options, std::ostream& out) {
   }
   {
     // Fail before minutes of measuring, not after, when the report cannot be written.
-    AtomicFile probe(options.json_path, /*binary=*/false);
-    if (!options.trace_path.empty()) AtomicFile trace_probe(options.trace_path, false);
+    if (same_file(options.json_path, options.trace_path))
+      throw InvalidOption("trace_path", "is the file the JSON goes to");
+    check_writable(options.json_path);
+    if (!options.trace_path.empty()) check_writable(options.trace_path);
   }
   const bool resnet = options.workload == "resnet";
   const long batch =

@@ -202,7 +202,7 @@ void run_npi_bench(const NpiBenchOptions& options, std::ostream& out) {
       std::any_of(options.batch_sizes.begin(), options.batch_sizes.end(),
                   [](int b) { return b < 1; }))
     throw InvalidOption("batch_sizes", "must be at least 1");
-  { AtomicFile probe(options.json_path); }  // fail before the work, not after it
+  check_writable(options.json_path);  // fail before the work, not after it
   const auto& task = datasets::task_by_name(options.task);
   const std::string peer_path = options.skip_peer ? "" : peer_script("npi_peer.py");
   const bool blas_threads_set = trainer::set_compute_threads(options.threads);

@@ -3,6 +3,7 @@
 #include "bench/BenchSupport.h"
 #include "common/AtomicFile.h"
 #include "common/Errors.h"
+#include "common/FileChecks.h"
 #include "datasets/CodeTree.h"
 #include "memory/MemoryTracker.h"
 #include "tbcnn/Tbcnn.h"
@@ -84,7 +85,9 @@ void run_tbcnn_bench(const TbcnnBenchOptions& options, std::ostream& out) {
   if (options.corpus_path.empty()) throw InvalidOption("corpus_path", "is required");
   if (options.steps < 1) throw InvalidOption("steps", "must be at least 1");
   if (options.repeats < 1) throw InvalidOption("repeats", "must be at least 1");
-  if (!options.json_path.empty()) AtomicFile probe(options.json_path);  // fail before the work
+  if (same_file(options.json_path, options.corpus_path))
+    throw InvalidOption("json_path", "is the corpus file: writing it would destroy the corpus");
+  if (!options.json_path.empty()) check_writable(options.json_path);  // fail before the work
   const auto language = datasets::parse_language(options.language);
   const auto sources = read_sources(options.src_dir, language);
   std::size_t bytes = 0;

@@ -341,9 +341,10 @@ void refuse_overwriting(const std::vector<FileFlag>& inputs, const std::vector<F
 }
 
 std::vector<FileFlag> training_outputs(const std::string& out_flag, const std::string& out_path,
-                                       const trainer::TrainingOptions& options) {
-  const std::string checkpoint = options.checkpoint_path.empty() && !out_path.empty()
-                                     ? out_path + ".ckpt"
+                                       const trainer::TrainingOptions& options,
+                                       bool checkpoint_beside_model) {
+  const std::string checkpoint = options.checkpoint_path.empty() && checkpoint_beside_model
+                                     ? trainer::default_checkpoint_path(out_path)
                                      : options.checkpoint_path;
   return {{out_flag, out_path}, {"--metrics", options.metrics_path}, {"--checkpoint", checkpoint}};
 }

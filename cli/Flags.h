@@ -97,9 +97,11 @@ struct FileFlag {
 /// writing it would destroy ("--out 'a.jsonl' is the file --data reads"), or as another output.
 void refuse_overwriting(const std::vector<FileFlag>& inputs, const std::vector<FileFlag>& outputs);
 
-/// The training flags' outputs (--metrics, --checkpoint: given, or the model's path + .ckpt)
-/// beside the model file `out_path` (`out_flag`).
+/// The training flags' outputs (--metrics, --checkpoint: given, or with
+/// `checkpoint_beside_model` trainer::default_checkpoint_path) beside the model file `out_path`
+/// (`out_flag`).
 std::vector<FileFlag> training_outputs(const std::string& out_flag, const std::string& out_path,
-                                       const trainer::TrainingOptions& options);
+                                       const trainer::TrainingOptions& options,
+                                       bool checkpoint_beside_model = true);
 
 }  // namespace engram::cli

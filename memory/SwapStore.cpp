@@ -556,15 +556,11 @@ SwapStore::SwapStore(SwapStoreOptions options) : state_(std::make_shared<SwapSta
   state_->fail_after_bytes = options.fail_after_bytes;
   std::filesystem::path dir = options.spill_directory;
   if (dir.empty()) {
-    // $TMPDIR (or TMP, TEMP, TEMPDIR), else /tmp; a variable naming no folder is named here,
-    // where temp_directory_path() alone threw a bare filesystem error.
+    // $TMPDIR (or TMP, TEMP, TEMPDIR), else /tmp: also when the variable is empty or names no
+    // folder, as common/Subprocess.h's ScratchDir, where temp_directory_path() alone threw.
     std::error_code error;
     dir = std::filesystem::temp_directory_path(error);
-    if (error)
-      throw std::runtime_error(
-          "swap: the temporary folder for the spill file ($TMPDIR or /tmp) "
-          "is not a folder: " +
-          error.message());
+    if (error || dir.empty()) dir = "/tmp";
   }
   std::string name = (dir / "engram-swap-XXXXXX").string();
   state_->fd = ::mkstemp(name.data());

@@ -107,8 +107,9 @@ TrainOptions train_defaults(const std::string& task) {
 TrainReport train_npi(const TrainOptions& options) {
   const auto& task = datasets::task_by_name(options.task);
   trainer::TrainingOptions t = options.training;
-  if (t.checkpoint_path.empty() && !options.out_path.empty())
-    t.checkpoint_path = options.out_path + ".ckpt";  // where an interrupted run saves its state
+  // Where an interrupted run saves its state.
+  if (t.checkpoint_path.empty())
+    t.checkpoint_path = trainer::default_checkpoint_path(options.out_path);
   trainer::validate(t, /*min_steps=*/1);
   if (options.hidden < 1 || options.hidden > 8192)
     throw InvalidOption("hidden", "must be between 1 and 8192");
@@ -122,7 +123,7 @@ TrainReport train_npi(const TrainOptions& options) {
                         "units");
   if (options.training.writes_files()) {
     // Fail before training, not after it, when the model cannot be written.
-    AtomicFile probe(options.out_path, /*binary=*/true);
+    check_writable(options.out_path);
   }
   const auto data = datasets::read_trace_file(options.data_path);
   if (data.task != task.name()) {

@@ -208,7 +208,7 @@ std::vector<FamilyReport> train_primitives(const TrainPrimitivesOptions& options
     }
   }
   if (options.training.writes_files()) {
-    AtomicFile probe(options.out_path, /*binary=*/true);  // fail before training, not after
+    check_writable(options.out_path);  // fail before training, not after
   }
   std::vector<FamilyReport> reports;
   for (const auto& family : families) {

@@ -232,8 +232,9 @@ TrainTbcnnReport train_tbcnn(const TrainTbcnnOptions& options) {
       throw InvalidOption(unused, "is not used by the bow model: it counts node types");
   }
   trainer::TrainingOptions t = options.training;
-  if (t.checkpoint_path.empty() && !options.out_path.empty())
-    t.checkpoint_path = options.out_path + ".ckpt";  // where an interrupted run saves its state
+  // Where an interrupted run saves its state.
+  if (t.checkpoint_path.empty())
+    t.checkpoint_path = trainer::default_checkpoint_path(options.out_path);
   trainer::validate(t, /*min_steps=*/1);
   if (options.embedding < 1 || options.embedding > 4096)
     throw InvalidOption("embedding", "must be in 1..4096");
@@ -250,7 +251,7 @@ TrainTbcnnReport train_tbcnn(const TrainTbcnnOptions& options) {
                         "recompute and swap act on a model cut into units; TBCNN offers relu");
   const CodeCorpus corpus = datasets::read_corpus(options.corpus_path);
   if (options.training.writes_files()) {
-    AtomicFile probe(options.out_path, /*binary=*/true);
+    check_writable(options.out_path);
   }
   if (options.valid_every > 0 &&
       (options.training.resume || options.training.checkpoint_every > 0)) {
@@ -346,7 +347,7 @@ EvalTbcnnReport evaluate_tbcnn(const EvalTbcnnOptions& options) {
   trainer::set_threads_option(options.threads);
   TbcnnModel model = load_model(options.model_path);
   const CodeCorpus corpus = datasets::read_corpus(options.corpus_path);
-  if (!options.vectors_path.empty()) AtomicFile probe(options.vectors_path);  // fail before work
+  if (!options.vectors_path.empty()) check_writable(options.vectors_path);  // fail before work
   const auto& config = model->config();
   if (config.language != datasets::language_name(corpus.language)) {
     throw FormatError("'" + options.model_path + "' is a model of " + config.language +

@@ -22,6 +22,7 @@
 #include <cmath>
 #include <csignal>
 #include <ctime>
+#include <filesystem>
 #include <fstream>
 #include <numeric>
 #include <optional>
@@ -249,6 +250,10 @@ const char* signal_name(int signal) {
 /// Resuming: the metrics file keeps its first `lines` lines (those of the steps the state
 /// covers), rewritten atomically; the run then appends.
 void keep_metrics_lines(const std::string& path, long lines) {
+  // Only a regular file can be cut back: /dev/stdout or a pipe would be read from (waiting on
+  // the terminal, or on this process's own output), so its lines are only appended to.
+  std::error_code error;
+  if (!std::filesystem::is_regular_file(path, error)) return;
   std::ifstream in(path);
   std::ostringstream kept;
   std::string line;
@@ -264,7 +269,7 @@ void keep_metrics_lines(const std::string& path, long lines) {
 TrainSummary train(Workload& workload, const TrainingOptions& options, const LogCallback& on_log) {
   if (options.writes_files() && !options.checkpoint_path.empty()) {
     // A signal may ask for the state at any step: fail now, not when training is lost.
-    AtomicFile probe(options.checkpoint_path, /*binary=*/true);
+    check_writable(options.checkpoint_path);
   }
   TrainingSession session(workload, options);
   dist::Communicator* comm =

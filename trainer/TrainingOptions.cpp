@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
 #include <limits>
 #include <string>
 
@@ -80,6 +81,15 @@ void validate(const TrainingOptions& o, long min_steps) {
     throw InvalidOption("checkpoint_path", "is needed to resume");
   validate(o.memory);
   dist::validate(o.dist);
+}
+
+std::string default_checkpoint_path(const std::string& out_path) {
+  if (out_path.empty()) return "";
+  std::error_code error;
+  const auto status = std::filesystem::status(out_path, error);
+  if (!error && std::filesystem::exists(status) && !std::filesystem::is_regular_file(status))
+    return "";
+  return out_path + ".ckpt";
 }
 
 bool TrainingOptions::writes_files() const {

@@ -111,6 +111,11 @@ struct TrainingOptions {
   int world_size() const;
 };
 
+/// Where a run that writes its model to `out_path` keeps its training state when no checkpoint
+/// path is given: beside the model (out_path + ".ckpt"), or nowhere ("") when `out_path` is a
+/// device or a pipe (--out /dev/null), beside which no file belongs.
+std::string default_checkpoint_path(const std::string& out_path);
+
 /// Throws InvalidOption (common/Errors.h) naming the first invalid field: steps < min_steps
 /// (0 for the loop itself; the models' train commands ask for at least 1), batch < 1,
 /// a learning rate that is not a positive finite number, an unknown optimizer, a momentum

@@ -77,20 +77,25 @@ std::string describe(const nlohmann::json& value) {
   return value.is_number_unsigned() ? std::to_string(value.get<std::uint64_t>()) : value.dump();
 }
 
+std::vector<std::string> lines_of(const std::string& text) {
+  std::vector<std::string> lines;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) lines.push_back(line);
+  return lines;
+}
+
 /// What tells the run of identity `saved` from the run of `expected` (TrainingOptions::identity:
-/// the model's configuration as a JSON object on the first line, its data after it): the first
-/// configuration key whose values differ, or the data. States written before the identity was
-/// kept beside its checksum, or identities of another shape, say only that one of them differs.
+/// the model's configuration as a JSON object on the first line, then lines "NAME VALUE" for its
+/// data and other options): the first configuration key whose values differ, else the first line
+/// ("data" and "corpus" lines are the data). States written before the identity was kept beside
+/// its checksum, or identities of another shape, say only that one of them differs.
 std::string identity_difference(const nlohmann::json& saved_identity, const std::string& expected) {
   if (!saved_identity.is_string()) return "another model or data";
-  const std::string saved = saved_identity.get<std::string>();
-  const auto first_line = [](const std::string& s) { return s.substr(0, s.find('\n')); };
-  const auto rest = [](const std::string& s) {
-    const auto newline = s.find('\n');
-    return newline == std::string::npos ? std::string() : s.substr(newline + 1);
-  };
-  const auto saved_model = nlohmann::json::parse(first_line(saved), nullptr, false);
-  const auto expected_model = nlohmann::json::parse(first_line(expected), nullptr, false);
+  const auto saved = lines_of(saved_identity.get<std::string>());
+  const auto wanted = lines_of(expected);
+  if (saved.empty() || saved.size() != wanted.size()) return "another model or data";
+  const auto saved_model = nlohmann::json::parse(saved[0], nullptr, false);
+  const auto expected_model = nlohmann::json::parse(wanted[0], nullptr, false);
   if (saved_model.is_object() && expected_model.is_object()) {
     nlohmann::json keys = saved_model;
     keys.update(expected_model);
@@ -105,8 +110,16 @@ std::string identity_difference(const nlohmann::json& saved_identity, const std:
         return "a model whose " + key + " is " + shown_a + ", not " + shown_b;
       }
     }
-    if (rest(saved) != rest(expected))
-      return "other data (" + rest(saved) + ", not " + rest(expected) + ")";
+    for (std::size_t i = 1; i < saved.size(); ++i) {
+      if (saved[i] == wanted[i]) continue;
+      const auto space = saved[i].find(' ');
+      const std::string name = saved[i].substr(0, space);
+      if (space == std::string::npos || wanted[i].rfind(name + " ", 0) != 0) break;
+      if (name == "data" || name == "corpus")
+        return "other data (" + saved[i] + ", not " + wanted[i] + ")";
+      return "a run whose " + name + " is " + saved[i].substr(space + 1) + ", not " +
+             wanted[i].substr(name.size() + 1);
+    }
   }
   return "another model or data";
 }

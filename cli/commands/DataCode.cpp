@@ -1,11 +1,14 @@
 // engram data code: a folder-per-class source tree parsed into a corpus.
 #include "cli/Command.h"
+#include "common/AtomicFile.h"
 #include "common/Errors.h"
 #include "datasets/CodeCorpus.h"
+#include "datasets/CodeTree.h"
 
 #include <CLI/CLI.hpp>
 
 #include <filesystem>
+#include <iterator>
 #include <memory>
 #include <system_error>
 
@@ -17,22 +20,31 @@ struct DataCode {
   std::string language, out;
 };
 
-/// Whether `path` lies inside the folder `dir` (after making both absolute and normal).
-bool inside(const std::string& path, const std::string& dir) {
+/// Whether `path` is a file the corpus of `src` would read as a source: a file with one of the
+/// language's suffixes inside a class folder (after making both paths absolute and normal).
+bool read_as_source(const std::string& path, const std::string& src, datasets::Language language) {
   std::error_code ignored;
   const auto p =
       std::filesystem::weakly_canonical(std::filesystem::absolute(path, ignored), ignored);
   const auto d =
-      std::filesystem::weakly_canonical(std::filesystem::absolute(dir, ignored), ignored);
+      std::filesystem::weakly_canonical(std::filesystem::absolute(src, ignored), ignored);
   const auto rest = p.lexically_relative(d);
-  return !rest.empty() && *rest.begin() != "..";
+  if (rest.empty() || *rest.begin() == ".." || std::distance(rest.begin(), rest.end()) < 2)
+    return false;  // outside, or beside the class folders: never read
+  const std::string name = p.filename().string();
+  for (const auto& suffix : datasets::language_suffixes(language))
+    if (name.size() >= suffix.size() &&
+        name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0)
+      return true;
+  return false;
 }
 
 int run_data_code(DataCode& c, std::ostream& out, std::ostream& err) {
   c.corpus.language = datasets::parse_language(c.language);
-  if (!c.corpus.src_dir.empty() && inside(c.out, c.corpus.src_dir))
-    throw UsageError("--out '" + c.out + "' is inside --src '" + c.corpus.src_dir +
+  if (!c.corpus.src_dir.empty() && read_as_source(c.out, c.corpus.src_dir, c.corpus.language))
+    throw UsageError("--out '" + c.out + "' is a source file of --src '" + c.corpus.src_dir +
                      "': the corpus would replace or join the sources it is made from");
+  check_writable(c.out);  // before parsing every source, not after
   const auto corpus = datasets::build_corpus(c.corpus);
   datasets::write_corpus(c.out, corpus);
   const auto& r = corpus.report;

@@ -11,7 +11,8 @@ namespace engram::cli {
 namespace {
 
 int run_train_primitives(primitives::TrainPrimitivesOptions& tp, std::ostream& out) {
-  refuse_overwriting({}, training_outputs("--out", tp.out_path, tp.training));
+  refuse_overwriting({}, training_outputs("--out", tp.out_path, tp.training,
+                                          /*checkpoint_beside_model=*/false));
   tp.training.progress = stderr_is_terminal();
   join_job(tp.training);
   tp.on_family = [&](const primitives::FamilyReport& r) {

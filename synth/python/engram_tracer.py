@@ -562,7 +562,8 @@ def call_user(function, args):
             if tb.tb_frame.f_code.co_filename == REC.source_path:
                 line = tb.tb_lineno
             tb = tb.tb_next
-        raise Failed(f"the function raised {type(e).__name__} at line {line}: {e} "
+        said = f": {e}" if str(e) else ""  # a bare `raise SystemExit` says nothing
+        raise Failed(f"the function raised {type(e).__name__} at line {line}{said} "
                      f"(input {[[_plain(v) for v in a] for a in args]})")
 
 

@@ -648,8 +648,18 @@ TEST_F(CliTest, AnOutputThatWouldDestroyAnInputIsAUsageError) {
   write_file(dir_.file("src/a/f1.py"), "def f():\n    return 1\n");
   expect_error({"data", "code", "--lang", "python", "--src", dir_.file("src"), "--out",
                 dir_.file("src/a/f1.py")},
-               2, "is inside --src");
+               2, "is a source file of --src");
   EXPECT_EQ(read_file(dir_.file("src/a/f1.py")), "def f():\n    return 1\n");
+  // Beside the class folders a corpus is never read as a source: allowed.
+  expect_ok({"data", "code", "--lang", "python", "--src", dir_.file("src"), "--out",
+             dir_.file("src/c.corpus")});
+  // Benchmarks too: the JSON over the corpus it measures, or over the trace beside it.
+  expect_error({"bench", "tbcnn", "--corpus", data_, "--json", data_}, 2,
+               "engram: error: --json is the corpus file");
+  expect_error({"bench", "memory", "--workload", "npi", "--json", dir_.file("b.json"), "--trace",
+                dir_.file("b.json")},
+               2, "engram: error: --trace is the file the JSON goes to");
+  EXPECT_EQ(read_file(data_), traces);
   EXPECT_EQ(dir_.entries(), (std::set<std::string>{"addition.jsonl", "src"}));
 }
 

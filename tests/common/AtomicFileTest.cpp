@@ -112,5 +112,60 @@ TEST(AtomicFile, APipeIsWrittenInPlaceNotReplacedByAFile) {
   EXPECT_EQ(dir.entries(), std::set<std::string>{"pipe"});
 }
 
+TEST(AtomicFile, CheckingAPipeOpensNothing) {
+  // Opening a pipe to check it and closing it ended its reader (a `cat p` saw end of file) and
+  // the real write then waited for a reader forever; with no reader the check itself would block
+  // (a regression shows as this test's time limit).
+  TempDir dir;
+  const std::string fifo = dir.file("pipe");
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  check_writable(fifo);
+  const int reader = ::open(fifo.c_str(), O_RDONLY | O_NONBLOCK);
+  ASSERT_GE(reader, 0);
+  write_file_atomically(fifo, "after the check");
+  char buffer[64] = {};
+  const ssize_t got = ::read(reader, buffer, sizeof buffer);
+  ::close(reader);
+  EXPECT_EQ(std::string(buffer, got > 0 ? static_cast<std::size_t>(got) : 0), "after the check");
+  EXPECT_EQ(dir.entries(), std::set<std::string>{"pipe"});
+}
+
+TEST(AtomicFile, CheckingAPathLeavesNothingAndNamesWhatIsWrong) {
+  TempDir dir;
+  check_writable(dir.file("new.pt"));
+  EXPECT_TRUE(dir.entries().empty());
+  ENGRAM_EXPECT_THROW_WITH(check_writable(dir.file("no/folder/x.pt")), std::runtime_error,
+                           "no/folder/x.pt");
+  std::filesystem::create_directory(dir.file("sub"));
+  ENGRAM_EXPECT_THROW_WITH(check_writable(dir.file("sub")), std::runtime_error, "it is a folder");
+  EXPECT_EQ(dir.entries(), std::set<std::string>{"sub"});
+}
+
+TEST(AtomicFile, ALinkStaysALinkAndItsFileIsReplaced) {
+  // The rename went over the link itself: `model.pt -> runs/v3.pt` became a regular file.
+  TempDir dir;
+  write_file(dir.file("v3.pt"), "old");
+  std::filesystem::create_symlink("v3.pt", dir.file("model.pt"));
+  write_file_atomically(dir.file("model.pt"), "new");
+  EXPECT_TRUE(std::filesystem::is_symlink(dir.file("model.pt")));
+  EXPECT_EQ(read_file(dir.file("v3.pt")), "new");
+  EXPECT_EQ(dir.entries(), (std::set<std::string>{"model.pt", "v3.pt"}));
+}
+
+TEST(AtomicFile, ALinkIntoProcIsARedirectionWrittenInPlace) {
+  // /dev/stdout -> /proc/self/fd/1 -> the file a shell redirected to: the rename replaced the
+  // link with a file (as root, /dev/stdout itself) and the redirected file got nothing.
+  TempDir dir;
+  const int fd = ::open(dir.file("redirected").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+  ASSERT_GE(fd, 0);
+  const std::string link = dir.file("stdout");
+  std::filesystem::create_symlink("/proc/self/fd/" + std::to_string(fd), link);
+  write_file_atomically(link, "through the descriptor");
+  ::close(fd);
+  EXPECT_TRUE(std::filesystem::is_symlink(link));
+  EXPECT_EQ(read_file(dir.file("redirected")), "through the descriptor");
+  EXPECT_EQ(dir.entries(), (std::set<std::string>{"redirected", "stdout"}));
+}
+
 }  // namespace
 }  // namespace engram

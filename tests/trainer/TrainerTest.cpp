@@ -12,9 +12,12 @@
 #include "trainer/TrainingState.h"
 #include "trainer/BatchSampler.h"
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <torch/serialize.h>
 #include <torch/torch.h>
+#include <unistd.h>
 #include <nlohmann/json.hpp>
 
 #include <chrono>
@@ -882,6 +885,45 @@ TEST_F(TrainerTest, CheckpointsEveryNStepsAndAResumedRunMayGoFurther) {
   EXPECT_TRUE(fewer.batches.empty());
 }
 
+TEST_F(TrainerTest, ResumingWithMetricsToAPipeAppendsWithoutReadingIt) {
+  // Resuming cut the metrics file back to the state's lines by reading it first: a pipe
+  // (--metrics /dev/stdout | ...) was read from, waiting for ever (a regression shows as this
+  // test's time limit). Its lines are appended instead.
+  torch::manual_seed(7);
+  LinearRegression first(16);
+  TrainingOptions options;
+  options.steps = 10;
+  options.batch = 4;
+  options.checkpoint_path = dir_.file("run.ckpt");
+  options.checkpoint_every = 10;
+  train(first, options);
+  const std::string fifo = dir_.file("metrics.pipe");
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  const int reader = ::open(fifo.c_str(), O_RDONLY | O_NONBLOCK);
+  ASSERT_GE(reader, 0);
+  options.steps = 20;
+  options.resume = true;
+  options.metrics_path = fifo;
+  options.log_every = 5;
+  LinearRegression resumed(16);
+  EXPECT_EQ(train(resumed, options).steps, 20);
+  char buffer[4096] = {};
+  const ssize_t got = ::read(reader, buffer, sizeof buffer - 1);
+  ::close(reader);
+  ASSERT_GT(got, 0);
+  const auto lines = split_lines(std::string(buffer, static_cast<std::size_t>(got)));
+  ASSERT_EQ(lines.size(), 2u);  // steps 15 and 20
+  EXPECT_EQ(nlohmann::json::parse(lines[1]).at("step"), 20);
+}
+
+TEST(TrainingOptions, NoCheckpointBesideADevice) {
+  // --out /dev/null made the state /dev/null.ckpt: a file in /dev, or "Permission denied" on a
+  // path the user never typed.
+  EXPECT_EQ(default_checkpoint_path("runs/m.pt"), "runs/m.pt.ckpt");
+  EXPECT_EQ(default_checkpoint_path("/dev/null"), "");
+  EXPECT_EQ(default_checkpoint_path(""), "");
+}
+
 TEST_F(TrainerTest, ACheckpointPathThatCannotBeWrittenFailsBeforeTraining) {
   // A signal may ask for the state at any step; finding out then would lose the training.
   LinearRegression model(16);
@@ -987,6 +1029,16 @@ TEST_F(TrainerTest, ATrainingStateOfAnotherRunIsRefusedNamingWhatDiffers) {
   EXPECT_NE(refused([](TrainingOptions& o) { o.identity = "model B"; })
                 .find("another model or data"),
             std::string::npos);
+  // An option named on a later line of the identity (tbcnn's "statements N") is named as one.
+  options.identity += "\nstatements 3";
+  options.checkpoint_path = dir_.file("run3.ckpt");
+  train(first, options);
+  EXPECT_NE(refused([](TrainingOptions& o) {
+              o.identity = "{\"hidden\": 8, \"layers\": 1}\ndata 100:abc\nstatements 2";
+            }).find("a run whose statements is 3, not 2"),
+            std::string::npos);
+  options.identity = "{\"hidden\": 8, \"layers\": 1}\ndata 100:abc";
+  options.checkpoint_path = dir_.file("run.ckpt");
   EXPECT_NE(refused([](TrainingOptions& o) { o.learning_rate = 0.5; }).find("learning_rate"),
             std::string::npos);
   EXPECT_NE(refused([](TrainingOptions& o) { o.seed = 2; }).find("seed is 1, not 2"),
