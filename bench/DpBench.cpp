@@ -114,9 +114,11 @@ void validate(const DpBenchOptions& o) {
   if (!(o.link_latency >= 0)) throw InvalidOption("link_latency", "must not be negative");
   if (o.steps < 1) throw InvalidOption("steps", "must be at least 1");
   if (o.warmup < 1) throw InvalidOption("warmup", "must be at least 1 (the buckets are learned)");
-  if (o.resnet_batch < 1) throw InvalidOption("resnet_batch", "must be at least 1");
-  if (o.npi_batch < 1) throw InvalidOption("npi_batch", "must be at least 1");
-  if (o.hidden < 1) throw InvalidOption("hidden", "must be at least 1");
+  if (o.resnet_batch < 1 || o.resnet_batch > 65536)
+    throw InvalidOption("resnet_batch", "must be between 1 and 65536");
+  if (o.npi_batch < 1 || o.npi_batch > 65536)
+    throw InvalidOption("npi_batch", "must be between 1 and 65536");
+  if (o.hidden < 1 || o.hidden > 8192) throw InvalidOption("hidden", "must be between 1 and 8192");
   if (o.threads < 1) throw InvalidOption("threads", "must be at least 1");
   if (!(o.bucket_mb > 0)) throw InvalidOption("bucket_mb", "must be a positive size");
   if (!(o.first_bucket_mb > 0)) throw InvalidOption("first_bucket_mb", "must be a positive size");

@@ -809,6 +809,14 @@ std::int64_t resolve_budget(const std::string& budget, std::int64_t none_activat
                         "activation peak such as 0.5x, not '" +
                             budget + "'");
   }
+  // A byte count is whole, at least one byte (below one it truncated to 0: no budget) and fits
+  // the counters (past 2^63 it wrapped to a negative bound).
+  if (!fraction && (value < 1 || value > 9e18 || value != std::floor(value))) {
+    throw InvalidOption("budget",
+                        "must be a whole number of bytes from 1, or a fraction of none's "
+                        "activation peak such as 0.5x, not '" +
+                            budget + "'");
+  }
   if (!fraction) return static_cast<std::int64_t>(value);
   if (none_activation_peak < 0) {
     throw InvalidOption("budget", budget +
@@ -857,11 +865,17 @@ void run_memory_bench(const MemoryBenchOptions& options, std::ostream& out) {
                                       "peak: put none first among the techniques");
   }
   if (options.steps < 1) throw InvalidOption("steps", "must be at least 1");
-  if (options.batch < 0) throw InvalidOption("batch", "must be positive");
+  // Upper bounds far above a benchmark's sizes (train's --hidden stops at 8192 too), where a
+  // mistyped one was a torch allocation error with its stack trace.
+  if (options.batch < 0 || options.batch > 65536)
+    throw InvalidOption("batch", "must be between 1 and 65536 (0: the workload's default)");
   if (options.threads < 1) throw InvalidOption("threads", "must be at least 1");
-  if (options.image_size < 1) throw InvalidOption("image_size", "must be positive");
-  if (options.width < 1) throw InvalidOption("width", "must be positive");
-  if (options.hidden < 1) throw InvalidOption("hidden", "must be at least 1");
+  if (options.image_size < 1 || options.image_size > 1024)
+    throw InvalidOption("image_size", "must be between 1 and 1024");
+  if (options.width < 1 || options.width > 1024)
+    throw InvalidOption("width", "must be between 1 and 1024");
+  if (options.hidden < 1 || options.hidden > 8192)
+    throw InvalidOption("hidden", "must be between 1 and 8192");
   if (options.impl != "engram" && options.impl != "torch") {
     throw InvalidOption("impl", "must be engram or torch, not '" + options.impl + "'");
   }

@@ -197,7 +197,8 @@ void run_npi_bench(const NpiBenchOptions& options, std::ostream& out) {
   if (options.json_path.empty()) throw InvalidOption("json_path", "is required");
   if (options.steps < 1) throw InvalidOption("steps", "must be at least 1");
   if (options.threads < 1) throw InvalidOption("threads", "must be at least 1");
-  if (options.hidden < 1) throw InvalidOption("hidden", "must be at least 1");
+  if (options.hidden < 1 || options.hidden > 8192)
+    throw InvalidOption("hidden", "must be between 1 and 8192");
   if (options.batch_sizes.empty() ||
       std::any_of(options.batch_sizes.begin(), options.batch_sizes.end(),
                   [](int b) { return b < 1; }))

@@ -3,6 +3,7 @@
 #include "cli/Command.h"
 #include "common/Errors.h"
 
+#include <c10/util/Exception.h>
 #include <CLI/CLI.hpp>
 
 #include <algorithm>
@@ -85,6 +86,13 @@ int run(const Command& command, std::ostream& out, std::ostream& err) {
   } catch (const std::bad_alloc&) {
     err << "engram: error: out of memory: the options ask for more than this machine can "
            "allocate (std::bad_alloc)\n";
+    return 1;
+  } catch (const c10::Error& e) {
+    // torch's own error: its message without the C++ stack trace torch appends (a bug of ours
+    // or an input no check caught; one line either way).
+    std::string message = e.what_without_backtrace();
+    message = message.substr(0, message.find('\n'));
+    err << "engram: error: " << message << "\n";
     return 1;
   } catch (const std::exception& e) {
     err << "engram: error: " << e.what() << "\n";

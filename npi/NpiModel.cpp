@@ -44,15 +44,31 @@ NpiConfig NpiConfig::from_json(const std::string& text) {
   try {
     const auto j = nlohmann::json::parse(text);
     NpiConfig c;
+    // Sizes reach torch's allocators: each an integer in 1..limit (training allows hidden up to
+    // 8192), where a forged one was a 160 GB allocation and a torch stack trace, and 64.5 was
+    // taken for 64.
+    const auto size = [&](const nlohmann::json& v, const std::string& key, int limit) {
+      if (!v.is_number_integer() || v.get<long long>() < 1 || v.get<long long>() > limit)
+        throw FormatError("bad NPI configuration in checkpoint: " + key + " is " + v.dump() +
+                          ", not an integer in 1.." + std::to_string(limit));
+      return v.get<int>();
+    };
+    constexpr int kMaxSize = 8192;
     c.task = j.at("task").get<std::string>();
-    c.num_programs = j.at("num_programs").get<int>();
-    c.observation_sizes = j.at("observation_sizes").get<std::vector<int>>();
-    c.arg_size = j.at("arg_size").get<int>();
-    c.hidden = j.at("hidden").get<int>();
-    c.layers = j.at("layers").get<int>();
-    c.state_dim = j.at("state_dim").get<int>();
-    c.program_dim = j.at("program_dim").get<int>();
-    c.key_dim = j.at("key_dim").get<int>();
+    c.num_programs = size(j.at("num_programs"), "num_programs", kMaxSize);
+    if (!j.at("observation_sizes").is_array() || j.at("observation_sizes").empty() ||
+        j.at("observation_sizes").size() > 64)
+      throw FormatError(
+          "bad NPI configuration in checkpoint: observation_sizes is not a list of "
+          "1 to 64 sizes");
+    for (const auto& v : j.at("observation_sizes"))
+      c.observation_sizes.push_back(size(v, "an observation size", kMaxSize));
+    c.arg_size = size(j.at("arg_size"), "arg_size", kMaxSize);
+    c.hidden = size(j.at("hidden"), "hidden", kMaxSize);
+    c.layers = size(j.at("layers"), "layers", 64);
+    c.state_dim = size(j.at("state_dim"), "state_dim", kMaxSize);
+    c.program_dim = size(j.at("program_dim"), "program_dim", kMaxSize);
+    c.key_dim = size(j.at("key_dim"), "key_dim", kMaxSize);
     if (j.contains("layers_impl")) {
       c.layers_impl = j.at("layers_impl").get<std::string>();
     } else if (j.contains("core")) {
@@ -66,13 +82,6 @@ NpiConfig NpiConfig::from_json(const std::string& text) {
       throw FormatError("bad NPI configuration in checkpoint: unknown layers_impl '" +
                         c.layers_impl + "'");
     }
-    // Sizes reach torch's allocators; a non-positive one would surface as a torch stack trace.
-    const bool sizes_ok = c.num_programs > 0 && c.arg_size > 0 && c.hidden > 0 && c.layers > 0 &&
-                          c.state_dim > 0 && c.program_dim > 0 && c.key_dim > 0 &&
-                          !c.observation_sizes.empty() &&
-                          std::all_of(c.observation_sizes.begin(), c.observation_sizes.end(),
-                                      [](int size) { return size > 0; });
-    if (!sizes_ok) throw FormatError("bad NPI configuration in checkpoint: a size is not positive");
     return c;
   } catch (const nlohmann::json::exception& e) {
     throw FormatError(std::string("bad NPI configuration in checkpoint: ") + e.what());

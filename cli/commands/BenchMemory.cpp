@@ -13,8 +13,10 @@ namespace {
 void add_workload_flags(CLI::App* sub, bench::MemoryBenchOptions& mo) {
   sub->add_option("--steps", mo.steps, "Measured steps (after one warm-up step; three with reuse)")
       ->capture_default_str();
+  // Given, at least 1: 0 would select the default batch without a word.
   sub->add_option("--batch", mo.batch,
-                  "Examples per step (default: 8 traces for npi, 32 images for resnet)");
+                  "Examples per step (default: 8 traces for npi, 32 images for resnet)")
+      ->check(CLI::Range(1L, 65536L));
   sub->add_option("--image-size", mo.image_size, "resnet: image height and width")
       ->capture_default_str();
   sub->add_option("--width", mo.width,

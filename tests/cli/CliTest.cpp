@@ -370,7 +370,7 @@ TEST_F(CliTest, InvalidOptionsNameTheirFlag) {
   expect_error({"bench", "npi", "--json", dir_.file("b.json"), "--steps", "0"}, 2,
                "engram: error: --steps must be at least 1");
   expect_error({"bench", "npi", "--json", dir_.file("b.json"), "--hidden", "0"}, 2,
-               "engram: error: --hidden must be at least 1");
+               "engram: error: --hidden must be between 1 and 8192");
   expect_error({"bench", "tbcnn", "--json", dir_.file("b.json"), "--corpus", dir_.file("c"),
                 "--repeats", "0"},
                2, "engram: error: --repeats must be at least 1");
@@ -419,11 +419,30 @@ TEST_F(CliTest, InvalidOptionsNameTheirFlag) {
   expect_error(
       {"data", "stdlib", "--lib", dir_.path(), "--out", dir_.file("std"), "--min-files", "-1"}, 2,
       "engram: error: --min-files must be at least 1");
+  // bench sizes far beyond use were torch allocation errors with stack traces; a given --batch 0
+  // took the default batch, a --budget below one byte meant no budget.
+  expect_error(
+      {"bench", "memory", "--workload", "npi", "--json", dir_.file("b.json"), "--hidden", "200000"},
+      2, "engram: error: --hidden must be between 1 and 8192");
+  expect_error({"bench", "memory", "--workload", "resnet", "--json", dir_.file("b.json"), "--width",
+                "100000"},
+               2, "engram: error: --width must be between 1 and 1024");
+  expect_error(
+      {"bench", "memory", "--workload", "npi", "--json", dir_.file("b.json"), "--batch", "0"}, 2,
+      "--batch");
+  expect_error({"bench", "memory", "--workload", "npi", "--json", dir_.file("b.json"),
+                "--techniques", "none,recompute", "--budget", "0.5"},
+               2, "engram: error: --budget must be a whole number of bytes from 1");
+  expect_error({"bench", "memory", "--workload", "npi", "--json", dir_.file("b.json"),
+                "--techniques", "none,recompute", "--budget", "99999999999999999999"},
+               2, "engram: error: --budget must be a whole number of bytes from 1");
+  expect_error({"bench", "npi", "--json", dir_.file("b.json"), "--hidden", "200000"}, 2,
+               "engram: error: --hidden must be between 1 and 8192");
   // Each of bench dp's checks names its own flag (a bad --npi-batch was named --resnet-batch).
   expect_error({"bench", "dp", "--json", dir_.file("b.json"), "--npi-batch", "0"}, 2,
-               "engram: error: --npi-batch must be at least 1");
+               "engram: error: --npi-batch must be between 1 and 65536");
   expect_error({"bench", "dp", "--json", dir_.file("b.json"), "--hidden", "0"}, 2,
-               "engram: error: --hidden must be at least 1");
+               "engram: error: --hidden must be between 1 and 8192");
   expect_error({"bench", "dp", "--json", dir_.file("b.json"), "--first-bucket-mb", "0"}, 2,
                "engram: error: --first-bucket-mb must be a positive size");
 }

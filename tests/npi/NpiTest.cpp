@@ -221,6 +221,18 @@ TEST(NpiConfig, NonPositiveSizesAreFormatErrors) {
   NpiConfig bad = config;
   bad.observation_sizes = {11, -1};
   EXPECT_THROW(NpiConfig::from_json(bad.to_json()), FormatError);
+  // Forged beyond what training allows: a 160 GB allocation and a torch stack trace. A size that
+  // is not an integer was truncated.
+  bad = config;
+  bad.hidden = 100000;
+  ENGRAM_EXPECT_THROW_WITH(NpiConfig::from_json(bad.to_json()), FormatError,
+                           "hidden is 100000, not an integer in 1..8192");
+  bad = config;
+  bad.state_dim = 100000000;
+  EXPECT_THROW(NpiConfig::from_json(bad.to_json()), FormatError);
+  auto j = nlohmann::json::parse(config.to_json());
+  j["hidden"] = 64.5;
+  ENGRAM_EXPECT_THROW_WITH(NpiConfig::from_json(j.dump()), FormatError, "hidden is 64.5");
 }
 
 TEST(NpiConfig, LayersRoundTripAndDefaultToEngram) {
