@@ -266,6 +266,8 @@ TrainTbcnnReport train_tbcnn(const TrainTbcnnOptions& options) {
                         "selects the best model on one rank, which data-parallel training does "
                         "not support yet: train without it, or in one process");
   }
+  // Nor can it be resumed after a signal: it writes no state then, and promises no resume.
+  if (options.valid_every > 0) t.checkpoint_path.clear();
   TbcnnConfig config;
   config.model = options.model;
   config.task = options.task;

@@ -16,6 +16,7 @@
 #      stops the rank at once, and the other exits 1 naming it (not 141: SIGPIPE is ignored in
 #      a job, so writing to the dead rank's socket is an error, not a kill). Rank 0 is held by SIGSTOP meanwhile, so that rank 1 is waiting in
 #      an all-reduce with the first signal noted when the second comes.
+#   6. A TBCNN run with --valid-every, which cannot be resumed: a signal writes no state.
 # Usage: resume.sh ENGRAM_BINARY WORK_DIR
 set -uo pipefail
 engram=$1
@@ -156,3 +157,26 @@ wait $pid0; code0=$?
   grep -q "rank 1" later0.err ||
   { cat later0.err later1.err; fail "SIGTERM again after 1.5 s: exits $code0 and $code1"; }
 echo "a second SIGTERM: after 0.3 s the same request, after 1.5 s stops the rank at once"
+
+# 6. A TBCNN run that keeps the best model on valid (--valid-every) cannot be resumed: SIGTERM
+#    ends it with exit 143, writes no state and does not promise a resume (it did both, and the
+#    resume was then refused).
+for cls in a b; do
+  mkdir -p src/$cls
+  for i in 1 2 3 4 5; do printf 'def f%s(x):\n    return x + %s\n' "$i" "$i" > src/$cls/f$i.py; done
+done
+printf 'def g(x):\n    for i in x:\n        print(i)\n' > src/b/f5.py
+"$engram" data code --lang python --src src --out code.corpus > /dev/null || fail "data code"
+"$engram" train tbcnn --corpus code.corpus --out best.pt --steps 1000000 --valid-every 5 \
+  --embedding 4 --channels 4 --metrics best.m > /dev/null 2> best.err &
+pid=$!
+wait_for best.m 60
+sleep 0.3
+kill -TERM $pid
+wait $pid
+code=$?
+[ "$code" = 143 ] || { cat best.err; fail "--valid-every, SIGTERM: exit $code, not 143"; }
+grep -q "interrupted by SIGTERM" best.err && ! grep -q -- "--resume" best.err ||
+  { cat best.err; fail "--valid-every, SIGTERM: the line promises a resume"; }
+[ -e best.pt.ckpt ] && fail "--valid-every, SIGTERM: a state was written that cannot be resumed"
+echo "--valid-every: a signal writes no state and promises no resume"
