@@ -329,6 +329,24 @@ PipelineReport run_pipeline(const PipelineOptions& options) {
   return report;
 }
 
+void check_pipeline_models(const std::string& program, const std::string& models_dir) {
+  const datasets::Expression parsed = datasets::parse_expression(program);
+  std::vector<const datasets::Expression*> pending{&parsed};
+  while (!pending.empty()) {
+    const datasets::Expression* e = pending.back();
+    pending.pop_back();
+    if (e->is_list()) continue;
+    const std::string model = models_dir + "/" + e->function + ".pt";
+    if (!std::filesystem::is_regular_file(model)) {
+      throw std::runtime_error("no model for " + e->function + ": '" + model +
+                               "' not found (train one with engram train npi --task " +
+                               e->function + ")");
+    }
+    load_model(model, datasets::task_by_name(e->function));
+    for (const auto& input : e->inputs) pending.push_back(&input);
+  }
+}
+
 std::string pipeline_text(const PipelineReport& report) {
   std::string out;
   for (std::size_t i = 0; i < report.stages.size(); ++i) {

@@ -158,6 +158,10 @@ struct PipelineReport {
 /// primitive the library lacks, std::runtime_error for a missing model file (all checked before
 /// any stage runs), FormatError for an unusable model.
 PipelineReport run_pipeline(const PipelineOptions& options);
+/// Loads the trained program of every stage of `program` from `models_dir` (<function>.pt), as
+/// run_pipeline will: std::runtime_error for a missing file, FormatError for a model of another
+/// task or an unusable one. For callers that must know before they change anything.
+void check_pipeline_models(const std::string& program, const std::string& models_dir);
 /// Each stage's call tree and result, then the pipeline's result.
 std::string pipeline_text(const PipelineReport& report);
 /// {"program":..,"input":..,"output":..,"expected":..,"correct":..,"stages":[run report, ...]}

@@ -386,6 +386,8 @@ SynthReport synthesize(const SynthOptions& o) {
     if (o.primitives.empty())
       throw InvalidOption("primitives",
                           "is needed with the folder of trained programs: both or neither");
+    // The programs first: a missing or wrong one fails before the library changes.
+    npi::check_pipeline_models(report.expression, o.models_dir);
     train_missing_primitives(o, report);
     report.neural = true;
   }

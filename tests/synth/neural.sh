@@ -31,6 +31,13 @@ PY
 "$engram" train primitives --out p.pt --primitive square --hidden 64 > /dev/null || fail "prims"
 cp p.pt before.pt
 cp models/map.pt map_before.pt
+# A folder without the MAP program fails before anything is trained into the library (it
+# trained the new primitive first and then failed, the library changed).
+mkdir -p empty
+"$engram" synth --source f.py --function affine --models empty --primitives p.pt --checks 5 \
+  > /dev/null 2> empty.err && fail "synth with no MAP program succeeded"
+grep -q "no model for map" empty.err || { cat empty.err; fail "synth: not the missing program"; }
+cmp p.pt before.pt || fail "synth changed the library before finding the program missing"
 synth() { "$engram" synth --source f.py --models models --primitives p.pt --checks 20 \
   --check-length 30 --json "$@"; }
 out=$(synth --function affine) || fail "synth affine: $out"
