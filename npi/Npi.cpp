@@ -275,6 +275,30 @@ struct StageRunner {
   }
 };
 
+/// Calls `visit` on every stage of `program` (not its input lists), outermost first.
+template <typename Visit>
+void for_each_stage(const datasets::Expression& program, const Visit& visit) {
+  std::vector<const datasets::Expression*> pending{&program};
+  while (!pending.empty()) {
+    const datasets::Expression* e = pending.back();
+    pending.pop_back();
+    if (e->is_list()) continue;
+    visit(*e);
+    for (const auto& input : e->inputs) pending.push_back(&input);
+  }
+}
+
+/// The trained program of stage `e` in `models_dir`; std::runtime_error when there is none.
+std::string stage_model_path(const std::string& models_dir, const datasets::Expression& e) {
+  const std::string model = models_dir + "/" + e.function + ".pt";
+  if (!std::filesystem::is_regular_file(model)) {
+    throw std::runtime_error("no model for " + e.function + ": '" + model +
+                             "' not found (train one with engram train npi --task " + e.function +
+                             ")");
+  }
+  return model;
+}
+
 }  // namespace
 
 PipelineReport run_pipeline(const PipelineOptions& options) {
@@ -306,20 +330,10 @@ PipelineReport run_pipeline(const PipelineOptions& options) {
         datasets::parse_value_list(options.input.substr(semicolon + 1), options.k, semicolon + 1);
   if (options.models_dir.empty()) throw InvalidOption("models_dir", "is required");
   // Every stage's model file and primitive before any stage runs.
-  std::vector<const datasets::Expression*> pending{&program};
-  while (!pending.empty()) {
-    const datasets::Expression* e = pending.back();
-    pending.pop_back();
-    if (e->is_list()) continue;
-    const std::string model = options.models_dir + "/" + e->function + ".pt";
-    if (!std::filesystem::is_regular_file(model)) {
-      throw std::runtime_error("no model for " + e->function + ": '" + model +
-                               "' not found (train one with engram train npi --task " +
-                               e->function + ")");
-    }
-    options.primitive(e->primitive);  // UsageError when the library lacks its family
-    for (const auto& input : e->inputs) pending.push_back(&input);
-  }
+  for_each_stage(program, [&](const datasets::Expression& e) {
+    stage_model_path(options.models_dir, e);
+    options.primitive(e.primitive);  // UsageError when the library lacks its family
+  });
   trainer::set_threads_option(options.threads);
   const auto expected = datasets::evaluate_symbolic(program, runner.xs, runner.ys, options.k);
   report.expected = datasets::format_value_list(expected);
@@ -330,21 +344,9 @@ PipelineReport run_pipeline(const PipelineOptions& options) {
 }
 
 void check_pipeline_models(const std::string& program, const std::string& models_dir) {
-  const datasets::Expression parsed = datasets::parse_expression(program);
-  std::vector<const datasets::Expression*> pending{&parsed};
-  while (!pending.empty()) {
-    const datasets::Expression* e = pending.back();
-    pending.pop_back();
-    if (e->is_list()) continue;
-    const std::string model = models_dir + "/" + e->function + ".pt";
-    if (!std::filesystem::is_regular_file(model)) {
-      throw std::runtime_error("no model for " + e->function + ": '" + model +
-                               "' not found (train one with engram train npi --task " +
-                               e->function + ")");
-    }
-    load_model(model, datasets::task_by_name(e->function));
-    for (const auto& input : e->inputs) pending.push_back(&input);
-  }
+  for_each_stage(datasets::parse_expression(program), [&](const datasets::Expression& e) {
+    load_model(stage_model_path(models_dir, e), datasets::task_by_name(e.function));
+  });
 }
 
 std::string pipeline_text(const PipelineReport& report) {
