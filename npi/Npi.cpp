@@ -303,6 +303,10 @@ std::string stage_model_path(const std::string& models_dir, const datasets::Expr
 
 PipelineReport run_pipeline(const PipelineOptions& options) {
   check_limits(options.max_steps, options.max_depth);
+  // K before the input's values are checked against it ("outside the domain 0..-6").
+  if (options.k < datasets::kMinDomain || options.k > datasets::kMaxDomain)
+    throw InvalidOption("k", "must lie in " + std::to_string(datasets::kMinDomain) + ".." +
+                                 std::to_string(datasets::kMaxDomain));
   const datasets::Expression program = datasets::parse_expression(options.program);
   if (program.is_list()) {
     throw InputError(

@@ -555,6 +555,10 @@ TEST_F(CliTest, PrimitiveUsageErrorsExitWithTwo) {
   expect_error({"data", "gen", "--task", "fold", "--out", data_, "--init", "10"}, 2,
                "--init 10 is outside the domain 0..9");
   expect_error({"data", "gen", "--task", "map", "--out", data_, "--k", "1"}, 2, "K must lie in");
+  // Checked before the input's values are (it said "outside the domain 0..-6").
+  expect_error({"run", "--program", "map(square, xs)", "--models", dir_.path(), "--input", "0",
+                "--k", "-5", "--symbolic-primitives"},
+               2, "--k must lie in 2..1000");
   expect_error({"data", "gen", "--task", "map", "--out", data_, "--init", "3"}, 2,
                "--init applies to fold and scan, not map");
   expect_error(
