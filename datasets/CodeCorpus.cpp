@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <set>
 #include <sstream>
 
 namespace engram::datasets {
@@ -301,6 +302,11 @@ StdlibReport write_stdlib_functions(const StdlibOptions& options) {
   if (fs::exists(out, ec) && !(fs::is_directory(out, ec) && fs::is_empty(out, ec))) {
     throw InputError("'" + options.out_dir + "' exists and is not an empty folder");
   }
+  // Its folder before the library is read, not a filesystem error after.
+  const fs::path parent = out.has_parent_path() ? out.parent_path() : fs::path(".");
+  if (!fs::is_directory(parent, ec))
+    throw std::runtime_error("cannot create '" + options.out_dir + "': '" + parent.string() +
+                             "' is not a folder");
   static const std::vector<std::string> excluded{"test",          "tests",         "idlelib",
                                                  "site-packages", "dist-packages", "__pycache__"};
   auto is_excluded = [&](const std::string& name) {
@@ -385,15 +391,24 @@ StdlibReport write_stdlib_functions(const StdlibOptions& options) {
       report.too_small.push_back(pkg);
       continue;
     }
-    fs::create_directories(staging / pkg);
+    fs::create_directories(staging / pkg, ec);
+    if (ec) {
+      fs::remove_all(staging, ec);
+      throw std::runtime_error("cannot create '" + (staging / pkg).string() + "'");
+    }
     const auto& written = options.modules ? modules_of[pkg] : functions;
+    // Two sources can give one name (module m's g__h and module m__g's h; pk/sub/q.py and
+    // pk/sub.q.py): the later ones get _2, _3, ... rather than overwrite the first.
+    std::set<std::string> taken;
     for (const auto& f : written) {
-      std::ofstream file(staging / pkg / (f.name + ".py"), std::ios::binary);
+      std::string name = f.name;
+      for (int n = 2; !taken.insert(name).second; ++n) name = f.name + "_" + std::to_string(n);
+      std::ofstream file(staging / pkg / (name + ".py"), std::ios::binary);
       file << f.text;
       file.close();
       if (!file) {
         fs::remove_all(staging, ec);
-        throw std::runtime_error("cannot write '" + (staging / pkg / f.name).string() + ".py'");
+        throw std::runtime_error("cannot write '" + (staging / pkg / name).string() + ".py'");
       }
     }
     report.classes.emplace_back(pkg, static_cast<long>(written.size()));

@@ -666,5 +666,37 @@ TEST(Stdlib, FunctionsOfPackagesWithEnoughFilesDedentedAndWithoutTests) {
   EXPECT_FALSE(std::filesystem::exists(dir.file("modules") + "/small"));
 }
 
+TEST(StdlibCorpus, SourcesThatGiveOneNameAreAllWritten) {
+  // Module m's g__h and module m__g's h are both pk.m__g__h_L1; pk/sub/q.py and pk/sub.q.py are
+  // both module pk.sub.q. One overwrote the other while the counts said both were written.
+  testing::TempDir dir;
+  const std::filesystem::path lib = dir.file("lib");
+  std::filesystem::create_directories(lib / "pk" / "sub");
+  testing::write_file((lib / "pk" / "__init__.py").string(), "");
+  testing::write_file((lib / "pk" / "m.py").string(), "def g__h(x):\n    return x\n");
+  testing::write_file((lib / "pk" / "m__g.py").string(), "def h(x):\n    return x + 1\n");
+  testing::write_file((lib / "pk" / "sub" / "q.py").string(), "def f(x):\n    return 1\n");
+  testing::write_file((lib / "pk" / "sub.q.py").string(), "def f(x):\n    return 2\n");
+  datasets::StdlibOptions o;
+  o.lib_dir = lib.string();
+  o.out_dir = dir.file("out");
+  o.min_files = 1;
+  o.min_functions = 1;
+  const auto report = datasets::write_stdlib_functions(o);
+  ASSERT_EQ(report.classes.size(), 1u);
+  EXPECT_EQ(report.classes[0].second, 4);
+  std::size_t files = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(dir.file("out") + "/pk")) {
+    (void)entry;
+    ++files;
+  }
+  EXPECT_EQ(files, 4u);
+  // Its folder is checked before the library is read: a file in the way is named.
+  testing::write_file(dir.file("f.py"), "");
+  o.out_dir = dir.file("f.py") + "/sub";
+  ENGRAM_EXPECT_THROW_WITH(datasets::write_stdlib_functions(o), std::runtime_error,
+                           "is not a folder");
+}
+
 }  // namespace
 }  // namespace engram::tbcnn
