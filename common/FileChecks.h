@@ -18,6 +18,16 @@
 
 namespace engram {
 
+/// The folder for temporary files: $TMPDIR (or TMP, TEMP, TEMPDIR, as
+/// std::filesystem::temp_directory_path reads them), else /tmp, also when the variable is set but
+/// empty or names no folder, where temp_directory_path() alone throws.
+inline std::filesystem::path temporary_folder() {
+  std::error_code error;
+  std::filesystem::path base = std::filesystem::temp_directory_path(error);
+  if (error || base.empty()) base = "/tmp";
+  return base;
+}
+
 /// Throws std::runtime_error ("WHAT 'PATH' is a folder, not a file") when `path` names a folder.
 inline void refuse_folder(const std::string& path, const std::string& what) {
   std::error_code ignored;

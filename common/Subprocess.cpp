@@ -1,5 +1,7 @@
 #include "common/Subprocess.h"
 
+#include "common/FileChecks.h"
+
 #include <fcntl.h>
 #include <spawn.h>
 #include <stdlib.h>
@@ -20,12 +22,7 @@ extern char** environ;
 namespace engram {
 
 ScratchDir::ScratchDir(const std::string& tag) {
-  // $TMPDIR (or TMP, TEMP, TEMPDIR), else /tmp: also when the variable is set but empty or not a
-  // folder, where temp_directory_path() alone would fail.
-  std::error_code error;
-  std::filesystem::path base = std::filesystem::temp_directory_path(error);
-  if (error || base.empty()) base = "/tmp";
-  std::string pattern = (base / ("engram-" + tag + "-XXXXXX")).string();
+  std::string pattern = (temporary_folder() / ("engram-" + tag + "-XXXXXX")).string();
   if (::mkdtemp(pattern.data()) == nullptr)
     throw std::runtime_error("cannot create a scratch folder: " +
                              std::string(std::strerror(errno)));

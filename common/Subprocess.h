@@ -29,10 +29,9 @@
 
 namespace engram {
 
-/// A fresh private folder under the system's temporary folder ($TMPDIR or the other variables
-/// std::filesystem::temp_directory_path reads; /tmp when none names a folder), named
-/// engram-TAG-XXXXXX, removed with everything in it on destruction. Throws std::runtime_error
-/// when it cannot be created.
+/// A fresh private folder under temporary_folder() ($TMPDIR, else /tmp; common/FileChecks.h),
+/// named engram-TAG-XXXXXX, removed with everything in it on destruction. Throws
+/// std::runtime_error when it cannot be created.
 class ScratchDir {
  public:
   explicit ScratchDir(const std::string& tag);

@@ -1,5 +1,6 @@
 #include "memory/SwapStore.h"
 
+#include "common/FileChecks.h"
 #include "memory/MemoryTracker.h"
 #include "memory/detail/TensorIdentity.h"
 
@@ -554,14 +555,9 @@ SwapStore::SwapStore(SwapStoreOptions options) : state_(std::make_shared<SwapSta
   }
   state_->bandwidth = options.bandwidth_bytes_per_second;
   state_->fail_after_bytes = options.fail_after_bytes;
-  std::filesystem::path dir = options.spill_directory;
-  if (dir.empty()) {
-    // $TMPDIR (or TMP, TEMP, TEMPDIR), else /tmp: also when the variable is empty or names no
-    // folder, as common/Subprocess.h's ScratchDir, where temp_directory_path() alone threw.
-    std::error_code error;
-    dir = std::filesystem::temp_directory_path(error);
-    if (error || dir.empty()) dir = "/tmp";
-  }
+  const std::filesystem::path dir = options.spill_directory.empty()
+                                        ? temporary_folder()
+                                        : std::filesystem::path(options.spill_directory);
   std::string name = (dir / "engram-swap-XXXXXX").string();
   state_->fd = ::mkstemp(name.data());
   if (state_->fd < 0) {
