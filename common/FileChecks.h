@@ -35,18 +35,21 @@ inline void refuse_folder(const std::string& path, const std::string& what) {
     throw std::runtime_error(what + " '" + path + "' is a folder, not a file");
 }
 
+/// `path` made absolute and normal, its existing part with links resolved: two spellings of one
+/// place compare equal even when the file does not exist yet.
+inline std::filesystem::path normal_path(const std::string& path) {
+  std::error_code ignored;
+  return std::filesystem::weakly_canonical(std::filesystem::absolute(path, ignored), ignored);
+}
+
 /// Whether `a` and `b` name one file: the same existing file (links and other spellings of its
-/// path included), or, when one does not exist yet, the same path made absolute and normal.
+/// path included), or, when one does not exist yet, the same normal_path.
 inline bool same_file(const std::string& a, const std::string& b) {
   if (a.empty() || b.empty()) return false;
   std::error_code error;
   if (std::filesystem::exists(a, error) && std::filesystem::exists(b, error))
     return std::filesystem::equivalent(a, b, error);
-  const auto normal = [](const std::string& p) {
-    std::error_code ignored;
-    return std::filesystem::weakly_canonical(std::filesystem::absolute(p, ignored), ignored);
-  };
-  return normal(a) == normal(b);
+  return normal_path(a) == normal_path(b);
 }
 
 }  // namespace engram

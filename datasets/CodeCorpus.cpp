@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <map>
 #include <set>
 #include <sstream>
@@ -424,6 +425,13 @@ StdlibReport write_stdlib_functions(const StdlibOptions& options) {
   fs::remove(out, ec);  // an empty folder, if any
   fs::rename(staging, out);
   return report;
+}
+
+bool corpus_reads(const std::string& src_dir, Language language, const std::string& path) {
+  const fs::path rest = normal_path(path).lexically_relative(normal_path(src_dir));
+  if (rest.empty() || *rest.begin() == ".." || std::distance(rest.begin(), rest.end()) < 2)
+    return false;  // outside, or beside the class folders
+  return has_suffix(rest.filename().string(), language_suffixes(language));
 }
 
 CodeTree remap_types(const CodeTree& tree, const std::vector<std::string>& vocabulary) {

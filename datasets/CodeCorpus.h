@@ -109,6 +109,11 @@ struct StdlibReport {
 /// a temporary folder renamed into place at the end.
 StdlibReport write_stdlib_functions(const StdlibOptions& options);
 
+/// Whether build_corpus over `src_dir` would read `path` as a source: a file with one of the
+/// language's suffixes inside a class folder (both paths compared made absolute and normal).
+/// Files beside the class folders are never read.
+bool corpus_reads(const std::string& src_dir, Language language, const std::string& path);
+
 /// A tree of a file parsed outside any corpus, with its types mapped to `vocabulary` by name
 /// (names it lacks map to the vocabulary's ERROR entry).
 CodeTree remap_types(const CodeTree& tree, const std::vector<std::string>& vocabulary);

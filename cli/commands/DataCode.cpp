@@ -3,14 +3,10 @@
 #include "common/AtomicFile.h"
 #include "common/Errors.h"
 #include "datasets/CodeCorpus.h"
-#include "datasets/CodeTree.h"
 
 #include <CLI/CLI.hpp>
 
-#include <filesystem>
-#include <iterator>
 #include <memory>
-#include <system_error>
 
 namespace engram::cli {
 namespace {
@@ -20,28 +16,10 @@ struct DataCode {
   std::string language, out;
 };
 
-/// Whether `path` is a file the corpus of `src` would read as a source: a file with one of the
-/// language's suffixes inside a class folder (after making both paths absolute and normal).
-bool read_as_source(const std::string& path, const std::string& src, datasets::Language language) {
-  std::error_code ignored;
-  const auto p =
-      std::filesystem::weakly_canonical(std::filesystem::absolute(path, ignored), ignored);
-  const auto d =
-      std::filesystem::weakly_canonical(std::filesystem::absolute(src, ignored), ignored);
-  const auto rest = p.lexically_relative(d);
-  if (rest.empty() || *rest.begin() == ".." || std::distance(rest.begin(), rest.end()) < 2)
-    return false;  // outside, or beside the class folders: never read
-  const std::string name = p.filename().string();
-  for (const auto& suffix : datasets::language_suffixes(language))
-    if (name.size() >= suffix.size() &&
-        name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0)
-      return true;
-  return false;
-}
-
 int run_data_code(DataCode& c, std::ostream& out, std::ostream& err) {
   c.corpus.language = datasets::parse_language(c.language);
-  if (!c.corpus.src_dir.empty() && read_as_source(c.out, c.corpus.src_dir, c.corpus.language))
+  if (!c.corpus.src_dir.empty() &&
+      datasets::corpus_reads(c.corpus.src_dir, c.corpus.language, c.out))
     throw UsageError("--out '" + c.out + "' is a source file of --src '" + c.corpus.src_dir +
                      "': the corpus would replace or join the sources it is made from");
   check_writable(c.out);  // before parsing every source, not after
