@@ -23,10 +23,13 @@ bool set_compute_threads(int threads) {
   return set != nullptr;
 }
 
-void set_threads_option(int threads) {
-  if (threads < 0 || threads > 1024) {
+void check_threads_option(int threads) {
+  if (threads < 0 || threads > 1024)
     throw InvalidOption("threads", "must be 0 (all cores) or between 1 and 1024");
-  }
+}
+
+void set_threads_option(int threads) {
+  check_threads_option(threads);
   set_compute_threads(threads);
 }
 

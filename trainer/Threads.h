@@ -10,8 +10,10 @@ namespace engram::trainer {
 /// Returns whether OpenBLAS was found and told.
 bool set_compute_threads(int threads);
 
-/// The same for a user's thread count: throws InvalidOption("threads") unless 0 (every core) or
-/// 1..1024.
+/// Throws InvalidOption("threads") unless a user's thread count is 0 (every core) or 1..1024.
+void check_threads_option(int threads);
+
+/// set_compute_threads for a user's thread count, checked by check_threads_option.
 void set_threads_option(int threads);
 
 }  // namespace engram::trainer

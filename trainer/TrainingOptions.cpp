@@ -1,6 +1,7 @@
 #include "trainer/TrainingOptions.h"
 
 #include "dist/Communicator.h"
+#include "trainer/Threads.h"
 
 #include "common/Errors.h"
 
@@ -56,8 +57,7 @@ void validate(const TrainingOptions& o, long min_steps) {
                         "must be 0 with --grad-sync ooo: the global norm needs every gradient "
                         "before any update, and ooo updates the first layers during the next "
                         "forward");
-  if (o.threads < 0 || o.threads > 1024)
-    throw InvalidOption("threads", "must be 0 (all cores) or between 1 and 1024");
+  check_threads_option(o.threads);
   if (o.ooo_threads != 1 && o.ooo_threads != 2)
     throw InvalidOption("ooo_threads",
                         "must be 1 (plain backward) or 2 (weight gradients on a "
