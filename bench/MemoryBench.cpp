@@ -845,10 +845,7 @@ void run_memory_bench(const MemoryBenchOptions& options, std::ostream& out) {
     }
   }
   if (options.json_path.empty()) throw InvalidOption("json_path", "is required");
-  if (!(options.swap_bandwidth == 0 || options.swap_bandwidth >= trainer::kMinSwapBandwidth) ||
-      !std::isfinite(options.swap_bandwidth))
-    throw InvalidOption("swap_bandwidth",
-                        "must be 0 (unthrottled) or at least 1e6 bytes per second");
+  trainer::check_swap_bandwidth(options.swap_bandwidth, "swap_bandwidth");
   resolve_budget(options.budget, 1);  // the form, before anything runs
   bool plans = false;
   for (const auto& row : options.techniques)

@@ -83,6 +83,12 @@ void validate(const TrainingOptions& o, long min_steps) {
   dist::validate(o.dist);
 }
 
+void check_swap_bandwidth(double bytes_per_second, const std::string& field) {
+  if (!(bytes_per_second == 0 || bytes_per_second >= kMinSwapBandwidth) ||
+      !std::isfinite(bytes_per_second))
+    throw InvalidOption(field, "must be 0 (unthrottled) or at least 1e6 bytes per second");
+}
+
 std::string default_checkpoint_path(const std::string& out_path) {
   if (out_path.empty()) return "";
   std::error_code error;
@@ -114,10 +120,7 @@ void validate(const MemoryOptions& o) {
   if (o.budget_bytes > 0 && !chosen_techniques(o.techniques).plans())
     throw InvalidOption("memory.budget_bytes",
                         "needs recompute, swap or algo among the techniques");
-  if (!(o.swap_bandwidth == 0 || o.swap_bandwidth >= kMinSwapBandwidth) ||
-      !std::isfinite(o.swap_bandwidth))
-    throw InvalidOption("memory.swap_bandwidth",
-                        "must be 0 (unthrottled) or at least 1e6 bytes per second");
+  check_swap_bandwidth(o.swap_bandwidth, "memory.swap_bandwidth");
 }
 
 }  // namespace engram::trainer

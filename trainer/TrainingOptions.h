@@ -29,6 +29,10 @@ namespace engram::trainer {
 /// (a byte per second would never finish, and a stop request waits for the step).
 constexpr double kMinSwapBandwidth = 1e6;
 
+/// Throws InvalidOption(`field`) unless `bytes_per_second` is 0 (unthrottled) or a finite number
+/// of at least kMinSwapBandwidth.
+void check_swap_bandwidth(double bytes_per_second, const std::string& field);
+
 /// The memory techniques of a session (trainer/MemoryTechniques.h), all lossless.
 struct MemoryOptions {
   /// Any of "none", "relu", "recompute", "swap" (and "all" for the three), "reuse", "algo".
