@@ -16,6 +16,7 @@
 #include "resnet/ResNet.h"
 
 #include <ATen/ATen.h>
+#include <ATen/core/grad_mode.h>
 #include <cuda_runtime_api.h>
 #include <nlohmann/json.hpp>
 

@@ -20,6 +20,8 @@
 /// The driver starts the ranks as child processes of the same binary (`--worker`, torchrun's
 /// variables on loopback) and the peer through torchrun.
 
+#include "common/PythonEnv.h"
+
 #include <cstdint>
 #include <ostream>
 #include <string>
@@ -50,8 +52,8 @@ struct DpBenchOptions {
   double first_bucket_mb = 1;  ///< Engram's first bucket (DDP's is fixed at 1 MiB)
   std::uint64_t seed = 1;
   std::string trace_dir;  ///< Chrome traces per rank; empty: none
-  std::string python = "/usr/bin/python3";
-  std::string torchrun = "torchrun";
+  std::string python = torch_python();  ///< with the pinned torch (common/PythonEnv.h)
+  std::string torchrun = torchrun_program();  ///< the pinned environment's (common/PythonEnv.h)
   bool skip_peer = false;
   int port = 0;         ///< rendezvous port on 127.0.0.1 (the peer's: port + 1); 0: free ones
   bool worker = false;  ///< this process is one rank (started by the driver)

@@ -892,7 +892,7 @@ void run_memory_bench(const MemoryBenchOptions& options, std::ostream& out) {
 
   // Before any model exists, so that every parameter is counted.
   MemoryTracker& tracker = MemoryTracker::install();
-  const bool blas_threads_set = trainer::set_compute_threads(options.threads);
+  trainer::set_compute_threads(options.threads);
 
   const int warmup_steps = any_reuse(options.techniques) ? kReuseWarmupSteps : kWarmupSteps;
   json report{{"benchmark", "memory"},
@@ -901,7 +901,6 @@ void run_memory_bench(const MemoryBenchOptions& options, std::ostream& out) {
               {"versions", versions_json()},
               {"seed", options.seed},
               {"threads", options.threads},
-              {"openblas_threads_set", blas_threads_set},
               {"steps", options.steps},
               {"warmup_steps", warmup_steps},
               {"learning_rate", kLearningRate},

@@ -74,6 +74,8 @@
 /// gradients kept allocated and zeroed in place (higher: backward's weight-gradient results are
 /// then temporaries). bench/peers/resnet_memory_peer.py documents the peer's method.
 
+#include "common/PythonEnv.h"
+
 #include <cstdint>
 #include <ostream>
 #include <string>
@@ -94,7 +96,7 @@ struct MemoryBenchOptions {
   std::string impl = "engram";  ///< npi: "engram" (nn/) or "torch" (plain torch modules)
   std::uint64_t seed = 1;
   int threads = 1;  ///< intra-op threads, C++ and peer alike
-  std::string python = "/usr/bin/python3";
+  std::string python = torch_python();  ///< with the pinned torch (common/PythonEnv.h)
   bool skip_peer = false;
   /// Bound on activation_peak_bytes for the rows that plan (recompute, swap, all): a number of
   /// bytes, or a fraction of the `none` row's activation peak written "0.5x" (`none` must come

@@ -206,7 +206,7 @@ void run_npi_bench(const NpiBenchOptions& options, std::ostream& out) {
   check_writable(options.json_path);  // fail before the work, not after it
   const auto& task = datasets::task_by_name(options.task);
   const std::string peer_path = options.skip_peer ? "" : peer_script("npi_peer.py");
-  const bool blas_threads_set = trainer::set_compute_threads(options.threads);
+  trainer::set_compute_threads(options.threads);
   // The session `engram train npi` runs, at this bench's threads and seed.
   trainer::TrainingOptions training = npi::TrainOptions::default_training();
   training.threads = options.threads;
@@ -238,7 +238,6 @@ void run_npi_bench(const NpiBenchOptions& options, std::ostream& out) {
               {"task", task.name()},
               {"hidden", options.hidden},
               {"threads", options.threads},
-              {"openblas_threads_set", {{"cpp", blas_threads_set}, {"python", nullptr}}},
               {"seed", options.seed},
               {"steps", options.steps},
               {"warmup_steps", kWarmupSteps},
@@ -329,7 +328,6 @@ void run_npi_bench(const NpiBenchOptions& options, std::ostream& out) {
       const json peer = peer_json(text);
       const double python_seconds = peer.at("seconds").get<double>();
       const double python_first = peer.at("first_loss").get<double>();
-      report["openblas_threads_set"]["python"] = peer.at("openblas_threads_set");
       r["python_traces_per_s"] = options.steps * traces_per_step / python_seconds;
       r["python_steps_per_s"] = options.steps / python_seconds;
       r["ratio"] = python_seconds / cpp.seconds;

@@ -4,6 +4,8 @@
 /// (bench/peers/npi_peer.py) run in the same invocation, at batch 1 and batch 32; and the C++
 /// model on the layers of nn/ beside the same model on plain torch modules (`--layers torch`).
 
+#include "common/PythonEnv.h"
+
 #include <cstdint>
 #include <ostream>
 #include <string>
@@ -23,7 +25,7 @@ struct NpiBenchOptions {
   int threads = 1;                      ///< intra-op threads for both implementations
   int hidden = 256;
   std::uint64_t seed = 1;
-  std::string python = "/usr/bin/python3";
+  std::string python = torch_python();  ///< with the pinned torch (common/PythonEnv.h)
   bool skip_peer = false;
 };
 

@@ -1,6 +1,7 @@
 #include "cli/Cli.h"
 
 #include "cli/Command.h"
+#include "cli/Version.h"
 #include "common/Errors.h"
 
 #include <c10/util/Exception.h>
@@ -55,6 +56,9 @@ int parse(CLI::App& app, const std::vector<std::string>& args, std::ostream& out
   std::vector<std::string> reversed(args.rbegin(), args.rend());
   try {
     app.parse(reversed);
+  } catch (const CLI::CallForVersion&) {
+    out << version_text();
+    return 0;
   } catch (const CLI::CallForHelp&) {
     // help() descends to the innermost subcommand that was named, with its full usage line.
     out << app.help();
@@ -109,6 +113,10 @@ int engram_main(const std::vector<std::string>& args, std::ostream& out, std::os
       "engram"};
   app.require_subcommand(1);
   app.set_help_all_flag("--help-all", "Show help for every command");
+  // The text is computed only when the flag is given: it asks the CUDA runtime for GPUs.
+  app.add_flag_callback("--version", [] { throw CLI::CallForVersion(); },
+                        "Engram's commit, LibTorch's version, the CUDA, cuDNN and NCCL versions "
+                        "compiled in, and the GPUs visible");
   const std::vector<Command> commands = register_commands(app);
   if (is_unknown_command(app, args)) {
     err << "engram: error: unknown command '" << args[0] << "' (see `engram help`)\n";

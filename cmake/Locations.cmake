@@ -1,13 +1,11 @@
-# Where the dependencies come from, for a machine without Debian's packages (README, "Building
-# against LibTorch 2.x / on a GPU machine"). Without these options nothing changes: Debian 12's
-# LibTorch 1.13 and packages are found in /usr.
-#   -DENGRAM_TORCH_FROM_PYTHON=ON  LibTorch of the PyTorch that ENGRAM_PYTHON imports (a pip wheel,
-#                                  with CUDA on a GPU machine): torch.utils.cmake_prefix_path
-#   -DENGRAM_TORCH_DIR=DIR         LibTorch from DIR: a folder holding TorchConfig.cmake, or a prefix
-#   -DENGRAM_DEPS_PREFIX=DIR       every other dependency from DIR, where scripts/unpack-deps.sh
-#                                  unpacked the .deb bundle of scripts/bundle-deps.sh
-option(ENGRAM_TORCH_FROM_PYTHON "Build against the LibTorch of the Python torch package" OFF)
-set(ENGRAM_PYTHON python3 CACHE STRING "Python whose torch ENGRAM_TORCH_FROM_PYTHON uses")
+# Where the dependencies come from.
+#   LibTorch: the torch package of ENGRAM_PYTHON (torch.utils.cmake_prefix_path), the pinned PyPI
+#             wheel of scripts/install-deps.sh, which scripts/build.sh passes; or -DENGRAM_TORCH_DIR
+#             (a folder holding TorchConfig.cmake, or a prefix), which takes precedence.
+#   cuDNN:    the nvidia-cudnn wheel beside that torch (the library LibTorch itself loads).
+#   The rest: Debian's packages in /usr, or -DENGRAM_DEPS_PREFIX=DIR where scripts/unpack-deps.sh
+#             unpacked the .deb bundle of scripts/bundle-deps.sh (a GPU machine without apt).
+set(ENGRAM_PYTHON python3 CACHE STRING "Python whose torch package provides LibTorch")
 set(ENGRAM_TORCH_DIR "" CACHE PATH "LibTorch's TorchConfig.cmake folder or prefix")
 set(ENGRAM_DEPS_PREFIX "" CACHE PATH "Prefix of the unpacked dependency bundle")
 
@@ -26,32 +24,34 @@ function(engram_use_torch_dir dir)
   message(STATUS "engram: LibTorch from ${Torch_DIR}")
 endfunction()
 
-if(ENGRAM_TORCH_FROM_PYTHON)
+# The Python torch package: its CMake prefix, version, CUDA, and the folder of its site-packages
+# (where the nvidia-* wheels it depends on live).
+set(ENGRAM_PYTHON_SITE "")
+if(ENGRAM_TORCH_DIR)
+  engram_use_torch_dir(${ENGRAM_TORCH_DIR})
+else()
   execute_process(
     COMMAND ${ENGRAM_PYTHON} -c
-            "import torch; print(torch.utils.cmake_prefix_path); print(torch.__version__); print(torch.version.cuda); print(int(torch._C._GLIBCXX_USE_CXX11_ABI))"
+            "import os, torch; print(torch.utils.cmake_prefix_path); print(torch.__version__); print(torch.version.cuda); print(int(torch._C._GLIBCXX_USE_CXX11_ABI)); print(os.path.dirname(os.path.dirname(torch.__file__)))"
     OUTPUT_VARIABLE out RESULT_VARIABLE rc ERROR_VARIABLE err OUTPUT_STRIP_TRAILING_WHITESPACE)
   if(NOT rc EQUAL 0)
-    message(FATAL_ERROR "engram: ENGRAM_TORCH_FROM_PYTHON: '${ENGRAM_PYTHON}' cannot import torch: ${err}")
+    message(FATAL_ERROR "engram: '${ENGRAM_PYTHON}' cannot import torch (${err}). Build with "
+                        "scripts/build.sh, which installs the pinned PyTorch and passes its "
+                        "python as -DENGRAM_PYTHON, or give -DENGRAM_TORCH_DIR.")
   endif()
   string(REPLACE "\n" ";" out "${out}")
   list(GET out 0 prefix)
   list(GET out 1 version)
   list(GET out 2 cuda)
   list(GET out 3 abi)
+  list(GET out 4 ENGRAM_PYTHON_SITE)
   message(STATUS "engram: Python torch ${version} (CUDA ${cuda}, _GLIBCXX_USE_CXX11_ABI=${abi})")
-  if(NOT EXISTS ${prefix}/Torch/TorchConfig.cmake AND NOT ENGRAM_TORCH_DIR)
-    # Debian's python3-torch prints a cmake_prefix_path it does not ship; its LibTorch is
-    # libtorch-dev's, found without options.
-    message(FATAL_ERROR "engram: ${prefix} (torch.utils.cmake_prefix_path) has no "
-                        "Torch/TorchConfig.cmake; give -DENGRAM_TORCH_DIR instead")
+  if(NOT EXISTS ${prefix}/Torch/TorchConfig.cmake)
+    message(FATAL_ERROR "engram: ${prefix} (torch.utils.cmake_prefix_path of ${ENGRAM_PYTHON}) "
+                        "has no Torch/TorchConfig.cmake: that torch is not a PyPI wheel with "
+                        "LibTorch; give -DENGRAM_TORCH_DIR instead")
   endif()
-  if(NOT ENGRAM_TORCH_DIR)
-    engram_use_torch_dir(${prefix})
-  endif()
-endif()
-if(ENGRAM_TORCH_DIR)
-  engram_use_torch_dir(${ENGRAM_TORCH_DIR})
+  engram_use_torch_dir(${prefix})
 endif()
 
 if(ENGRAM_DEPS_PREFIX)
@@ -76,17 +76,15 @@ if(ENGRAM_DEPS_PREFIX)
   message(STATUS "engram: other dependencies from ${ENGRAM_DEPS_PREFIX}")
 endif()
 
-# After find_package(Torch): LibTorch's C++ ABI must match the C++ libraries linked with it.
-# TorchConfig.cmake puts -D_GLIBCXX_USE_CXX11_ABI=0 into CMAKE_CXX_FLAGS for wheels built with the
-# old ABI (pip wheels before the manylinux_2_28 ones); Debian's libraries use ABI 1. Header-only
-# and C dependencies (nlohmann-json, CLI11, Boost.Graph, tree-sitter) do not care; GoogleTest's
-# static libraries from the bundle do, so the test executables would not link.
+# After find_package(Torch): LibTorch's C++ ABI must match the C++ libraries linked with it
+# (Debian's GoogleTest and Google Benchmark use the new ABI). TorchConfig.cmake puts
+# -D_GLIBCXX_USE_CXX11_ABI=0 into CMAKE_CXX_FLAGS for wheels built with the old ABI (pip wheels
+# before the manylinux_2_28 ones, torch 2.7 and earlier).
 function(engram_check_torch_abi)
-  if(ENGRAM_DEPS_PREFIX AND ENGRAM_BUILD_TESTS AND "${TORCH_CXX_FLAGS}" MATCHES "_GLIBCXX_USE_CXX11_ABI=0")
+  if("${TORCH_CXX_FLAGS}" MATCHES "_GLIBCXX_USE_CXX11_ABI=0")
     message(FATAL_ERROR
-            "engram: this LibTorch uses the old C++ ABI (_GLIBCXX_USE_CXX11_ABI=0) and the bundled "
-            "GoogleTest the new one, so the tests cannot link. Configure with "
-            "-DENGRAM_BUILD_TESTS=OFF, or use a PyTorch whose "
-            "torch._C._GLIBCXX_USE_CXX11_ABI is True.")
+            "engram: this LibTorch uses the old C++ ABI (_GLIBCXX_USE_CXX11_ABI=0) and Debian's "
+            "C++ libraries the new one; use a PyTorch whose torch._C._GLIBCXX_USE_CXX11_ABI is True "
+            "(the pinned one of scripts/python/requirements.lock is)")
   endif()
 endfunction()

@@ -1,7 +1,6 @@
 #include "dist/Communicator.h"
 
 #include "common/Errors.h"
-#include "common/TorchVersion.h"
 #include "memory/MemoryTracker.h"
 
 #include <ATen/ATen.h>
@@ -23,14 +22,6 @@ namespace engram::dist {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-// In LibTorch 1.13 a backend is a c10d::ProcessGroup; from 2.0 it is a c10d::Backend that a
-// ProcessGroup holds per device type. Engram talks to the backend directly in both.
-#if ENGRAM_TORCH_AT_LEAST(2, 0)
-using BackendBase = c10d::Backend;
-#else
-using BackendBase = c10d::ProcessGroup;
-#endif
 
 constexpr auto kHeartbeatPeriod = std::chrono::milliseconds(500);
 /// A rank whose counter has not moved for this long is not answering.
@@ -110,7 +101,7 @@ void PendingCollective::wait() {
 // ---------------------------------------------------------------------------------------------
 struct Communicator::Impl {
   c10::intrusive_ptr<c10d::Store> store;  ///< prefixed with this attempt's namespace
-  c10::intrusive_ptr<BackendBase> backend;
+  c10::intrusive_ptr<c10d::Backend> backend;
   LinkSchedule link;
   std::mutex link_mutex;
 
@@ -199,8 +190,8 @@ Communicator::Communicator(const DistEnv& env, const DistOptions& options)
   validate(options_);
   if (options_.backend == "nccl") {
     throw InvalidOption("dist.backend",
-                        "nccl needs a LibTorch built with CUDA and NCCL; this one has neither "
-                        "(use gloo)");
+                        "nccl is not wired into Engram's data-parallel trainer yet (its "
+                        "gradients live in host memory); use gloo");
   }
   // c10d logs its own errors (a refused connection, a timeout) before throwing; Engram reports
   // each failure in one line of its own, so only fatal log lines stay.

@@ -1,6 +1,5 @@
 #include "memory/MemoryTracker.h"
 
-#include "memory/TorchCompat.h"
 #include "memory/detail/BlockSource.h"
 
 #include <c10/core/Allocator.h>
@@ -11,6 +10,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cstring>
 #include <limits>
 #include <mutex>
 #include <new>
@@ -139,12 +139,16 @@ void tracked_delete(void* data) {
 }
 
 /// c10's default CPU allocator plus a header and the counting.
-class TrackingAllocator final : public compat::AllocatorBase {
+class TrackingAllocator final : public c10::Allocator {
  public:
   c10::DeleterFnPtr raw_deleter() const override { return &tracked_delete; }
 
- protected:
-  c10::DataPtr allocate_bytes(std::size_t nbytes) const override {
+  /// Copies between two blocks of this allocator (copy-on-write storages): plain CPU memory.
+  void copy_data(void* dest, const void* src, std::size_t count) const override {
+    if (count > 0) std::memcpy(dest, src, count);
+  }
+
+  c10::DataPtr allocate(std::size_t nbytes) override {
     const c10::Device device(c10::DeviceType::CPU);
     if (nbytes == 0) return {nullptr, nullptr, &tracked_delete, device};
     TORCH_CHECK(

@@ -3,6 +3,8 @@
 #include "nn/Recompute.h"
 #include "nn/detail/FunctionSupport.h"
 
+#include <ATen/core/grad_mode.h>
+
 #include <tuple>
 
 namespace engram::nn {

@@ -22,7 +22,7 @@
 /// - the CPU random generator's state is saved before the first run and restored for the rerun
 ///   (and put back afterwards), so dropout-like layers draw the same numbers;
 /// - BatchNorm (nn/BatchNorm2d.h) does not update its running statistics during the rerun
-///   (PyTorch 1.13's torch.utils.checkpoint updates them twice) and normalizes with the batch's
+///   (torch.utils.checkpoint updates them twice) and normalizes with the batch's
 ///   own statistics, as the first run did;
 /// - the rerun uses the activation store and gradient scheduler of the first run (nn/Runtime.h).
 /// The rerun's backward runs inside this unit's backward (a nested, reentrant backward pass, as

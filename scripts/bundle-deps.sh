@@ -5,7 +5,7 @@
 # the Debian dependencies they pull in (except the C/C++ toolchain's own: libc6, libstdc++6, ...),
 # go to third_party/deps/ (ignored by git, like the tree-sitter grammars in third_party/grammars/,
 # which this script also fetches). Carry third_party/ to the other machine and unpack there with
-# scripts/unpack-deps.sh (README, "Building against LibTorch 2.x / on a GPU machine").
+# scripts/unpack-deps.sh (docs/USAGE.md, "On a GPU machine").
 #   scripts/bundle-deps.sh [DEST]      default DEST: third_party/deps
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)

@@ -1,47 +1,64 @@
 #!/usr/bin/env bash
-# Fetches the tree-sitter grammars Engram parses with from the npm registry
-# into third_party/grammars/NAME: `npm pack` downloads the tarball alone (no install scripts, no
-# node addon), its sha512 is checked against the integrity hash pinned here, and only the sources
-# CMake compiles (src/parser.c, src/scanner.c, headers) and the license are unpacked.
-# These versions have LANGUAGE_VERSION 14; newer ones are ABI 15, which Debian 12's runtime
-# (libtree-sitter 0.20.7, ABI 13-14) refuses.
+# Fetches the tree-sitter grammars Engram parses with from PyPI into third_party/grammars/: pip
+# downloads each source distribution alone (no dependencies, nothing built or installed), its
+# sha256 is checked against the one pinned here, and only its src/ (parser.c, scanner.c) and
+# license are unpacked. The grammars' sources include "tree_sitter/parser.h", "alloc.h" and
+# "array.h" (and array.h "ts_assert.h"), which these distributions do not ship: they come from tree-sitter's own source
+# distribution (the py-tree-sitter 0.23.2 package, whose core is tree-sitter 0.23, the generator
+# of these parsers), unpacked into third_party/grammars/include/tree_sitter/.
+# These versions have LANGUAGE_VERSION 14; later ones (tree-sitter-python 0.25, tree-sitter-c
+# 0.23.5 and up) are ABI 15, which Debian 12's runtime (libtree-sitter 0.20.7, ABI 13-14) refuses.
 # Idempotent: a grammar already unpacked at its pinned version and hash is left alone.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 dest=$root/third_party/grammars
-grammars=(
-  "tree-sitter-python 0.23.6 sha512-yIM9z0oxKIxT7bAtPOhgoVl6gTXlmlIhue7liFT4oBPF/lha7Ha4dQBS82Av6hMMRZoVnFJI8M6mL+SwWoLD3A=="
-  "tree-sitter-c 0.23.6 sha512-0dxXKznVyUA0s6PjNolJNs2yF87O5aL538A/eR6njA5oqX3C3vH4vnx3QdOKwuUdpKEcFdHuiDpRKLLCA/tjvQ=="
-  "tree-sitter-cpp 0.23.4 sha512-qR5qUDyhZ5jJ6V8/umiBxokRbe89bCGmcq/dk94wI4kN86qfdV8k0GHIUEKaqWgcu42wKal5E97LKpLeVW8sKw=="
+# name version sha256-of-the-sdist folder-it-unpacks-into what-to-unpack
+sources=(
+  "tree-sitter-python 0.23.6 354bfa0a2f9217431764a631516f85173e9711af2c13dbd796a8815acfe505d9 tree-sitter-python grammar"
+  "tree-sitter-c 0.23.4 9215c7888dd019038f162ea5646178f6e129cd2b49fc506d14becf5e426121d7 tree-sitter-c grammar"
+  "tree-sitter-cpp 0.23.4 6a59c4cebb1ad1dc2e8d586cf8a72b39d21b8108b7b139d089719e81a339e41d tree-sitter-cpp grammar"
+  "tree-sitter 0.23.2 66bae8dd47f1fed7bdef816115146d3a41c39b5c482d7bad36d9ba1def088450 include headers"
 )
-for entry in "${grammars[@]}"; do
-  read -r name version integrity <<< "$entry"
-  dir=$dest/$name
-  pin="$version $integrity"
+fetched=0
+for entry in "${sources[@]}"; do
+  read -r name version sha256 folder what <<< "$entry"
+  dir=$dest/$folder
+  pin="$name $version sha256:$sha256"
   if [ -f "$dir/.engram-pin" ] && [ "$(cat "$dir/.engram-pin")" = "$pin" ]; then
     continue
   fi
   tmp=$(mktemp -d)
-  (cd "$tmp" && npm pack --silent --ignore-scripts "$name@$version" > /dev/null 2> "$tmp/npm.log") || {
-    echo "fetch-grammars: npm pack $name@$version failed:" >&2
-    cat "$tmp/npm.log" >&2
+  echo "$name==$version --hash=sha256:$sha256" > "$tmp/requirement.txt"
+  if ! /usr/bin/python3 -m pip download --quiet --no-input --disable-pip-version-check \
+    --no-deps --no-binary :all: --require-hashes -r "$tmp/requirement.txt" -d "$tmp" \
+    > "$tmp/pip.log" 2>&1; then
+    echo "fetch-grammars: pip download $name==$version (sha256 $sha256) failed:" >&2
+    tail -15 "$tmp/pip.log" >&2
+    rm -rf "$tmp"
     exit 1
-  }
-  tarball=$tmp/$name-$version.tgz
-  actual=$(/usr/bin/python3 -c 'import base64, hashlib, sys
-print("sha512-" + base64.b64encode(hashlib.sha512(open(sys.argv[1], "rb").read()).digest()).decode())' "$tarball")
-  if [ "$actual" != "$integrity" ]; then
-    echo "fetch-grammars: $name@$version has integrity $actual, expected $integrity" >&2
+  fi
+  tarball=$(ls "$tmp"/*.tar.gz)
+  # pip checked the hash; checked again here so that this script never trusts a cache silently.
+  if [ "$(sha256sum "$tarball" | cut -d' ' -f1)" != "$sha256" ]; then
+    echo "fetch-grammars: $tarball does not have sha256 $sha256" >&2
     rm -rf "$tmp"
     exit 1
   fi
   rm -rf "$dir.partial"
   mkdir -p "$dir.partial"
-  tar -xzf "$tarball" -C "$dir.partial" --strip-components=1 --wildcards \
-    'package/src/*' 'package/LICENSE*' 'package/package.json'
+  if [ "$what" = grammar ]; then
+    tar -xzf "$tarball" -C "$dir.partial" --strip-components=1 --wildcards '*/src/*' '*/LICENSE'
+  else
+    top=$(basename "$tarball" .tar.gz)
+    mkdir -p "$dir.partial/tree_sitter"
+    tar -xzf "$tarball" -C "$dir.partial/tree_sitter" --strip-components=5 \
+      "$top/tree_sitter/core/lib/src/parser.h" "$top/tree_sitter/core/lib/src/alloc.h" \
+      "$top/tree_sitter/core/lib/src/array.h" "$top/tree_sitter/core/lib/src/ts_assert.h"
+    tar -xzf "$tarball" -C "$dir.partial" --strip-components=1 "$top/LICENSE"
+  fi
   echo "$pin" > "$dir.partial/.engram-pin"
-  rm -rf "$dir"
+  rm -rf "$dir" "$tmp"
   mv "$dir.partial" "$dir"
-  rm -rf "$tmp"
-  echo "fetch-grammars: $name@$version"
+  fetched=$((fetched + 1))
 done
+echo "fetch-grammars: ${#sources[@]} sources pinned by sha256, $fetched fetched from PyPI"

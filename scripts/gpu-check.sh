@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# The checks that need a GPU machine, as one bounded run (README, "Building against LibTorch 2.x /
-# on a GPU machine"): on a machine with nvcc and a PyTorch wheel with CUDA (no apt, no network),
-# with third_party/ carried from Debian 12 (scripts/bundle-deps.sh), it
+# The checks that need a GPU machine, as one bounded run (docs/USAGE.md, "On a GPU machine"): on a
+# machine with nvcc and the PyTorch wheel Engram pins (torch 2.11 with CUDA 13.0; no apt, no
+# network), with third_party/ carried from Debian 12 (scripts/bundle-deps.sh: the Debian packages
+# the wheel lacks, and the grammars), it
 #   1. reports the machine (nvidia-smi, torch, its CUDA and C++ ABI, nvcc, the compiler),
-#   2. unpacks the bundle and configures build-gpu/ against the wheel's LibTorch,
+#   2. unpacks the bundle and configures build-gpu/ against the LibTorch of the machine's python3,
 #   3. builds the CUDA kernels' test and benchmark first and runs them (the test compares the
 #      CUDA kernels with the CPU kernels bit for bit; scripts/reproduce/relu_cuda.sh writes the
 #      benchmark's JSON), then the same for cuDNN's convolution algorithms (nn/cuda/: every
@@ -67,7 +68,7 @@ stage unpack 120 bash "$root/scripts/unpack-deps.sh" "$prefix" || exit 1
 export PATH=$prefix/bin:$PATH
 jobs=$(nproc)
 stage configure 180 cmake -S "$root" -B "$root/build-gpu" -G Ninja -DCMAKE_BUILD_TYPE=Release \
-  -DENGRAM_TORCH_FROM_PYTHON=ON -DENGRAM_PYTHON=python3 -DENGRAM_DEPS_PREFIX="$prefix" \
+  -DENGRAM_PYTHON="$(command -v python3)" -DENGRAM_DEPS_PREFIX="$prefix" \
   -DCMAKE_CUDA_ARCHITECTURES=90 || exit 1
 
 if stage build-cuda 300 ninja -C "$root/build-gpu" -j "$jobs" engram_tests_memory_cuda \

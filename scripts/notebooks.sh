@@ -6,7 +6,8 @@
 # or --executed DIR; the committed notebooks stay without outputs.
 #   bash scripts/notebooks.sh [--figures DIR] [--executed DIR] [--results DIR] [NOTEBOOK...]
 # --results reads another results folder (default results/). Installs its dependencies first
-# (scripts/install-deps.sh, idempotent) unless ENGRAM_SKIP_INSTALL=1.
+# (scripts/install-deps.sh, idempotent) unless ENGRAM_SKIP_INSTALL=1; runs on the pinned Python
+# environment (scripts/python/env.sh), whose ipykernel is the notebooks' kernel.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 figures=$root/results/figures
@@ -24,7 +25,8 @@ while [ $# -gt 0 ]; do
   shift
 done
 [ "${ENGRAM_SKIP_INSTALL:-0}" = 1 ] || bash "$root/scripts/install-deps.sh" >&2
-if ! /usr/bin/python3 -c "import nbconvert, matplotlib, ipykernel" 2> /dev/null; then
+source "$root/scripts/python/env.sh"
+if ! "$ENGRAM_PY" -c "import nbconvert, matplotlib, ipykernel" 2> /dev/null; then
   echo "notebooks: jupyter nbconvert, matplotlib or ipykernel is missing: run scripts/install-deps.sh" >&2
   exit 1
 fi
@@ -62,7 +64,7 @@ for name in "${names[@]}"; do
   fi
   for png in ${expected[$name]:-}; do rm -f "$figures/$png.png"; done
   start=$(date +%s)
-  if ! (cd "$root/notebooks" && /usr/bin/python3 -m nbconvert --to notebook --execute \
+  if ! (cd "$root/notebooks" && "$ENGRAM_PY" -m nbconvert --to notebook --execute \
     --ExecutePreprocessor.timeout=600 --output-dir "$executed" "$nb" > "$executed/$name.log" 2>&1)
   then
     echo "notebooks: $name.ipynb failed:" >&2

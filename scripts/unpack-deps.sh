@@ -2,8 +2,7 @@
 # Unpacks the .deb bundle of scripts/bundle-deps.sh into PREFIX (no root, no package manager:
 # dpkg-deb where the machine has it, otherwise ar and tar), then makes it usable from there:
 # the pkg-config files point into PREFIX, and PREFIX/bin holds pkg-config and ninja wrappers.
-# Configure with -DENGRAM_DEPS_PREFIX=PREFIX (README, "Building against LibTorch 2.x / on a GPU
-# machine").
+# Configure with -DENGRAM_DEPS_PREFIX=PREFIX (docs/USAGE.md, "On a GPU machine").
 #   scripts/unpack-deps.sh PREFIX [BUNDLE]      default BUNDLE: third_party/deps
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)

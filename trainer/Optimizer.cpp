@@ -4,6 +4,7 @@
 #include "trainer/FusedSgd.h"
 
 #include <ATen/ATen.h>
+#include <ATen/core/grad_mode.h>
 
 #include <stdexcept>
 

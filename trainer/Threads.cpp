@@ -4,23 +4,14 @@
 
 #include <ATen/Parallel.h>
 
-#include <dlfcn.h>
-
 #include <algorithm>
 #include <thread>
 
 namespace engram::trainer {
 
-bool set_compute_threads(int threads) {
+void set_compute_threads(int threads) {
   if (threads <= 0) threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   at::set_num_threads(threads);
-  void* blas = ::dlopen("libopenblas.so.0", RTLD_LAZY | RTLD_NOLOAD);
-  if (blas == nullptr) return false;
-  using SetThreads = void (*)(int);
-  auto* set = reinterpret_cast<SetThreads>(::dlsym(blas, "openblas_set_num_threads"));
-  if (set != nullptr) set(threads);
-  ::dlclose(blas);
-  return set != nullptr;
 }
 
 void check_threads_option(int threads) {

@@ -11,6 +11,7 @@
 #include "trainer/Trainer.h"
 
 #include <ATen/ATen.h>
+#include <ATen/core/grad_mode.h>
 #include <nlohmann/json.hpp>
 
 #include <filesystem>

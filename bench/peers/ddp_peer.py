@@ -4,7 +4,7 @@ layout of resnet/ResNet.h), the same synthetic images, per-rank batch and thread
 with torch.nn.parallel.DistributedDataParallel over Gloo with its default buckets (25 MiB, the
 first 1 MiB), Adam at 1e-3 and no gradient clipping, as Engram's rows are. Started by torchrun:
 
-    torchrun --nproc_per_node 2 --redirects 1 --tee 1 bench/peers/ddp_peer.py --batch 16 \
+    "$ENGRAM_VENV"/bin/torchrun --nproc_per_node 2 bench/peers/ddp_peer.py --batch 16 \
         --warmup 2 --steps 5 --links 0,1250000000,125000000,12500000 --latency 0 \
         --threads 1 --seed 1 --out peer.json
 

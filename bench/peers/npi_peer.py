@@ -3,9 +3,9 @@
 code (npi/NpiModel.cpp, npi/NpiData.cpp, npi/NpiWorkload.cpp, trainer/Trainer.cpp), timed the same
 way, so that the two can be compared in one run.
 
-    /usr/bin/python3 bench/peers/npi_peer.py --data traces.jsonl --config config.json \
+    "$ENGRAM_VENV"/bin/python bench/peers/npi_peer.py --data traces.jsonl --config config.json \
         --batch 32 --steps 20 --warmup 3 --threads 1 [--indices batches.json] [--init init.json]
-    /usr/bin/python3 bench/peers/npi_peer.py --probe   # prints the torch and Python versions
+    "$ENGRAM_VENV"/bin/python bench/peers/npi_peer.py --probe   # prints the torch and Python versions
 
 --config is NpiConfig::to_json() (task, num_programs, observation_sizes, arg_size, hidden, layers,
 state_dim, program_dim, key_dim). --indices is a JSON list of warmup + steps lists of trace indices
@@ -15,14 +15,13 @@ back in the file beside it with the extension .bin; without it the weights are P
 
 Prints one JSON object on stdout: seconds and cpu_seconds (the timed steps in wall and process CPU
 time), traces_per_s, steps_per_s, mean_rows, phases_ms (wall, mean per timed step), first_loss,
-last_loss, torch_version, python_version, threads, openblas_threads_set.
+last_loss, torch_version, python_version, threads.
 
 Everything per element happens at load time; a step is tensor operations and a few vectorized
 numpy calls that build the packed order.
 """
 
 import argparse
-import ctypes
 import json
 import os
 import platform
@@ -181,16 +180,6 @@ def load_parameters(model, manifest_path):
         raise SystemExit(f"{manifest_path}: the values do not match the manifest")
 
 
-def set_blas_threads(threads):
-    """torch.set_num_threads does not reach OpenBLAS in 1.13 (the C++ bench does the same)."""
-    try:
-        blas = ctypes.CDLL("libopenblas.so.0", mode=os.RTLD_LAZY | os.RTLD_NOLOAD)
-        blas.openblas_set_num_threads(threads)
-        return True
-    except (OSError, AttributeError):  # not loaded: torch uses another BLAS
-        return False
-
-
 def sample_batches(n, batch, count, seed):
     """Epochs of a seeded shuffle, like trainer::train (not the same generator)."""
     rng = np.random.default_rng(seed)
@@ -226,7 +215,6 @@ def main():
         raise SystemExit("--steps, --batch and --threads must be at least 1, --warmup at least 0")
 
     torch.set_num_threads(args.threads)
-    blas_threads_set = set_blas_threads(args.threads)
     torch.manual_seed(args.seed)
     with open(args.config) as f:
         cfg = json.load(f)
@@ -292,7 +280,6 @@ def main():
         "steps": args.steps,
         "warmup": args.warmup,
         "threads": torch.get_num_threads(),
-        "openblas_threads_set": blas_threads_set,
         **versions,
     }))
     return 0

@@ -1,14 +1,14 @@
 #!/usr/bin/env python3
 """Python PyTorch peer of Engram's recompute rows: PyTorch's own activation checkpointing
-(torch.utils.checkpoint.checkpoint in both of its modes: use_reentrant=True, PyTorch 1.13's
+(torch.utils.checkpoint.checkpoint in both of its modes: use_reentrant=True, the older
 default, and use_reentrant=False) on the same CIFAR ResNet-18 and the same synthetic batch as
 resnet_memory_peer.py (whose network, batch, step and measuring code it imports), measured side
 by side with the plain network in one process.
 
-    /usr/bin/python3 bench/peers/resnet_checkpoint_peer.py --batch 32 --image-size 32 \
+    "$ENGRAM_VENV"/bin/python bench/peers/resnet_checkpoint_peer.py --batch 32 --image-size 32 \
         --widths 64,128,256,512 [--blocks-per-stage 2] [--num-classes 10] [--seed 1] \
         [--threads 1] [--steps 3]
-    /usr/bin/python3 bench/peers/resnet_checkpoint_peer.py --probe   # torch and Python versions
+    "$ENGRAM_VENV"/bin/python bench/peers/resnet_checkpoint_peer.py --probe   # torch and Python versions
 
 Rows: "none" is the plain network; "checkpoint_reentrant" and "checkpoint_nonreentrant"
 checkpoint Engram's recompute units, the stem and then every BasicBlock, each its own

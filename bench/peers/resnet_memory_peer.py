@@ -4,9 +4,9 @@
 (resnet/ResNetWorkload.h) and the same step, measured by PyTorch's own profiler, so that the
 activation peak Engram's allocator reports can be checked against it in the same invocation.
 
-    /usr/bin/python3 bench/peers/resnet_memory_peer.py --batch 32 --image-size 32 \
+    "$ENGRAM_VENV"/bin/python bench/peers/resnet_memory_peer.py --batch 32 --image-size 32 \
         --widths 64,128,256,512 [--blocks-per-stage 2] [--num-classes 10] [--seed 1] [--threads 1]
-    /usr/bin/python3 bench/peers/resnet_memory_peer.py --probe   # torch and Python versions
+    "$ENGRAM_VENV"/bin/python bench/peers/resnet_memory_peer.py --probe   # torch and Python versions
 
 How the figure is taken: one warm-up step (Adam allocates its state), then the profiled step
 (torch.profiler.profile(activities=[CPU], profile_memory=True)) makes the input batch, runs

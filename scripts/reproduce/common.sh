@@ -1,5 +1,5 @@
 # Shared by the reproduce scripts: argument parsing and a timed, logged command runner.
-# Sourced, not run. Sets: root, engram, quick (0/1), out, work, jobs, keep_work (0/1).
+# Sourced, not run. Sets: root, engram, torchrun, quick (0/1), out, work, jobs, keep_work (0/1).
 # Options every script takes: --quick, --out FILE.json; --jobs N (runs at a time, for the scripts
 # that run several: each on one thread) and --work DIR (keep the runs' files in DIR, not a
 # temporary folder, so that a stopped run started again with the same DIR skips what is done, for
@@ -7,6 +7,9 @@
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 engram=${ENGRAM_BIN:-$root/build/cli/engram}
+# The pinned Python environment (scripts/python/env.sh): its torchrun starts data-parallel jobs.
+source "$root/scripts/python/env.sh"
+torchrun=${ENGRAM_TORCHRUN:-$ENGRAM_VENV/bin/torchrun}
 quick=0
 out=""
 jobs=1

@@ -2,22 +2,22 @@
 # Claim: addition trained on 2 ranks (torchrun --nproc_per_node 2 on this machine, Gloo, default
 # options: per-rank batch 8, so a global batch of 16) reaches accuracy 1.0 at length 1000 (100
 # problems) and length 100 (1000 problems), like one process (results/npi_addition.json).
-# Writes results/dp_learning.json. --quick: a small model, short lengths (checks the script).
+# Writes results/dp_learning.json. --quick: a 64-wide core for 1000 steps (as npi_addition.sh's),
+# 10 problems at length 30, beyond the training lengths: the 2-rank model is exact there too.
 source "$(dirname "$0")/common.sh"
 out=${out:-$root/results/dp_learning.json}
 train_extra=()
 evals=("100:1000" "1000:100")
 if [ "$quick" = 1 ]; then
-  train_extra=(--steps 300 --hidden 64)
-  evals=("10:10")
+  train_extra=(--steps 1000 --hidden 64)
+  evals=("30:10")
 fi
 name="ranks2"
 port=$(/usr/bin/python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 run_logged "$name" data gen --task addition --out "$work/$name.jsonl" --seed 1 >/dev/null
 start=$(date +%s%N)
-# Debian's torchrun (PyTorch 1.13, Python 3.11) needs --redirects 1 --tee 1 (see README).
-cmd=(torchrun --nproc_per_node 2 --master_addr 127.0.0.1 --master_port "$port" --redirects 1
-     --tee 1 --no_python "$engram" train npi --task addition --data "$work/$name.jsonl"
+cmd=("$torchrun" --nproc_per_node 2 --master_addr 127.0.0.1 --master_port "$port" --no_python
+     "$engram" train npi --task addition --data "$work/$name.jsonl"
      --out "$work/$name.pt" --seed 1 --metrics "$work/$name.metrics.jsonl" "${train_extra[@]}")
 echo "+ ${cmd[*]/#$engram/engram}" | tee -a "$work/$name.cmd" >&2
 "${cmd[@]}" > "$work/$name.train.txt" 2>&1 || { cat "$work/$name.train.txt" >&2; exit 1; }

@@ -7,7 +7,7 @@
 #   memory_budget.json      none, recompute, swap, all under --budget 0.5x (half of none's
 #                           activation peak), the planner choosing per unit (--explain's plans in
 #                           the JSON);
-#   memory_budget_tight.json  none, swap, all under --budget 0.3x;
+#   memory_budget_tight.json  none, swap, all under --budget 0.33x (all reaches 0.322x at best);
 #   memory_swap_bandwidth.json  none, swap with the spill file throttled to 1 GB/s: stall time of
 #                           the slack schedule against on-demand swap-in.
 # Every row: max_abs_grad_diff exactly 0. Writes the four files under results/ (--out FILE: the
@@ -27,7 +27,7 @@ if [ "$base" = "${base%memory_techniques}" ]; then  # another name: files beside
 fi
 extra=(--steps 3)
 budget=0.5x
-tight=0.3x
+tight=0.33x
 if [ "$quick" = 1 ]; then
   extra=(--batch 4 --image-size 16 --width 8 --steps 1)
   budget=0.7x  # at this size recompute alone cannot reach half

@@ -16,9 +16,17 @@
 namespace engram::memory {
 namespace {
 
-bool have_device() {
+/// Whether a CUDA device is visible; if not, `why` says what the runtime answered.
+bool have_device(std::string& why) {
   int count = 0;
-  return cudaGetDeviceCount(&count) == cudaSuccess && count > 0;
+  const cudaError_t e = cudaGetDeviceCount(&count);
+  if (e != cudaSuccess) {
+    cudaGetLastError();
+    why = cudaGetErrorString(e);
+    return false;
+  }
+  why = "no CUDA device";
+  return count > 0;
 }
 
 #define CUDA_OK(expr) ASSERT_EQ((expr), cudaSuccess) << cudaGetErrorString(cudaGetLastError())
@@ -65,7 +73,8 @@ at::Tensor with_zeros(std::int64_t n, double zeros) {
 }
 
 TEST(ReluCompressionCuda, MatchesTheCpuKernelsBitForBit) {
-  if (!have_device()) GTEST_SKIP() << "no CUDA device";
+  std::string why;
+  if (!have_device(why)) GTEST_SKIP() << "needs a CUDA GPU: " << why;
   const std::int64_t block = relu_format::kBlockElements;
   for (const std::int64_t n :
        {std::int64_t{0}, std::int64_t{1}, std::int64_t{31}, std::int64_t{33}, block - 1, block,
