@@ -12,7 +12,9 @@
 # Writes results/npi_sample_efficiency.json (and again, complete, after the remedies).
 # --jobs N runs N trainings at a time, each on one thread; --work DIR keeps the runs in DIR and a
 # run started again with the same DIR skips what is done (each run records its commit).
-# --quick: one seed, budgets 20 and 8, tiny models and lengths (the claims test).
+# --quick: one seed, budgets 20 and 8, small models and lengths (the claims test): with 20 traces
+# addition-primitive is exact at 5 and 10, map at both budgets; plain addition, a 32-wide core
+# for 100 steps, fails, so the remedies run too.
 source "$(dirname "$0")/common.sh"
 out=${out:-$root/results/npi_sample_efficiency.json}
 seeds="1 2 3"
@@ -37,9 +39,9 @@ if [ "$quick" = 1 ]; then
   gen_extra=(--max-len 4)
   configs=(
     "addition|--steps 100 --hidden 32|5,10"
-    "addition-primitive|--steps 100 --hidden 32|5,10"
-    "sort-recursive|--steps 50 --hidden 16|3,5"
-    "map|--steps 50 --hidden 16|5,10"
+    "addition-primitive|--steps 300 --hidden 64|5,10"
+    "sort-recursive|--steps 300 --hidden 64|3,5"
+    "map|--steps 300 --hidden 64|5,10"
   )
   remedy_steps=400
   remedy_small="--steps 100 --hidden 16"

@@ -1,17 +1,22 @@
 #!/usr/bin/env python3
-"""Writes the README's result tables from the JSON under results/ (standard library only).
+"""Writes the result tables of docs/RESULTS.md and README.md from results/*.json (stdlib only).
 
-Each table sits between marker comments in README.md:
+Each table sits between marker comments in a Markdown file:
     <!-- table:NAME -->
     ...generated: the table and the line naming the files, commits and machines it comes from...
     <!-- /table:NAME -->
 and everything between the markers is replaced by what the JSON gives, so no figure of a table is
-typed by hand.
+typed by hand. docs/RESULTS.md holds every table of TABLES (the full results); README.md, the
+landing page, holds a few of them and the short HEADLINES extracts (a summary line or a small
+table drawn from the same JSON). A table may appear in several files; every occurrence is
+generated.
 
-Usage: readme_tables.py [--check] [--readme README.md] [--results DIR]
-  (no option)  rewrites the tables in the README in place
+Usage: readme_tables.py [--check] [--file FILE ...] [--results DIR]
+  (no option)  rewrites the tables of README.md and docs/RESULTS.md in place
+  --file FILE  the file(s) to process instead (repeatable; --readme is the old name); together
+               they must hold a marker for every table of TABLES
   --check      writes nothing; exits 1 with a unified diff when a table differs from the JSON
-               (the ctest `readme_tables_match_results` runs this on the source tree's README)
+               (the ctest `readme_tables_match_results` runs this on the source tree's files)
 """
 import argparse
 import difflib
@@ -122,18 +127,23 @@ def npi_addition_primitive(res):
     return npi_runs(res, ["npi_addition_primitive"])
 
 
+def exact_up_to(points):
+    """The longest length up to which every evaluated length is exact (0: not even the first)."""
+    upto = 0
+    for length, accuracy, _ in points:
+        if accuracy != 1.0:
+            break
+        upto = length
+    return upto
+
+
 def generalization_table(res, name):
     rows = []
     for run in res(name)["runs"]:
         task, seed = run["name"].rsplit("-seed", 1)
         points = sorted((e["length"], e["accuracy"], e["count"]) for e in run["eval"])
         exact = [length for length, accuracy, _ in points if accuracy == 1.0]
-        # the longest length up to which every evaluated length is exact
-        upto = 0
-        for length, accuracy, _ in points:
-            if accuracy != 1.0:
-                break
-            upto = length
+        upto = exact_up_to(points)
         longest = points[-1]
         rows.append([task, f"{run['data']['min_len']}..{run['data']['max_len']}", seed,
                      secs(run["train_seconds"]), upto if upto else "none",
@@ -438,13 +448,17 @@ def tbcnn_masked_modules_selected(res):
     return masked(res, "tbcnn_masked_modules_selected", selected=True, per_seed=True)
 
 
-def npi_bench(res):
-    data = res("npi_bench")
+def npi_bench_throughput(data):
     rows = [[r["batch"], f"{r['cpp_traces_per_s']:.1f}", f"{r['cpp_torch_layers_traces_per_s']:.1f}",
              f"{r['python_traces_per_s']:.1f}", f"{r['ratio']:.2f}", f"{r['layers_speedup_vs_torch']:.2f}"]
             for r in data["results"]]
     header = ["traces per step", "C++ (nn/ layers) traces/s", "C++ (torch modules) traces/s",
               "Python traces/s", "C++ / Python", "nn/ / torch modules"]
+    return table(header, rows)
+
+
+def npi_bench(res):
+    data = res("npi_bench")
     floor = [[r["batch"], f"{r['mean_rows']:.1f}", f"{r['matmul_gflop_per_step']:.3f}",
               f"{r['matmul_peak_gflops']:.1f}", f"{r['matmul_floor_ms_per_step']:.2f}",
               f"{r['cpp_cpu_ms_over_floor']:.2f}x", f"{r['python_cpu_ms_over_floor']:.2f}x"]
@@ -452,7 +466,7 @@ def npi_bench(res):
     floor_header = ["traces per step", "rows per step", "matrix-product GFLOP per step",
                     "`torch::mm` GFLOP/s", "floor ms per step", "C++ CPU time / floor",
                     "Python CPU time / floor"]
-    return table(header, rows) + [""] + table(floor_header, floor) + source(res, "npi_bench")
+    return npi_bench_throughput(data) + [""] + table(floor_header, floor) + source(res, "npi_bench")
 
 
 def dp_equivalence(res):
@@ -529,13 +543,16 @@ def dp_ooo(res):
                          f"{peer * 1e3:.0f}" if peer else ""])
     header = ["model", "link", "compute ms", "communication ms", "its CPU ms", "overlap step ms",
               "ooo step ms", "ooo k", "overlap / ooo", "ooo / max(compute, comm)", "DDP step ms"]
+    return [ooo_claim(data), ""] + table(header, rows) + source(res, "dp_ooo")
+
+
+def ooo_claim(data):
     c = data["ooo_claim"]
-    lines = [f"Claim row ({c['link']}, the ResNet link whose communication alone is closest to "
-             f"its compute): ooo {c['ooo_speedup_over_overlap']:.2f}x faster than overlap; its "
-             f"step {c['ooo_step_over_max_compute_communication']:.2f} x max(compute, "
-             f"communication), {c['ooo_step_over_compute_plus_communication_cpu']:.2f} x "
-             "max(compute + the collectives' CPU, communication).", ""]
-    return lines + table(header, rows) + source(res, "dp_ooo")
+    return (f"Claim row ({c['link']}, the ResNet link whose communication alone is closest to "
+            f"its compute): ooo {c['ooo_speedup_over_overlap']:.2f}x faster than overlap; its "
+            f"step {c['ooo_step_over_max_compute_communication']:.2f} x max(compute, "
+            f"communication), {c['ooo_step_over_compute_plus_communication_cpu']:.2f} x "
+            "max(compute + the collectives' CPU, communication).")
 
 
 def dp_predict(res):
@@ -626,26 +643,13 @@ def synth_recognizers(res):
     return table(header, rows) + source(res, "synth_recognizers")
 
 
-def npi_sample_efficiency(res):
-    data = res("npi_sample_efficiency")
+def evaluation_lengths(data):
+    """Each task's evaluation lengths by position (20, 100, 1000; sort-recursive has no third)."""
+    return max((list(t["rows"][0]["accuracy"]) for t in data["tasks"]), key=len)
 
-    def seeds(values):
-        return " / ".join("–" if v is None else f"{v:.2f}" for v in values)
 
-    rows = []
-    # Columns by position: each task's first, second and third evaluation length (20, 100, 1000;
-    # sort-recursive has no third).
-    lengths = max((list(t["rows"][0]["accuracy"]) for t in data["tasks"]), key=len)
-    for t in data["tasks"]:
-        for row in t["rows"]:
-            own = list(row["accuracy"])
-            cells = [seeds(row["accuracy"][own[i]]) if i < len(own) else "not run"
-                     for i in range(len(lengths))]
-            rows.append([t["task"], row["budget"]] + cells)
-    seed_list = ", ".join(str(s) for s in data["tasks"][0]["rows"][0]["seeds"])
-    header = ["task", "traces", f"accuracy at {lengths[0]} (seeds {seed_list})"] + \
-        [f"at {length}" for length in lengths[1:]]
-    lines = table(header, rows)
+def fewest_traces(data, lengths):
+    """Per task, the smallest budget exact on every seed at the key and the long length."""
     summary = []
     for t in data["tasks"]:
         def smallest(budget, length):
@@ -656,9 +660,32 @@ def npi_sample_efficiency(res):
         if len(lengths) > 2:
             row.append(smallest(t["smallest_budget_exact_at_long_length"], t["long_length"]))
         summary.append(row)
+    return table(["task"] + [f"exact at {length}" for length in lengths[1:3]], summary)
+
+
+def npi_sample_efficiency(res):
+    data = res("npi_sample_efficiency")
+
+    def seeds(values):
+        return " / ".join("–" if v is None else f"{v:.2f}" for v in values)
+
+    rows = []
+    # Columns by position: each task's first, second and third evaluation length (20, 100, 1000;
+    # sort-recursive has no third).
+    lengths = evaluation_lengths(data)
+    for t in data["tasks"]:
+        for row in t["rows"]:
+            own = list(row["accuracy"])
+            cells = [seeds(row["accuracy"][own[i]]) if i < len(own) else "not run"
+                     for i in range(len(lengths))]
+            rows.append([t["task"], row["budget"]] + cells)
+    seed_list = ", ".join(str(s) for s in data["tasks"][0]["rows"][0]["seeds"])
+    header = ["task", "traces", f"accuracy at {lengths[0]} (seeds {seed_list})"] + \
+        [f"at {length}" for length in lengths[1:]]
+    lines = table(header, rows)
     lines += ["", "The fewest traces from which on every seed is exact (at every larger budget too):",
               ""]
-    lines += table(["task"] + [f"exact at {length}" for length in lengths[1:3]], summary)
+    lines += fewest_traces(data, lengths)
     plain = next((t for t in data["tasks"] if t["task"] == "addition"), None)
     if plain and plain["diagnosis"]:
         rows = []
@@ -721,6 +748,21 @@ def memory_algo(res):
     return lines + table(header, rows) + source(res, "memory_algo")
 
 
+def synth_all_agree(data, f):
+    """The function gave its expected program, and both programs agree on every list."""
+    return (not f.get("error") and f["as_expected"] and f["exact"]["agreed"] == f["exact"]["lists"]
+            and f["neural"]["agreed"] == f["neural"]["lists"] == data["checks"])
+
+
+def synth_summary(data):
+    functions = data["functions"]
+    good = sum(1 for f in functions if synth_all_agree(data, f))
+    models = ", ".join(f"{m['task']} {secs(m['train_seconds'])} s" for m in data["models"])
+    return (f"{good} of {len(functions)} functions recovered as their `# expect:` line says, with "
+            f"their neural program equal to the function on all {data['checks']} random lists of "
+            f"length {data['length']} (K = 10). Programs trained once (seconds): {models}.")
+
+
 def synth(res):
     data = res("synth")
     functions = data["functions"]
@@ -729,8 +771,7 @@ def synth(res):
         return f"{a['agreed']}/{a['lists']}"
 
     def all_agree(f):
-        return (not f.get("error") and f["as_expected"] and f["exact"]["agreed"] == f["exact"]["lists"]
-                and f["neural"]["agreed"] == f["neural"]["lists"] == data["checks"])
+        return synth_all_agree(data, f)
 
     rows = []
     for f in functions:
@@ -744,11 +785,7 @@ def synth(res):
         rows.append([f"`{f['function']}`", bold(expression, not f["as_expected"]),
                      trained, agreement(f["exact"]), bold(agreement(f["neural"]), not all_agree(f)),
                      secs(f["seconds"])])
-    good = sum(1 for f in functions if all_agree(f))
-    models = ", ".join(f"{m['task']} {secs(m['train_seconds'])} s" for m in data["models"])
-    lines = [f"{good} of {len(functions)} functions recovered as their `# expect:` line says, with "
-             f"their neural program equal to the function on all {data['checks']} random lists of "
-             f"length {data['length']} (K = 10). Programs trained once (seconds): {models}.", ""]
+    lines = [synth_summary(data), ""]
     header = ["function", "recovered program", "new primitive trained (as --add)",
               "exact program agrees", "neural program agrees", "seconds"]
     return lines + table(header, rows) + source(res, "synth")
@@ -786,52 +823,129 @@ TABLES = {
     "synth": synth,
 }
 
+# --- the README's extracts: a summary line or a small table from the same JSON -------------------
+
+def headline_generalization(res):
+    """Per task, over the seeds: how far every evaluated length stays exact, from the sweep that
+    evaluates the task furthest (the sort tasks' own sweep goes to 1000 elements)."""
+    names = ["npi_generalization", "npi_generalization_sort"]
+    tasks = {}
+    for name in names:
+        for run in res(name)["runs"]:
+            task = run["name"].rsplit("-seed", 1)[0]
+            tasks.setdefault(task, {}).setdefault(name, []).append(run)
+    rows = []
+    for task, by_name in tasks.items():
+        name, runs = max(by_name.items(),
+                         key=lambda item: max(e["length"] for r in item[1] for e in r["eval"]))
+        points = [sorted((e["length"], e["accuracy"], e["count"]) for e in r["eval"]) for r in runs]
+        upto = min(exact_up_to(p) for p in points)
+        every = sum(1 for p in points if all(accuracy == 1.0 for _, accuracy, _ in p))
+        lengths = sorted({length for p in points for length, _, _ in p})
+        data = runs[0]["data"]
+        rows.append([task, f"{data['min_len']}..{data['max_len']}",
+                     f"{every} of {len(runs)}", upto if upto else "none",
+                     f"{len(lengths)} ({lengths[0]} to {lengths[-1]})",
+                     f"`scripts/reproduce/{name}.sh`"])
+    header = ["task", "training lengths", "seeds exact at every length evaluated",
+              "exact on every seed up to length", "lengths evaluated", "script"]
+    return table(header, rows) + source(res, *names)
+
+
+def headline_sample_efficiency(res):
+    data = res("npi_sample_efficiency")
+    seeds = ", ".join(str(s) for s in data["tasks"][0]["rows"][0]["seeds"])
+    budgets = ", ".join(str(r["budget"]) for r in data["tasks"][0]["rows"])
+    return [f"Traces tried: {budgets}; seeds {seeds}. The fewest traces from which every seed is "
+            "exact (at every larger budget too):", ""] + \
+        fewest_traces(data, evaluation_lengths(data)) + source(res, "npi_sample_efficiency")
+
+
+def headline_synth(res):
+    return [synth_summary(res("synth"))] + source(res, "synth")
+
+
+def headline_npi_bench(res):
+    return npi_bench_throughput(res("npi_bench")) + source(res, "npi_bench")
+
+
+def headline_dp_ooo(res):
+    c = res("dp_ooo")["ooo_claim"]
+    return [f"Out-of-order backprop (`--grad-sync ooo`) on the ResNet link whose communication alone "
+            f"is closest to its compute ({c['link']}): a step {c['ooo_speedup_over_overlap']:.2f}x "
+            f"faster than `overlap`'s, {c['ooo_step_over_max_compute_communication']:.2f} x "
+            "max(compute, communication)."] + source(res, "dp_ooo")
+
+
+HEADLINES = {
+    "headline_generalization": headline_generalization,
+    "headline_sample_efficiency": headline_sample_efficiency,
+    "headline_synth": headline_synth,
+    "headline_npi_bench": headline_npi_bench,
+    "headline_dp_ooo": headline_dp_ooo,
+}
+
 BLOCK = re.compile(r"(<!-- table:([a-z0-9_]+) -->\n)(.*?)(<!-- /table:\2 -->)", re.S)
 
 
-def render(text, res):
-    seen = []
-
+def render(path, text, res, seen):
+    """`text` with every marked table generated; the names found are added to `seen`."""
     def replace(match):
         name = match.group(2)
-        if name not in TABLES:
-            sys.exit(f"readme_tables.py: unknown table '{name}' in the README")
+        make = TABLES.get(name) or HEADLINES.get(name)
+        if make is None:
+            sys.exit(f"readme_tables.py: unknown table '{name}' in {path}")
         seen.append(name)
-        return match.group(1) + "\n".join(TABLES[name](res)) + "\n" + match.group(4)
+        return match.group(1) + "\n".join(make(res)) + "\n" + match.group(4)
 
-    out = BLOCK.sub(replace, text)
-    missing = sorted(set(TABLES) - set(seen))
-    if missing:
-        sys.exit("readme_tables.py: the README has no markers for " + ", ".join(missing))
-    return out
+    return BLOCK.sub(replace, text)
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--check", action="store_true",
                         help="exit 1 with a diff when a table differs from the JSON; write nothing")
-    parser.add_argument("--readme", default=os.path.join(ROOT, "README.md"))
+    parser.add_argument("--file", "--readme", dest="files", action="append", metavar="FILE",
+                        help="a Markdown file with table markers (repeatable; default: README.md "
+                             "and docs/RESULTS.md)")
     parser.add_argument("--results", default=os.path.join(ROOT, "results"))
     args = parser.parse_args()
-    with open(args.readme) as f:
-        text = f.read()
-    new = render(text, Results(args.results))
+    files = args.files or [os.path.join(ROOT, "README.md"), os.path.join(ROOT, "docs", "RESULTS.md")]
+    res = Results(args.results)
+    seen_all = []
+    done = []
+    for path in files:
+        with open(path) as f:
+            text = f.read()
+        seen = []
+        new = render(path, text, res, seen)
+        seen_all += seen
+        done.append((path, text, new, len(seen)))
+    missing = sorted(set(TABLES) - set(seen_all))
+    if missing:
+        sys.exit("readme_tables.py: no marker in " + ", ".join(files) + " for " + ", ".join(missing))
     if args.check:
-        if new != text:
-            sys.stdout.writelines(difflib.unified_diff(
-                text.splitlines(True), new.splitlines(True), args.readme,
-                args.readme + " (from results/*.json)"))
-            print(f"{args.readme}: a result table differs from results/*.json; run "
-                  "scripts/reproduce/readme_tables.py to rewrite it", file=sys.stderr)
+        differ = False
+        for path, text, new, count in done:
+            if new != text:
+                differ = True
+                sys.stdout.writelines(difflib.unified_diff(
+                    text.splitlines(True), new.splitlines(True), path,
+                    path + " (from results/*.json)"))
+                print(f"{path}: a result table differs from results/*.json; run "
+                      "scripts/reproduce/readme_tables.py to rewrite it", file=sys.stderr)
+            else:
+                print(f"{path}: {count} result tables match results/*.json")
+        if differ:
             sys.exit(1)
-        print(f"{args.readme}: {len(TABLES)} result tables match results/*.json")
         return
-    if new != text:
-        tmp = args.readme + ".tmp"
-        with open(tmp, "w") as f:
-            f.write(new)
-        os.replace(tmp, args.readme)
-    print(f"{args.readme}: {len(TABLES)} result tables written from results/*.json")
+    for path, text, new, count in done:
+        if new != text:
+            tmp = path + ".tmp"
+            with open(tmp, "w") as f:
+                f.write(new)
+            os.replace(tmp, path)
+        print(f"{path}: {count} result tables written from results/*.json")
 
 
 if __name__ == "__main__":

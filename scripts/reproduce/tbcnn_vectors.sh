@@ -5,12 +5,12 @@
 # and with --identifiers: engram eval tbcnn --vectors. Kept per model: at most 20 examples per
 # class (the first ones, in the split's order), each vector rounded to 3 significant digits, the
 # file on one line.
-# Writes results/tbcnn_vectors.json; --quick runs a tiny version.
+# Writes results/tbcnn_vectors.json; --quick runs a small version (300 steps, 5 examples a class).
 source "$(dirname "$0")/common.sh"
 out=${out:-$root/results/tbcnn_vectors.json}
 steps=3000
 per_class=20
-[ "$quick" = 1 ] && steps=20 && per_class=5
+[ "$quick" = 1 ] && steps=300 && per_class=5
 stdlib_corpus
 models=()
 for config in "tbcnn|--model tbcnn" "tbcnn-identifiers|--model tbcnn --identifiers"; do
