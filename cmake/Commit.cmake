@@ -1,13 +1,18 @@
 # Run at every build (cmake -P): writes OUT, a C++ source defining engram::cli::build_commit(),
-# with the commit of SOURCE_DIR (and "-dirty" for uncommitted changes to tracked files), rewriting
-# it only when the text changes so that an unchanged commit recompiles nothing.
+# with the commit of SOURCE_DIR, and "-dirty" when tracked files that are built or run have
+# uncommitted changes (results/, docs/ and Markdown files do not count: re-measuring results does
+# not change the binary). Rewrites OUT only when its text changes, so an unchanged commit
+# recompiles nothing.
 execute_process(COMMAND git -C ${SOURCE_DIR} rev-parse --short=12 HEAD
                 OUTPUT_VARIABLE commit OUTPUT_STRIP_TRAILING_WHITESPACE ERROR_QUIET
                 RESULT_VARIABLE rc)
 if(NOT rc EQUAL 0 OR commit STREQUAL "")
   set(commit "unknown (not a git checkout)")
 else()
-  execute_process(COMMAND git -C ${SOURCE_DIR} diff-index --quiet HEAD --
+  execute_process(COMMAND git -C ${SOURCE_DIR} update-index -q --refresh
+                  OUTPUT_QUIET ERROR_QUIET)
+  execute_process(COMMAND git -C ${SOURCE_DIR} diff-index --quiet HEAD -- .
+                          ":(exclude)results" ":(exclude)docs" ":(exclude)*.md"
                   RESULT_VARIABLE dirty ERROR_QUIET)
   if(NOT dirty EQUAL 0)
     string(APPEND commit "-dirty")

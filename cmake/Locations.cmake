@@ -45,7 +45,16 @@ else()
   list(GET out 2 cuda)
   list(GET out 3 abi)
   list(GET out 4 ENGRAM_PYTHON_SITE)
+  set(ENGRAM_TORCH_CUDA_VERSION ${cuda})
   message(STATUS "engram: Python torch ${version} (CUDA ${cuda}, _GLIBCXX_USE_CXX11_ABI=${abi})")
+  # TorchConfig's and our find_* results are cached: a build folder configured against one
+  # environment would mix its libraries with another's headers.
+  if(DEFINED CACHE{ENGRAM_CONFIGURED_SITE} AND NOT ENGRAM_CONFIGURED_SITE STREQUAL ENGRAM_PYTHON_SITE)
+    message(FATAL_ERROR "engram: this build folder was configured against the torch of "
+                        "${ENGRAM_CONFIGURED_SITE}, not ${ENGRAM_PYTHON_SITE}: remove the folder "
+                        "(or build into another one) to change environments")
+  endif()
+  set(ENGRAM_CONFIGURED_SITE ${ENGRAM_PYTHON_SITE} CACHE INTERNAL "site-packages of the torch")
   if(NOT EXISTS ${prefix}/Torch/TorchConfig.cmake)
     message(FATAL_ERROR "engram: ${prefix} (torch.utils.cmake_prefix_path of ${ENGRAM_PYTHON}) "
                         "has no Torch/TorchConfig.cmake: that torch is not a PyPI wheel with "

@@ -190,8 +190,8 @@ Communicator::Communicator(const DistEnv& env, const DistOptions& options)
   validate(options_);
   if (options_.backend == "nccl") {
     throw InvalidOption("dist.backend",
-                        "nccl is not wired into Engram's data-parallel trainer yet (its "
-                        "gradients live in host memory); use gloo");
+                        "nccl exchanges device memory and Engram's data-parallel trainer "
+                        "keeps its gradients in host memory; use gloo");
   }
   // c10d logs its own errors (a refused connection, a timeout) before throwing; Engram reports
   // each failure in one line of its own, so only fatal log lines stay.

@@ -2,8 +2,8 @@
 /// \file
 /// The ranks of a data-parallel job and the collectives between them, over PyTorch's c10d: a
 /// TCPStore rendezvous at MASTER_ADDR:MASTER_PORT (hosted by rank 0, or torchrun's agent), a
-/// ProcessGroupGloo (ProcessGroupNCCL where LibTorch has it) for the collectives. The one place
-/// that includes c10d (Communicator.cpp), so LibTorch 1.13 and 2.x differ only there.
+/// ProcessGroupGloo for the collectives (the nccl backend is refused: the trainer's gradients live
+/// in host memory). The one place that includes c10d (Communicator.cpp).
 ///
 /// Every collective's completion is delayed as the emulated link says (dist/LinkModel.h). A
 /// failed or timed-out collective throws PeerFailure naming the rank that stopped answering:

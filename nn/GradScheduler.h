@@ -5,7 +5,7 @@
 /// computed at once; the weight gradient (dW) of each parameter group becomes a WeightGradTask
 /// handed to a GradScheduler, which decides when it runs. After running a task the scheduler
 /// tells every ready-callback which parameters now hold their gradient, which is what a
-/// gradient reducer listens to (data-parallel training, a later issue).
+/// gradient reducer listens to (data-parallel training: dist/GradReducer.h).
 ///
 /// \code
 ///   engram::nn::DeferredScheduler scheduler(engram::nn::DeferredScheduler::Order::reverse);

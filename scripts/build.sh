@@ -9,11 +9,7 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 build=${ENGRAM_BUILD_DIR:-$root/build}
 bash "$root/scripts/install-deps.sh"
 bash "$root/scripts/fetch-grammars.sh"
-source "$root/scripts/python/env.sh"
-# nvcc of the machine's CUDA toolkit, where it is not on PATH already.
-if ! command -v nvcc > /dev/null && [ -x /usr/local/cuda/bin/nvcc ]; then
-  export PATH=/usr/local/cuda/bin:$PATH
-fi
+source "$root/scripts/python/env.sh"  # ENGRAM_PY, and nvcc on PATH
 # ccache (installed by install-deps.sh) with paths relative to the clone: a fresh clone elsewhere
 # on the same machine, as CI's, reuses what an earlier build compiled.
 launchers=()

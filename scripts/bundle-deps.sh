@@ -14,8 +14,8 @@ dest=${1:-$root/third_party/deps}
 # What the build finds (CMakeLists.txt, tests/CMakeLists.txt, memory/CMakeLists.txt):
 #   tree-sitter (pkg-config), nlohmann_json, CLI11, GTest, Boost headers (Boost.Graph), Gloo's
 #   headers (a pip LibTorch links Gloo into libtorch_cpu but ships no gloo/*.h, which
-#   c10d/ProcessGroupGloo.hpp includes; dist/Communicator.cpp only passes gloo::transport::Device
-#   pointers, so the headers' version does not matter); plus pkg-config and ninja
+#   c10d/ProcessGroupGloo.hpp includes; Engram holds Gloo's types only through pointers and never
+#   calls into Gloo, which tests/gloo_headers.sh checks); plus pkg-config and ninja
 #   (scripts/build.sh configures with -G Ninja). Not bundled: google benchmark, fmt, spdlog
 #   (nothing in the build uses them).
 roots=(

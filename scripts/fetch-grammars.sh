@@ -8,10 +8,19 @@
 # of these parsers), unpacked into third_party/grammars/include/tree_sitter/.
 # These versions have LANGUAGE_VERSION 14; later ones (tree-sitter-python 0.25, tree-sitter-c
 # 0.23.5 and up) are ABI 15, which Debian 12's runtime (libtree-sitter 0.20.7, ABI 13-14) refuses.
+# pip reads each distribution's metadata with the pinned environment's setuptools
+# (--no-build-isolation: nothing unpinned is downloaded), so scripts/install-deps.sh runs first.
 # Idempotent: a grammar already unpacked at its pinned version and hash is left alone.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 dest=$root/third_party/grammars
+source "$root/scripts/python/env.sh"
+if [ ! -x "$ENGRAM_PY" ]; then
+  echo "fetch-grammars: no Python environment at $ENGRAM_VENV: run scripts/install-deps.sh" >&2
+  exit 1
+fi
+tmp=""
+trap '[ -z "$tmp" ] || rm -rf "$tmp"' EXIT
 # name version sha256-of-the-sdist folder-it-unpacks-into what-to-unpack
 sources=(
   "tree-sitter-python 0.23.6 354bfa0a2f9217431764a631516f85173e9711af2c13dbd796a8815acfe505d9 tree-sitter-python grammar"
@@ -24,24 +33,24 @@ for entry in "${sources[@]}"; do
   read -r name version sha256 folder what <<< "$entry"
   dir=$dest/$folder
   pin="$name $version sha256:$sha256"
-  if [ -f "$dir/.engram-pin" ] && [ "$(cat "$dir/.engram-pin")" = "$pin" ]; then
+  if [ "$what" = grammar ]; then present=$dir/src/parser.c; else present=$dir/tree_sitter/parser.h; fi
+  if [ -f "$dir/.engram-pin" ] && [ "$(cat "$dir/.engram-pin")" = "$pin" ] && [ -f "$present" ]; then
     continue
   fi
   tmp=$(mktemp -d)
   echo "$name==$version --hash=sha256:$sha256" > "$tmp/requirement.txt"
-  if ! /usr/bin/python3 -m pip download --quiet --no-input --disable-pip-version-check \
-    --no-deps --no-binary :all: --require-hashes -r "$tmp/requirement.txt" -d "$tmp" \
+  if ! "$ENGRAM_PY" -m pip download --quiet --no-input --disable-pip-version-check \
+    --no-deps --no-binary :all: --no-build-isolation --require-hashes \
+    -r "$tmp/requirement.txt" -d "$tmp" \
     > "$tmp/pip.log" 2>&1; then
     echo "fetch-grammars: pip download $name==$version (sha256 $sha256) failed:" >&2
     tail -15 "$tmp/pip.log" >&2
-    rm -rf "$tmp"
     exit 1
   fi
   tarball=$(ls "$tmp"/*.tar.gz)
   # pip checked the hash; checked again here so that this script never trusts a cache silently.
   if [ "$(sha256sum "$tarball" | cut -d' ' -f1)" != "$sha256" ]; then
     echo "fetch-grammars: $tarball does not have sha256 $sha256" >&2
-    rm -rf "$tmp"
     exit 1
   fi
   rm -rf "$dir.partial"
@@ -58,6 +67,7 @@ for entry in "${sources[@]}"; do
   fi
   echo "$pin" > "$dir.partial/.engram-pin"
   rm -rf "$dir" "$tmp"
+  tmp=""
   mv "$dir.partial" "$dir"
   fetched=$((fetched + 1))
 done

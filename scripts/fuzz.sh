@@ -49,11 +49,12 @@ export ENGRAM_REPRO_COMMIT=$commit
 if [ ! -f "$build/build.ninja" ]; then
   [ "${ENGRAM_SKIP_INSTALL:-0}" = 1 ] || bash "$root/scripts/install-deps.sh" >&2
   bash "$root/scripts/fetch-grammars.sh" >&2
+  source "$root/scripts/python/env.sh"  # ENGRAM_PY, and nvcc on PATH (torch's CMake files find CUDA)
   launcher=()
   command -v ccache > /dev/null && launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
   cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
     -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ -DENGRAM_FUZZ=ON -DENGRAM_CUDA=OFF \
-    -DENGRAM_BUILD_TESTS=OFF "${launcher[@]}" >&2
+    -DENGRAM_BUILD_TESTS=OFF -DENGRAM_PYTHON="$ENGRAM_PY" "${launcher[@]}" >&2
 fi
 cmake --build "$build" --parallel "$(nproc)" $(printf -- "--target fuzz_%s " "${targets[@]}") >&2
 mkdir -p "$root/fuzz/crashes"

@@ -6,7 +6,16 @@
 # types only through shared_ptr (their layouts and virtual tables differ between the snapshots).
 # Fails when either stops holding.
 set -uo pipefail
+if [ $# -ne 2 ] || [ ! -f "$1" ] || [ ! -f "$2" ]; then
+  echo "usage: $0 ENGRAM COMMUNICATOR_OBJECT (both existing files)" >&2
+  exit 2
+fi
 engram=$1 object=$2
+# The object must be the one that constructs the Gloo process group, or nothing is checked.
+if ! nm -C "$object" | grep -q 'c10d::ProcessGroupGloo::ProcessGroupGloo'; then
+  echo "FAIL: $object does not construct c10d::ProcessGroupGloo: not Communicator.cpp's object"
+  exit 1
+fi
 status=0
 if readelf -d "$engram" | grep -E 'NEEDED.*libgloo'; then
   echo "FAIL: $engram needs Debian's libgloo (above): libtorch_cpu's own Gloo must be the only one"

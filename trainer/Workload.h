@@ -3,8 +3,7 @@
 /// The contract between a model and the training session: what a model must provide, and no
 /// more. Every model (NPI, primitives, TBCNN, ResNet) implements Workload; the trainer knows
 /// models only through it, so the session (trainer/Trainer.h), the step (trainer/Stepper.h), the
-/// optimizer, the memory techniques, metrics and (in later issues) data-parallel reducers are
-/// shared.
+/// optimizer, the memory techniques, metrics and the data-parallel reducers are shared.
 ///
 /// \code
 ///   class MyWorkload : public engram::trainer::Workload {

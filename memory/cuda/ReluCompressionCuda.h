@@ -2,9 +2,8 @@
 /// \file
 /// ReLU compression on a CUDA device (docs/ARCHITECTURE.md): the algorithm of the CPU kernels
 /// (memory/ReluCompression.h) on raw device buffers, producing the same bytes (the layout of
-/// memory/ReluFormat.h). Built only when CMake finds nvcc; no torch (Debian's LibTorch has no
-/// CUDA), so it is tested and benchmarked on its own (tests/memory/ReluCompressionCudaTest.cpp,
-/// bench/ReluCudaBench.cpp).
+/// memory/ReluFormat.h). Built in every build; no torch: it is tested and benchmarked on its own
+/// (tests/memory/ReluCompressionCudaTest.cpp, bench/ReluCudaBench.cpp).
 ///
 /// \code
 ///   namespace rf = engram::memory::relu_format;

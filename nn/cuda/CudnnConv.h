@@ -2,8 +2,8 @@
 /// \file
 /// cuDNN's convolution algorithms for one layer of nn::Conv2d's shape, each measured with its
 /// workspace (lower-memory algorithm replacement on a GPU: the CPU side is nn/Algorithms.h). On
-/// raw device buffers, no torch (Debian's LibTorch has no CUDA), like memory/cuda/; built when
-/// CMake finds nvcc and cuDNN, tested and benchmarked on its own
+/// raw device buffers, no torch, like memory/cuda/; built in every build (with the torch wheel's
+/// cuDNN), tested and benchmarked on its own
 /// (tests/nn/CudnnConvTest.cpp, bench/CudnnConvBench.cpp).
 ///
 /// \code

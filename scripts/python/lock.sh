@@ -7,7 +7,8 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 report=$(mktemp)
 trap 'rm -f "$report"' EXIT
-/usr/bin/python3 -m pip install --quiet --dry-run --ignore-installed --report "$report" \
+/usr/bin/python3 -m pip install --quiet --dry-run --ignore-installed --only-binary :all: \
+  --report "$report" \
   -r "$here/requirements.in"
 /usr/bin/python3 - "$report" > "$here/requirements.lock.partial" <<'PY'
 import json, sys

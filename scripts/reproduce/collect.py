@@ -107,9 +107,9 @@ def bench_run(work, name):
 def write_result(out, claim, figures, indent=2):
     """Writes {claim, date, commit, [commit_at_end], machine, **figures} to `out` atomically.
 
-    `commit` is the commit the run started from (common.sh's ENGRAM_REPRO_COMMIT, whose binary the
-    run used); when HEAD moved while the run went on, `commit_at_end` is the commit checked out
-    when the file was written. Whatever a results file says is written here or by its script:
+    `commit` is the commit the binary was built from (common.sh's ENGRAM_REPRO_COMMIT, from
+    `engram --version`, which common.sh checks against the checkout); when HEAD moved while the
+    run went on, `commit_at_end` is the commit checked out when the file was written. Whatever a results file says is written here or by its script:
     results/ is never edited by hand. indent=None writes one line (files of many numbers).
     """
     end = head()
@@ -119,7 +119,7 @@ def write_result(out, claim, figures, indent=2):
         "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "commit": commit,
     }
-    if end and end != commit:
+    if end and not (commit.startswith(end) or end.startswith(commit)):
         result["commit_at_end"] = end
     result["machine"] = machine()
     result.update(figures)

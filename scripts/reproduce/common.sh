@@ -32,8 +32,18 @@ if [ ! -x "$engram" ]; then
   echo "$0: $engram not built; run scripts/build.sh first" >&2
   exit 1
 fi
-# The commit the run starts from (collect.py records it; HEAD may move while a long run goes on).
-ENGRAM_REPRO_COMMIT=${ENGRAM_REPRO_COMMIT:-$(git -C "$root" rev-parse --short HEAD 2>/dev/null || true)}
+# The commit the binary was built from, which the results record (collect.py): `engram --version`
+# names it. A binary built from uncommitted code, or from another commit than the checkout's
+# scripts, would give results no commit describes, so the run is refused
+# (ENGRAM_REPRO_ANY_BINARY=1 allows it: the tests' quick runs, which write into the build folder).
+binary_commit=$("$engram" --version | sed -n 's/^engram //p')
+head_commit=$(git -C "$root" rev-parse --short=12 HEAD 2> /dev/null || echo unknown)
+if [ "${ENGRAM_REPRO_ANY_BINARY:-0}" != 1 ] && [ "$binary_commit" != "$head_commit" ]; then
+  echo "$0: $engram was built from $binary_commit, the checkout is $head_commit: rebuild" \
+    "(scripts/build.sh) so that the results name the code that made them" >&2
+  exit 1
+fi
+ENGRAM_REPRO_COMMIT=${ENGRAM_REPRO_COMMIT:-${binary_commit%-dirty}}
 export ENGRAM_REPRO_COMMIT
 if [ "$keep_work" = 1 ]; then
   mkdir -p "$work"

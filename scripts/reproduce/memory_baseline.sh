@@ -24,7 +24,7 @@ run_logged npi bench memory --workload npi --techniques none --json "$npi_out" "
 for name in resnet npi; do
   file=$out
   [ "$name" = npi ] && file=$npi_out
-  /usr/bin/python3 - "$file" "$work/$name.cmd" "$(git -C "$root" rev-parse --short HEAD)" <<'PY'
+  /usr/bin/python3 - "$file" "$work/$name.cmd" "$ENGRAM_REPRO_COMMIT" <<'PY'
 import json, sys
 path, cmd_file, commit = sys.argv[1:4]
 with open(path) as f:

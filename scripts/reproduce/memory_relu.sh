@@ -15,7 +15,7 @@ fi
 run_logged relu bench memory --workload resnet --techniques none,relu --no-peer --json "$out" \
   "${extra[@]}"
 # Record how the file was made (script, commands, commit) inside it.
-/usr/bin/python3 - "$out" "$work/relu.cmd" "$(git -C "$root" rev-parse --short HEAD)" <<'PY'
+/usr/bin/python3 - "$out" "$work/relu.cmd" "$ENGRAM_REPRO_COMMIT" <<'PY'
 import json, os, sys
 path, cmd_file, commit = sys.argv[1:4]
 with open(path) as f:

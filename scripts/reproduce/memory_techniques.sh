@@ -45,7 +45,7 @@ run_logged bandwidth bench memory --workload resnet --techniques none,swap --swa
 for pair in "techniques:$out" "budget:$budget_out" "tight:$tight_out" "bandwidth:$bandwidth_out"; do
   name=${pair%%:*}
   file=${pair#*:}
-  /usr/bin/python3 - "$file" "$work/$name.cmd" "$(git -C "$root" rev-parse --short HEAD)" <<'PY'
+  /usr/bin/python3 - "$file" "$work/$name.cmd" "$ENGRAM_REPRO_COMMIT" <<'PY'
 import json, os, sys
 path, cmd_file, commit = sys.argv[1:4]
 with open(path) as f:

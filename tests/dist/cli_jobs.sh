@@ -24,10 +24,9 @@ train=(train npi --task addition --data traces.jsonl --steps 12 --batch 2 --hidd
 
 # The pinned environment's torchrun (ctest sets ENGRAM_TORCHRUN: tests/dist/CMakeLists.txt).
 torchrun=${ENGRAM_TORCHRUN:?names the torchrun of the pinned environment}
-torchrun_flags=(--no_python)
 
 timeout 120 "$torchrun" --nproc_per_node 2 --master_addr 127.0.0.1 --master_port $(free_port) \
-  "${torchrun_flags[@]}" "$engram" "${train[@]}" --out one_node.pt > one_node.log 2>&1 ||
+  --no_python "$engram" "${train[@]}" --out one_node.pt > one_node.log 2>&1 ||
   { cat one_node.log; fail "torchrun --nproc_per_node 2"; }
 grep -q "wrote one_node.pt" one_node.log || { cat one_node.log; fail "rank 0 did not write"; }
 
@@ -35,7 +34,7 @@ pids=()
 nodes_port=$(free_port)
 for node in 0 1; do
   timeout 120 "$torchrun" --nnodes 2 --node_rank $node --nproc_per_node 1 \
-    --master_addr 127.0.0.1 --master_port "$nodes_port" "${torchrun_flags[@]}" \
+    --master_addr 127.0.0.1 --master_port "$nodes_port" --no_python \
     "$engram" "${train[@]}" --out two_nodes.pt > node$node.log 2>&1 &
   pids+=($!)
 done
@@ -44,13 +43,13 @@ cmp one_node.pt two_nodes.pt || fail "one node and two nodes wrote different mod
 echo "torchrun: one node and two nodes wrote the same model ($(stat -c %s one_node.pt) bytes)"
 
 "$torchrun" --nproc_per_node 2 --master_addr 127.0.0.1 --master_port $(free_port) \
-  "${torchrun_flags[@]}" "$engram" "${train[@]}" --memory relu,recompute,swap \
+  --no_python "$engram" "${train[@]}" --memory relu,recompute,swap \
   --out techniques.pt > techniques.log 2>&1 || { cat techniques.log; fail "--memory on 2 ranks"; }
 cmp one_node.pt techniques.pt || fail "relu, recompute and swap changed the 2-rank model"
 echo "memory techniques on 2 ranks: the same model"
 
 "$torchrun" --nproc_per_node 2 --master_addr 127.0.0.1 --master_port $(free_port) \
-  "${torchrun_flags[@]}" "$engram" train primitives --primitive succ --k 5 --out prims.pt \
+  --no_python "$engram" train primitives --primitive succ --k 5 --out prims.pt \
   > prims.log 2>&1 || { cat prims.log; fail "train primitives on 2 ranks"; }
 grep -q "succ.*exact" prims.log || { cat prims.log; fail "succ not exact on 2 ranks"; }
 "$engram" eval primitives --model prims.pt --json > prims.json
@@ -66,7 +65,7 @@ for cls in arith loops; do
 done
 "$engram" data code --lang python --src src --out c.corpus > /dev/null
 "$torchrun" --nproc_per_node 2 --master_addr 127.0.0.1 --master_port $(free_port) \
-  "${torchrun_flags[@]}" "$engram" train tbcnn --corpus c.corpus --out t.pt --steps 20 \
+  --no_python "$engram" train tbcnn --corpus c.corpus --out t.pt --steps 20 \
   --channels 16 --embedding 8 --batch 2 > tbcnn.log 2>&1 || { cat tbcnn.log; fail "train tbcnn on 2 ranks"; }
 "$engram" eval tbcnn --model t.pt --corpus c.corpus --split train --json > /dev/null
 echo "primitives and TBCNN trained on 2 ranks"
