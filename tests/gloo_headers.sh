@@ -12,7 +12,8 @@ if [ $# -ne 2 ] || [ ! -f "$1" ] || [ ! -f "$2" ]; then
 fi
 engram=$1 object=$2
 # The object must be the one that constructs the Gloo process group, or nothing is checked.
-if ! nm -C "$object" | grep -q 'c10d::ProcessGroupGloo::ProcessGroupGloo'; then
+symbols=$(nm -C "$object")
+if ! grep -q 'c10d::ProcessGroupGloo::ProcessGroupGloo' <<< "$symbols"; then
   echo "FAIL: $object does not construct c10d::ProcessGroupGloo: not Communicator.cpp's object"
   exit 1
 fi
