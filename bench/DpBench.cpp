@@ -7,12 +7,13 @@
 #include "common/Errors.h"
 #include "datasets/Task.h"
 #include "datasets/TraceFile.h"
-#include "dist/Communicator.h"
-#include "dist/GradReducer.h"
 #include "memory/MemoryTracker.h"
+#include "nn/Width.h"
 #include "npi/NpiData.h"
 #include "npi/NpiModel.h"
 #include "npi/NpiWorkload.h"
+#include "parallel/Communicator.h"
+#include "parallel/GradReducer.h"
 #include "resnet/ResNet.h"
 #include "resnet/ResNetWorkload.h"
 #include "trainer/DataParallel.h"
@@ -94,7 +95,7 @@ void validate(const DpBenchOptions& o) {
   for (const auto& m : o.models)
     if (m != "resnet" && m != "npi")
       throw InvalidOption("models", "'" + m + "' is not one of resnet, npi");
-  for (const auto& s : o.schedules) dist::grad_sync_from_name(s);  // InvalidOption
+  for (const auto& s : o.schedules) parallel::grad_sync_from_name(s);  // InvalidOption
   if (o.ooo_k < -1) throw InvalidOption("ooo_k", "must be a number of layers, or -1 (auto)");
   if (o.chunk_layers < -1 || o.chunk_layers == 0)
     throw InvalidOption("chunk_layers", "must be 1 or more layers, or -1 (searched)");
@@ -118,7 +119,7 @@ void validate(const DpBenchOptions& o) {
     throw InvalidOption("resnet_batch", "must be between 1 and 65536");
   if (o.npi_batch < 1 || o.npi_batch > 65536)
     throw InvalidOption("npi_batch", "must be between 1 and 65536");
-  if (o.hidden < 1 || o.hidden > 8192) throw InvalidOption("hidden", "must be between 1 and 8192");
+  nn::check_width(o.hidden, "hidden");
   if (o.threads < 1) throw InvalidOption("threads", "must be at least 1");
   if (!(o.bucket_mb > 0)) throw InvalidOption("bucket_mb", "must be a positive size");
   if (!(o.first_bucket_mb > 0)) throw InvalidOption("first_bucket_mb", "must be a positive size");
@@ -157,14 +158,14 @@ Model make_model(const std::string& name, const DpBenchOptions& o) {
 }
 
 /// Every rank's `value`, in rank order.
-std::vector<double> gather(dist::Communicator& comm, double value) {
+std::vector<double> gather(parallel::Communicator& comm, double value) {
   at::Tensor t = at::zeros({comm.world_size()}, at::kDouble);
   t[comm.rank()] = value;
   comm.allreduce(t, "timings");
   return {t.data_ptr<double>(), t.data_ptr<double>() + comm.world_size()};
 }
 
-double slowest(dist::Communicator& comm, double value) {
+double slowest(parallel::Communicator& comm, double value) {
   const auto all = gather(comm, value);
   return *std::max_element(all.begin(), all.end());
 }
@@ -184,8 +185,8 @@ std::string link_label(double bandwidth) {
   return fixed(bits / 1e6, 0) + " Mb/s";
 }
 
-Measured measure_schedule(Model& m, dist::GradSync sync,
-                          const std::shared_ptr<dist::Communicator>& comm, const DpBenchOptions& o,
+Measured measure_schedule(Model& m, parallel::GradSync sync, const parallel::DistEnv& env,
+                          parallel::Communicator& comm, const DpBenchOptions& o,
                           const std::string& trace_name) {
   trainer::TrainingOptions t;
   t.batch = m.batch;
@@ -193,18 +194,18 @@ Measured measure_schedule(Model& m, dist::GradSync sync,
   t.grad_clip = 0;  // as the peer: DDP has none by default
   t.seed = o.seed;
   t.threads = o.threads;
-  t.communicator = comm;
+  t.job = env;  // the session joins the job through `comm`, which this bench holds
   t.dist.grad_sync = sync;
   t.dist.ooo_k = o.ooo_k;
   t.dist.chunk_layers = o.chunk_layers;
   t.dist.check_every = 1L << 40;
-  t.dist.bucket_bytes = dist::bytes_of_mib(o.bucket_mb);
-  t.dist.first_bucket_bytes = dist::bytes_of_mib(o.first_bucket_mb);
+  t.dist.bucket_bytes = parallel::bytes_of_mib(o.bucket_mb);
+  t.dist.first_bucket_bytes = parallel::bytes_of_mib(o.first_bucket_mb);
   trainer::TrainingSession session(*m.workload, t);
   for (long i = 0; i < o.warmup; ++i) session.step();
   // `host` searches its chunk on its first steps: those are warm-up too (at most 2 per size).
-  if (auto* dp = session.data_parallel(); dp != nullptr && sync == dist::GradSync::host)
-    for (long i = 0; i < 64 && !dp->chunk_search().settled; ++i) session.step();
+  if (auto* dp = session.data_parallel(); dp != nullptr && sync == parallel::GradSync::host)
+    for (long i = 0; i < 64 && !dp->schedule().chunk_choice().settled; ++i) session.step();
   auto* tracker = memory::MemoryTracker::installed();
   double total = 0;
   for (long i = 0; i < o.steps; ++i) {
@@ -216,20 +217,27 @@ Measured measure_schedule(Model& m, dist::GradSync sync,
     if (traced) {
       const memory::MemoryWindow window = tracker->end_window();
       memory::write_chrome_trace(
-          o.trace_dir + "/" + trace_name + "-rank" + std::to_string(comm->rank()) + ".json", window,
+          o.trace_dir + "/" + trace_name + "-rank" + std::to_string(comm.rank()) + ".json", window,
           "engram bench dp " + trace_name);
     }
   }
   session.settle();  // ooo's last late updates, outside the timed steps
   Measured r;
-  r.step_seconds = slowest(*comm, total / o.steps);
-  r.ooo = session.data_parallel()->ooo_choice();
-  r.chunk = session.data_parallel()->chunk_search();
-  const auto& reducer = session.data_parallel()->reducer();
-  r.bytes_per_step = reducer.bytes_per_step();
-  r.buckets = sync == dist::GradSync::none ? 0 : reducer.buckets().size();
-  r.sent_early = reducer.sent_during_backward();
-  r.bucket_bytes = reducer.bucket_bytes();
+  r.step_seconds = slowest(comm, total / o.steps);
+  const trainer::GradSchedule& schedule = session.data_parallel()->schedule();
+  r.ooo = schedule.ooo_choice();
+  r.chunk = schedule.chunk_choice();
+  const trainer::ExchangeFigures figures = schedule.figures();
+  r.bytes_per_step = figures.bytes_per_step;
+  r.buckets = figures.buckets;
+  r.sent_early = figures.sent_during_backward;
+  r.bucket_bytes = figures.bucket_bytes;
+  if (sync == parallel::GradSync::none) {
+    // What is there to send: every gradient in one bucket.
+    std::size_t bytes = 0;
+    for (const auto& p : m.workload->parameters()) bytes += p.numel() * p.element_size();
+    r.bucket_bytes = {bytes};
+  }
   return r;
 }
 
@@ -249,7 +257,8 @@ struct Communication {
 /// The buckets all-reduced back to back over the current link, no compute: seconds per step,
 /// and the CPU they took from the cores the compute also runs on (on one machine the loopback
 /// transfers are CPU work).
-Communication measure_communication(dist::Communicator& comm, const std::vector<std::size_t>& bytes,
+Communication measure_communication(parallel::Communicator& comm,
+                                    const std::vector<std::size_t>& bytes,
                                     const DpBenchOptions& o) {
   std::vector<at::Tensor> buffers;
   for (std::size_t b : bytes)
@@ -259,7 +268,7 @@ Communication measure_communication(dist::Communicator& comm, const std::vector<
     comm.barrier();
     const double cpu_start = process_cpu_seconds();
     const auto start = Clock::now();
-    std::vector<std::unique_ptr<dist::PendingCollective>> pending;
+    std::vector<std::unique_ptr<parallel::PendingCollective>> pending;
     for (std::size_t k = 0; k < buffers.size(); ++k)
       pending.push_back(comm.allreduce_async(buffers[k], "bucket " + std::to_string(k)));
     for (auto& p : pending) p->wait();
@@ -294,28 +303,29 @@ ChildProcess spawn_rank(const std::vector<std::string>& argv, int rank, int worl
 
 }  // namespace
 
-void run_dp_worker(const DpBenchOptions& o) {
+void run_dp_worker(const DpBenchOptions& o, const parallel::DistEnv& env) {
   trainer::set_compute_threads(o.threads);
-  const dist::DistEnv env = dist::env_from([](const char* n) { return std::getenv(n); });
-  dist::DistOptions d;
+  parallel::DistOptions d;
   d.timeout_seconds = 600;
-  auto comm = std::make_shared<dist::Communicator>(env, d);
+  // Held across the sessions, which join the job through it (parallel::join_job).
+  const std::shared_ptr<parallel::Communicator> comm = parallel::join_job(env, d);
   if (!o.trace_dir.empty()) memory::MemoryTracker::install();
   json rows = json::array();
   for (const auto& name : o.models) {
     Model m = make_model(name, o);
     // Compute alone: no exchange, so no link either.
-    const Measured none = measure_schedule(m, dist::GradSync::none, comm, o, name + "-none");
+    const Measured none =
+        measure_schedule(m, parallel::GradSync::none, env, *comm, o, name + "-none");
     for (double bandwidth : o.link_bandwidths) {
       comm->set_link({bandwidth, o.link_latency});
       std::map<std::string, Measured> by_schedule;
       for (const auto& s : o.schedules) {
-        const dist::GradSync sync = dist::grad_sync_from_name(s);
+        const parallel::GradSync sync = parallel::grad_sync_from_name(s);
         by_schedule[s] =
-            sync == dist::GradSync::none
+            sync == parallel::GradSync::none
                 ? none
                 : measure_schedule(
-                      m, sync, comm, o,
+                      m, sync, env, *comm, o,
                       name + "-" + std::to_string(static_cast<long>(bandwidth)) + "-" + s);
       }
       // The buckets of `overlap`; when it was not measured, the one bucket of everything that a
@@ -407,7 +417,7 @@ void run_dp_bench(const DpBenchOptions& options, std::ostream& out) {
   if (options.json_path.empty()) throw InvalidOption("json_path", "is required");
   check_writable(options.json_path);  // fail before the ranks' work, not after it
   ScratchDir dir("bench-dp");
-  const int port = options.port > 0 ? options.port : dist::free_loopback_port();
+  const int port = options.port > 0 ? options.port : parallel::free_loopback_port();
   DpBenchOptions worker = options;
   worker.json_path = dir.file("rows.json");
   // The targets of the what-if are measured like the other links, after them.
@@ -446,7 +456,7 @@ void run_dp_bench(const DpBenchOptions& options, std::ostream& out) {
               "--master_addr",
               "127.0.0.1",
               "--master_port",
-              std::to_string(options.port > 0 ? port + 1 : dist::free_loopback_port()),
+              std::to_string(options.port > 0 ? port + 1 : parallel::free_loopback_port()),
               peer_script("ddp_peer.py"),
               "--batch",
               std::to_string(options.resnet_batch),
@@ -515,10 +525,10 @@ void run_dp_bench(const DpBenchOptions& options, std::ostream& out) {
   out << "wrote " << options.json_path << "\n";
 }
 
-void run_dp_worker_from(const std::string& options_path) {
+void run_dp_worker_from(const std::string& options_path, const parallel::DistEnv& env) {
   std::ifstream in(options_path);
   if (!in) throw std::runtime_error("cannot read '" + options_path + "'");
-  run_dp_worker(options_from(json::parse(in)));
+  run_dp_worker(options_from(json::parse(in)), env);
 }
 
 }  // namespace engram::bench

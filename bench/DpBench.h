@@ -2,7 +2,7 @@
 /// \file
 /// `engram bench dp`: data-parallel training steps on `ranks` processes of this machine (one
 /// compute thread each), for every model, emulated link speed and gradient schedule
-/// (dist::GradSync), beside PyTorch DDP (bench/peers/ddp_peer.py under torchrun) with the same
+/// (parallel::GradSync), beside PyTorch DDP (bench/peers/ddp_peer.py under torchrun) with the same
 /// network, per-rank batch, threads, default buckets and link emulation (a DDP communication
 /// hook with the same delay model), in the same invocation.
 ///
@@ -21,6 +21,7 @@
 /// variables on loopback) and the peer through torchrun.
 
 #include "common/PythonEnv.h"
+#include "parallel/DistOptions.h"
 
 #include <cstdint>
 #include <ostream>
@@ -40,8 +41,8 @@ struct DpBenchOptions {
   /// Links (bytes per second, > 0) whose step is predicted from link_bandwidths, then measured.
   std::vector<double> predict_links;
   std::vector<std::string> schedules{"none", "after", "overlap", "ooo", "host"};
-  long ooo_k = -1;             ///< layers `ooo` updates late; -1: chosen (dist::DistOptions)
-  long chunk_layers = -1;      ///< layers per chunk of `host`; -1: searched (dist::DistOptions)
+  long ooo_k = -1;             ///< layers `ooo` updates late; -1: chosen (parallel::DistOptions)
+  long chunk_layers = -1;      ///< layers per chunk of `host`; -1: searched (parallel::DistOptions)
   long warmup = 2;             ///< untimed steps per configuration (the first learns the buckets)
   long steps = 5;              ///< timed steps per configuration
   int resnet_batch = 16;       ///< per rank
@@ -51,8 +52,8 @@ struct DpBenchOptions {
   double bucket_mb = 25;       ///< bucket capacity in MiB, Engram and DDP (bucket_cap_mb) alike
   double first_bucket_mb = 1;  ///< Engram's first bucket (DDP's is fixed at 1 MiB)
   std::uint64_t seed = 1;
-  std::string trace_dir;  ///< Chrome traces per rank; empty: none
-  std::string python = torch_python();  ///< with the pinned torch (common/PythonEnv.h)
+  std::string trace_dir;                      ///< Chrome traces per rank; empty: none
+  std::string python = torch_python();        ///< with the pinned torch (common/PythonEnv.h)
   std::string torchrun = torchrun_program();  ///< the pinned environment's (common/PythonEnv.h)
   bool skip_peer = false;
   int port = 0;         ///< rendezvous port on 127.0.0.1 (the peer's: port + 1); 0: free ones
@@ -63,10 +64,11 @@ struct DpBenchOptions {
 /// Throws UsageError for bad options, std::runtime_error when a rank or the peer fails.
 void run_dp_bench(const DpBenchOptions& options, std::ostream& out);
 
-/// One rank (`--worker`; RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT from the environment):
-/// measures every configuration; rank 0 writes the rows to options.json_path.
-void run_dp_worker(const DpBenchOptions& options);
+/// One rank of the job `env` describes (torchrun's variables as the command line read them,
+/// parallel::env_from): measures every configuration; rank 0 writes the rows to
+/// options.json_path.
+void run_dp_worker(const DpBenchOptions& options, const parallel::DistEnv& env);
 /// run_dp_worker on the options the driver wrote to `options_path` (JSON).
-void run_dp_worker_from(const std::string& options_path);
+void run_dp_worker_from(const std::string& options_path, const parallel::DistEnv& env);
 
 }  // namespace engram::bench

@@ -9,6 +9,7 @@
 #include "memory/CompressingStore.h"
 #include "memory/MemoryTracker.h"
 #include "memory/ReluCompression.h"
+#include "nn/Width.h"
 #include "npi/NpiData.h"
 #include "npi/NpiModel.h"
 #include "npi/NpiWorkload.h"
@@ -71,7 +72,7 @@ std::vector<std::string> row_techniques(const std::string& row) {
 /// Whether any row uses fixed-structure reuse.
 bool any_reuse(const std::vector<std::string>& rows) {
   for (const auto& row : rows)
-    if (trainer::chosen_techniques(row_techniques(row)).reuse) return true;
+    if (trainer::chosen_techniques(row_techniques(row)).reuse()) return true;
   return false;
 }
 
@@ -600,6 +601,8 @@ json measure(const MemoryBenchOptions& o, long batch, const std::string& techniq
   }
   const PeakAttribution where = attribute_peak(last);
   return {{"technique", technique},
+          {"lossless", trainer::chosen_techniques(to.memory.techniques).lossless()},
+          {"store", techniques.store() != nullptr ? techniques.store()->name() : "plain"},
           {"peak_bytes", *std::max_element(peaks.begin(), peaks.end())},
           {"activation_peak_bytes",
            *std::max_element(activation_peaks.begin(), activation_peaks.end())},
@@ -790,8 +793,6 @@ const std::vector<std::string>& memory_workloads() {
   return names;
 }
 
-const std::vector<std::string>& memory_techniques() { return trainer::memory_technique_names(); }
-
 std::int64_t resolve_budget(const std::string& budget, std::int64_t none_activation_peak) {
   if (budget.empty()) return 0;
   const bool fraction = budget.back() == 'x';
@@ -827,7 +828,11 @@ std::int64_t resolve_budget(const std::string& budget, std::int64_t none_activat
       1, static_cast<std::int64_t>(value * static_cast<double>(none_activation_peak)));
 }
 
-void run_memory_bench(const MemoryBenchOptions& options, std::ostream& out) {
+namespace {
+
+/// Throws InvalidOption for options that cannot run, and a runtime error for a report that cannot
+/// be written: before minutes of measuring, not after.
+void validate_options(const MemoryBenchOptions& options) {
   const auto& workloads = memory_workloads();
   if (std::find(workloads.begin(), workloads.end(), options.workload) == workloads.end()) {
     throw InvalidOption("workload",
@@ -837,7 +842,7 @@ void run_memory_bench(const MemoryBenchOptions& options, std::ostream& out) {
     throw InvalidOption("techniques", "must name at least one technique");
   for (const auto& row : options.techniques) {
     for (const auto& t : row_techniques(row)) {
-      const auto& valid = memory_techniques();
+      const std::vector<std::string> valid = trainer::memory_technique_names();
       if (std::find(valid.begin(), valid.end(), t) == valid.end()) {
         throw InvalidOption("techniques", "has an unknown technique '" + t + "' (valid: " +
                                               joined(valid) + ", or several joined by +)");
@@ -862,7 +867,7 @@ void run_memory_bench(const MemoryBenchOptions& options, std::ostream& out) {
                                       "peak: put none first among the techniques");
   }
   if (options.steps < 1) throw InvalidOption("steps", "must be at least 1");
-  // Upper bounds far above a benchmark's sizes (train's --hidden stops at 8192 too), where a
+  // Upper bounds far above a benchmark's sizes (--hidden: nn::kMaxWidth, as for train), where a
   // mistyped one was a torch allocation error with its stack trace.
   if (options.batch < 0 || options.batch > 65536)
     throw InvalidOption("batch", "must be between 1 and 65536 (0: the workload's default)");
@@ -871,8 +876,7 @@ void run_memory_bench(const MemoryBenchOptions& options, std::ostream& out) {
     throw InvalidOption("image_size", "must be between 1 and 1024");
   if (options.width < 1 || options.width > 1024)
     throw InvalidOption("width", "must be between 1 and 1024");
-  if (options.hidden < 1 || options.hidden > 8192)
-    throw InvalidOption("hidden", "must be between 1 and 8192");
+  nn::check_width(options.hidden, "hidden");
   if (options.impl != "engram" && options.impl != "torch") {
     throw InvalidOption("impl", "must be engram or torch, not '" + options.impl + "'");
   }
@@ -886,14 +890,12 @@ void run_memory_bench(const MemoryBenchOptions& options, std::ostream& out) {
     check_writable(options.json_path);
     if (!options.trace_path.empty()) check_writable(options.trace_path);
   }
-  const bool resnet = options.workload == "resnet";
-  const long batch =
-      options.batch > 0 ? options.batch : (resnet ? kDefaultResNetBatch : kDefaultNpiBatch);
+}
 
-  // Before any model exists, so that every parameter is counted.
-  MemoryTracker& tracker = MemoryTracker::install();
-  trainer::set_compute_threads(options.threads);
-
+/// The report's header and one row per technique (after a discarded warm-up row), compared with
+/// the none row; `last` is the last measured step's window (for the trace).
+json measure_rows(const MemoryBenchOptions& options, long batch, MemoryTracker& tracker,
+                  MemoryWindow& last, std::ostream& out) {
   const int warmup_steps = any_reuse(options.techniques) ? kReuseWarmupSteps : kWarmupSteps;
   json report{{"benchmark", "memory"},
               {"workload", options.workload},
@@ -915,18 +917,16 @@ void run_memory_bench(const MemoryBenchOptions& options, std::ostream& out) {
   {
     // A row of `none`, measured and thrown away: otherwise the first row alone pays the
     // process's first touches of its memory (page faults, the heap's growth), which skews every
-    // time ratio against it: in results/memory_reuse.json of c81d0e3 the first row's (none's)
-    // median step was 722 ms while its own last two steps took 616 and 610 ms.
+    // time ratio against it (a first none row's median step measured 18% above its own last steps).
     MemoryWindow discarded_window;
     json discarded_config;
     StepResults discarded;
     std::ostringstream quiet;
-    measure(options, batch, "none", 0, tracker, discarded_window, discarded_config, discarded, quiet,
-            warmup_steps);
+    measure(options, batch, "none", 0, tracker, discarded_window, discarded_config, discarded,
+            quiet, warmup_steps);
   }
   report["warmup_row"] = "none";
 
-  MemoryWindow last;
   std::vector<StepResults> step_results(options.techniques.size());
   for (std::size_t t = 0; t < options.techniques.size(); ++t) {
     json config;
@@ -945,7 +945,13 @@ void run_memory_bench(const MemoryBenchOptions& options, std::ostream& out) {
   const bool relu = std::find(options.techniques.begin(), options.techniques.end(), "relu") !=
                     options.techniques.end();
   report["relu_kernels"] = relu ? relu_kernel_throughput() : json(nullptr);
+  return report;
+}
 
+/// PyTorch's figures for the same model and batch (resnet, unless skipped): torch.profiler's
+/// activation peak, each row's ratio to it, and with recompute torch.utils.checkpoint's step.
+void add_peers(const MemoryBenchOptions& options, long batch, json& report) {
+  const bool resnet = options.workload == "resnet";
   if (resnet && !options.skip_peer) {
     json peer = run_resnet_peer(options, batch, report["config"], "resnet_memory_peer.py",
                                 "torch.profiler");
@@ -971,14 +977,13 @@ void run_memory_bench(const MemoryBenchOptions& options, std::ostream& out) {
                         "torch.utils.checkpoint", {"--steps", std::to_string(options.steps)});
     report["checkpoint_peer"] = std::move(peer);
   }
+}
 
-  if (!options.trace_path.empty()) {
-    memory::write_chrome_trace(options.trace_path, last, "engram bench memory " + options.workload);
-  }
-  write_file_atomically(options.json_path, report.dump(2) + "\n");
-
+/// The rows as two tables: memory and time, then each against none.
+void print_tables(const MemoryBenchOptions& options, const json& report, std::ostream& out) {
   out << "Training-step memory: " << describe(report["config"]) << ", " << options.threads
-      << " thread(s), " << options.steps << " measured step(s) after " << warmup_steps
+      << " thread(s), " << options.steps << " measured step(s) after "
+      << report["warmup_steps"].get<int>()
       << " warm-up, " << report["machine"]["cpu"].get<std::string>() << "\n";
   out << "technique      peak MiB  activation peak MiB  (phase)    step ms"
          "  profiler activation MiB   ratio\n";
@@ -1005,6 +1010,18 @@ void run_memory_bench(const MemoryBenchOptions& options, std::ostream& out) {
           << difference(r["max_abs_grad_diff"]) << std::setw(17)
           << difference(r["max_abs_loss_diff"]) << "\n";
     }
+  }
+}
+
+/// What each technique did: the lossy rows' gradient error, ReLU compression's figures, swap's
+/// traffic and stall, the algorithm plan, the ReLU kernels' throughput.
+void print_details(const MemoryBenchOptions& options, const json& report, std::ostream& out) {
+  for (const auto& r : report["results"]) {
+    if (r["lossless"].get<bool>() || r["first_step_grad_rel_l2_diff"].is_null()) continue;
+    out << r["technique"].get<std::string>() << ": lossy; the first step's gradients differ from "
+        << "none's by " << r["first_step_grad_rel_l2_diff"].get<double>()
+        << " (relative L2 norm), the largest gradient difference over the steps is "
+        << difference(r["max_abs_grad_diff"]) << "\n";
   }
   for (const auto& r : report["results"]) {
     const json& relu = r["relu"];
@@ -1057,6 +1074,28 @@ void run_memory_bench(const MemoryBenchOptions& options, std::ostream& out) {
   }
   if (!options.trace_path.empty()) out << "wrote " << options.trace_path << "\n";
   out << "wrote " << options.json_path << "\n";
+}
+
+}  // namespace
+
+void run_memory_bench(const MemoryBenchOptions& options, std::ostream& out) {
+  validate_options(options);
+  const bool resnet = options.workload == "resnet";
+  const long batch =
+      options.batch > 0 ? options.batch : (resnet ? kDefaultResNetBatch : kDefaultNpiBatch);
+
+  // Before any model exists, so that every parameter is counted.
+  MemoryTracker& tracker = MemoryTracker::install();
+  trainer::set_compute_threads(options.threads);
+  MemoryWindow last;
+  json report = measure_rows(options, batch, tracker, last, out);
+  add_peers(options, batch, report);
+  if (!options.trace_path.empty()) {
+    memory::write_chrome_trace(options.trace_path, last, "engram bench memory " + options.workload);
+  }
+  write_file_atomically(options.json_path, report.dump(2) + "\n");
+  print_tables(options, report, out);
+  print_details(options, report, out);
 }
 
 }  // namespace engram::bench

@@ -23,7 +23,10 @@
 /// the same allocations, so they agree) and the median step time.
 ///
 /// Techniques (`techniques`, one row each, every row a fresh model from the same seed trained on
-/// the same batch): "none", the plain activation store; "relu", ReLU compression
+/// the same batch): any name of trainer/MemoryTechnique.h's list, or several joined by '+'; a
+/// registered store technique (examples/techniques/Fp16Store.cpp) is measured like relu, with no
+/// change here. Every row says whether its techniques are "lossless" and which "store" the
+/// layers saved through. "none", the plain activation store; "relu", ReLU compression
 /// (memory/CompressingStore.h, decompressed once per ReLU output) for the warm-up and measured
 /// steps; "recompute", "swap" and "all" (relu + recompute + swap) run the model's units
 /// (nn/Units.h) under a plan (trainer/MemoryTechniques.h): with `budget`, the planner's choice
@@ -38,7 +41,8 @@
 /// row, when there is one, every row has peak_ratio, activation_peak_ratio and time_ratio
 /// (step_ms), and max_abs_grad_diff / max_abs_loss_diff: the largest absolute difference of any
 /// parameter's gradient (as the optimizer received it) or of the loss over all measured steps;
-/// lossless techniques must show exactly 0. The relu row adds "relu": the store's figures per
+/// lossless techniques must show exactly 0, and every row has first_step_grad_rel_l2_diff, the
+/// relative L2 norm of the first step's gradient difference (a lossy row's error). The relu row adds "relu": the store's figures per
 /// measured step (ReLU outputs compressed, handles shared with the consuming layers,
 /// decompressions), the sparsity (fraction of +0.0 elements among all compressed ones),
 /// compression_ratio (dense bytes / compressed bytes), the format's overhead over bitmap plus
@@ -113,8 +117,6 @@ std::int64_t resolve_budget(const std::string& budget, std::int64_t none_activat
 
 /// The workloads `--workload` accepts.
 const std::vector<std::string>& memory_workloads();
-/// The techniques `--techniques` accepts.
-const std::vector<std::string>& memory_techniques();
 
 /// Measures, prints a table on `out` and writes the JSON (and the trace); throws UsageError for
 /// bad options, std::runtime_error for a failed peer or an unwritable file.

@@ -4,6 +4,7 @@
 #include "common/AtomicFile.h"
 #include "common/Errors.h"
 #include "datasets/TraceFile.h"
+#include "nn/Width.h"
 #include "npi/Npi.h"
 #include "npi/NpiData.h"
 #include "npi/NpiModel.h"
@@ -193,167 +194,200 @@ double npi_step_matmul_flops(const npi::NpiConfig& c, double rows, double sequen
   return 2.0 * (forward + weight_grads + input_grads);
 }
 
-void run_npi_bench(const NpiBenchOptions& options, std::ostream& out) {
+namespace {
+
+void validate(const NpiBenchOptions& options) {
   if (options.json_path.empty()) throw InvalidOption("json_path", "is required");
   if (options.steps < 1) throw InvalidOption("steps", "must be at least 1");
   if (options.threads < 1) throw InvalidOption("threads", "must be at least 1");
-  if (options.hidden < 1 || options.hidden > 8192)
-    throw InvalidOption("hidden", "must be between 1 and 8192");
+  nn::check_width(options.hidden, "hidden");
   if (options.batch_sizes.empty() ||
       std::any_of(options.batch_sizes.begin(), options.batch_sizes.end(),
                   [](int b) { return b < 1; }))
     throw InvalidOption("batch_sizes", "must be at least 1");
   check_writable(options.json_path);  // fail before the work, not after it
-  const auto& task = datasets::task_by_name(options.task);
-  const std::string peer_path = options.skip_peer ? "" : peer_script("npi_peer.py");
-  trainer::set_compute_threads(options.threads);
-  // The session `engram train npi` runs, at this bench's threads and seed.
-  trainer::TrainingOptions training = npi::TrainOptions::default_training();
-  training.threads = options.threads;
-  training.seed = options.seed;
+}
 
-  // The task's default training data (as `engram data gen` makes it).
-  datasets::GenerateOptions gen = datasets::default_generate_options(task);
-  gen.seed = options.seed;
-  const auto traces = datasets::generate_traces(task, gen);
-  const ScratchDir dir("bench-npi");
-  const std::string data_path = dir.file("traces.jsonl");
-  datasets::write_trace_file(data_path, traces);
-
-  npi::NpiConfig config = npi::NpiConfig::for_task(task);
-  config.hidden = options.hidden;
-  const npi::NpiDataset data(task, traces.traces);
-  const std::string config_path = dir.file("config.json");
-  const std::string manifest_path = dir.file("init.json"), blob_path = dir.file("init.bin");
-  write_file_atomically(config_path, config.to_json());
-  {
-    torch::manual_seed(options.seed);
+/// What every measurement shares: the task's default training data (as `engram data gen` makes
+/// it) in a scratch folder, the model's configuration and initial parameters as files (for the
+/// peer), and the session options `engram train npi` runs at this bench's threads and seed.
+struct Inputs {
+  explicit Inputs(const NpiBenchOptions& o)
+      : options(o),
+        task(datasets::task_by_name(o.task)),
+        gen(generate_options(task, o.seed)),
+        traces(datasets::generate_traces(task, gen)),
+        dir("bench-npi"),
+        config(config_for(task, o.hidden)),
+        data(task, traces.traces),
+        training(training_for(o)) {
+    datasets::write_trace_file(data_path(), traces);
+    write_file_atomically(config_path(), config.to_json());
+    torch::manual_seed(o.seed);
     npi::NpiModel initial(config);
-    write_parameters(initial, manifest_path, blob_path);
+    write_parameters(initial, manifest_path(), dir.file("init.bin"));
   }
+  std::string data_path() const { return dir.file("traces.jsonl"); }
+  std::string config_path() const { return dir.file("config.json"); }
+  std::string manifest_path() const { return dir.file("init.json"); }
 
+  const NpiBenchOptions& options;
+  const datasets::Task& task;
+  datasets::GenerateOptions gen;
+  datasets::TraceSet traces;
+  ScratchDir dir;
+  npi::NpiConfig config;
+  npi::NpiDataset data;
+  trainer::TrainingOptions training;
+
+ private:
+  static datasets::GenerateOptions generate_options(const datasets::Task& task,
+                                                    std::uint64_t seed) {
+    datasets::GenerateOptions g = datasets::default_generate_options(task);
+    g.seed = seed;
+    return g;
+  }
+  static npi::NpiConfig config_for(const datasets::Task& task, int hidden) {
+    npi::NpiConfig c = npi::NpiConfig::for_task(task);
+    c.hidden = hidden;
+    return c;
+  }
+  static trainer::TrainingOptions training_for(const NpiBenchOptions& o) {
+    trainer::TrainingOptions t = npi::TrainOptions::default_training();
+    t.threads = o.threads;
+    t.seed = o.seed;
+    return t;
+  }
+};
+
+json report_header(const Inputs& in) {
+  const NpiBenchOptions& o = in.options;
   json report{{"benchmark", "npi"},
               {"machine", machine_json()},
               {"versions", versions_json()},
-              {"task", task.name()},
-              {"hidden", options.hidden},
-              {"threads", options.threads},
-              {"seed", options.seed},
-              {"steps", options.steps},
+              {"task", in.task.name()},
+              {"hidden", o.hidden},
+              {"threads", o.threads},
+              {"seed", o.seed},
+              {"steps", o.steps},
               {"warmup_steps", kWarmupSteps},
-              {"learning_rate", training.learning_rate},
-              {"grad_clip", training.grad_clip},
+              {"learning_rate", in.training.learning_rate},
+              {"grad_clip", in.training.grad_clip},
               {"data",
-               {{"traces", data.num_traces()},
-                {"rows", data.num_steps()},
-                {"min_len", gen.min_length},
-                {"max_len", gen.max_length},
-                {"per_length", gen.per_length}}},
+               {{"traces", in.data.num_traces()},
+                {"rows", in.data.num_steps()},
+                {"min_len", in.gen.min_length},
+                {"max_len", in.gen.max_length},
+                {"per_length", in.gen.per_length}}},
               {"results", json::array()}};
-
   report["versions"]["python_torch"] = nullptr;  // filled in by the peer
   report["versions"]["python"] = nullptr;
+  return report;
+}
 
-  if (!options.skip_peer) {
-    // Fails fast (before minutes of measuring) when the interpreter or its torch is unusable.
-    const json versions = peer_json(run_peer({options.python, peer_path, "--probe"}, dir));
-    report["versions"]["python_torch"] = versions.at("torch_version");
-    report["versions"]["python"] = versions.at("python_version");
+/// One batch size's row: the C++ step on nn/ layers and on plain torch modules, on the batches
+/// `batches` (warm-up first), and the matrix-product floor of the step.
+json measure_row(Inputs& in, trainer::TrainingOptions& training, std::size_t batch,
+                 const std::vector<std::vector<std::size_t>>& batches, double& cpp_seconds,
+                 double& cpp_cpu_seconds) {
+  const long steps = in.options.steps;
+  const Measurement cpp = measure_cpp(in.config, in.data, training, batches);
+  // The same model on plain torch modules (--impl torch), measured right after.
+  npi::NpiConfig torch_config = in.config;
+  torch_config.layers_impl = "torch";
+  const Measurement torch_layers = measure_cpp(torch_config, in.data, training, batches);
+  const double traces_per_step = static_cast<double>(batch);
+  json r{{"batch", batch},
+         {"mean_rows", cpp.mean_rows},
+         {"cpp_traces_per_s", steps * traces_per_step / cpp.seconds},
+         {"cpp_steps_per_s", steps / cpp.seconds},
+         {"python_traces_per_s", nullptr},
+         {"python_steps_per_s", nullptr},
+         {"ratio", nullptr},
+         {"cpp_cpu_ms_per_step", 1e3 * cpp.cpu_seconds / steps},
+         {"python_cpu_ms_per_step", nullptr},
+         {"cpu_ratio", nullptr},
+         {"python_cpu_ms_over_floor", nullptr},
+         {"cpp_phases_ms", cpp.phases.to_json_ms(steps)},
+         {"python_phases_ms", nullptr},
+         {"cpp_first_loss", cpp.first_loss},
+         {"python_first_loss", nullptr},
+         {"first_loss_match", nullptr},
+         {"cpp_last_loss", cpp.last_loss},
+         {"python_last_loss", nullptr},
+         {"cpp_torch_layers_traces_per_s", steps * traces_per_step / torch_layers.seconds},
+         {"cpp_torch_layers_cpu_ms_per_step", 1e3 * torch_layers.cpu_seconds / steps},
+         {"cpp_torch_layers_first_loss", torch_layers.first_loss},
+         {"cpp_torch_layers_last_loss", torch_layers.last_loss},
+         // > 1: the nn/ layers train faster than plain torch modules.
+         {"layers_speedup_vs_torch", torch_layers.seconds / cpp.seconds}};
+  // The matrix-product floor: the step's products at the best rate torch::mm reaches here.
+  const double gflop = npi_step_matmul_flops(in.config, cpp.mean_rows, cpp.mean_sequences) / 1e9;
+  const double gflops = measured_matmul_gflops(std::lround(cpp.mean_rows), in.config.hidden);
+  const double floor_ms = 1e3 * gflop / gflops;
+  r["mean_sequences"] = cpp.mean_sequences;
+  r["matmul_gflop_per_step"] = gflop;
+  r["matmul_peak_gflops"] = gflops;
+  r["matmul_floor_ms_per_step"] = floor_ms;
+  r["cpp_cpu_ms_over_floor"] = r["cpp_cpu_ms_per_step"].get<double>() / floor_ms;
+  cpp_seconds = cpp.seconds;
+  cpp_cpu_seconds = cpp.cpu_seconds;
+  return r;
+}
+
+/// The Python peer (bench/peers/npi_peer.py) on the same batches from the same initial
+/// parameters, its figures added to row `r` beside the C++ ones.
+void add_peer(Inputs& in, const std::string& peer_path, std::size_t batch,
+              const std::vector<std::vector<std::size_t>>& batches, double cpp_seconds,
+              double cpp_cpu_seconds, json& r) {
+  const NpiBenchOptions& o = in.options;
+  const std::string indices_path = in.dir.file("indices.json");
+  write_file_atomically(indices_path, json(batches).dump());
+  const std::string text = run_peer({o.python,    peer_path,
+                                     "--data",    in.data_path(),
+                                     "--config",  in.config_path(),
+                                     "--batch",   std::to_string(batch),
+                                     "--steps",   std::to_string(o.steps),
+                                     "--warmup",  std::to_string(kWarmupSteps),
+                                     "--threads", std::to_string(o.threads),
+                                     "--seed",    std::to_string(o.seed),
+                                     "--lr",      std::to_string(in.training.learning_rate),
+                                     "--clip",    std::to_string(in.training.grad_clip),
+                                     "--indices", indices_path,
+                                     "--init",    in.manifest_path()},
+                                    in.dir);
+  const json peer = peer_json(text);
+  const double traces_per_step = static_cast<double>(batch);
+  const double python_seconds = peer.at("seconds").get<double>();
+  const double python_first = peer.at("first_loss").get<double>();
+  r["python_traces_per_s"] = o.steps * traces_per_step / python_seconds;
+  r["python_steps_per_s"] = o.steps / python_seconds;
+  r["ratio"] = python_seconds / cpp_seconds;
+  const double python_cpu = peer.at("cpu_seconds").get<double>();
+  r["python_cpu_ms_per_step"] = 1e3 * python_cpu / o.steps;
+  r["cpu_ratio"] = python_cpu / cpp_cpu_seconds;
+  // No implementation that computes these products can beat Python by more than this.
+  r["python_cpu_ms_over_floor"] =
+      r["python_cpu_ms_per_step"].get<double>() / r["matmul_floor_ms_per_step"].get<double>();
+  r["python_phases_ms"] = peer.at("phases_ms");
+  r["python_first_loss"] = python_first;
+  const double cpp_first = r["cpp_first_loss"].get<double>();
+  r["first_loss_match"] =
+      std::abs(python_first - cpp_first) <= kLossTolerance * std::max(1.0, std::abs(cpp_first));
+  r["python_last_loss"] = peer.at("last_loss");
+  const double cpp_rows = r["mean_rows"].get<double>();
+  if (peer.at("mean_rows").get<double>() != cpp_rows) {
+    throw std::runtime_error("the Python peer assembled different batches (" +
+                             fixed(peer.at("mean_rows").get<double>(), 1) + " rows per step, " +
+                             fixed(cpp_rows, 1) + " in C++)");
   }
-  for (const int batch_size : options.batch_sizes) {
-    const std::size_t batch =
-        std::min<std::size_t>(static_cast<std::size_t>(batch_size), data.num_traces());
-    // The batches a session on this seed draws, given to both implementations and the peer.
-    training.batch = static_cast<int>(batch);
-    trainer::BatchSampler sampler(data.num_traces(), batch, training.seed);
-    std::vector<std::vector<std::size_t>> batches(kWarmupSteps + options.steps);
-    for (auto& b : batches) b = sampler.next();
-    const Measurement cpp = measure_cpp(config, data, training, batches);
-    // The same model on plain torch modules (--impl torch), measured right after.
-    npi::NpiConfig torch_config = config;
-    torch_config.layers_impl = "torch";
-    const Measurement torch_layers = measure_cpp(torch_config, data, training, batches);
-    const double traces_per_step = static_cast<double>(batch);
-    json r{
-        {"batch", batch},
-        {"mean_rows", cpp.mean_rows},
-        {"cpp_traces_per_s", options.steps * traces_per_step / cpp.seconds},
-        {"cpp_steps_per_s", options.steps / cpp.seconds},
-        {"python_traces_per_s", nullptr},
-        {"python_steps_per_s", nullptr},
-        {"ratio", nullptr},
-        {"cpp_cpu_ms_per_step", 1e3 * cpp.cpu_seconds / options.steps},
-        {"python_cpu_ms_per_step", nullptr},
-        {"cpu_ratio", nullptr},
-        {"python_cpu_ms_over_floor", nullptr},
-        {"cpp_phases_ms", cpp.phases.to_json_ms(options.steps)},
-        {"python_phases_ms", nullptr},
-        {"cpp_first_loss", cpp.first_loss},
-        {"python_first_loss", nullptr},
-        {"first_loss_match", nullptr},
-        {"cpp_last_loss", cpp.last_loss},
-        {"python_last_loss", nullptr},
-        {"cpp_torch_layers_traces_per_s", options.steps * traces_per_step / torch_layers.seconds},
-        {"cpp_torch_layers_cpu_ms_per_step", 1e3 * torch_layers.cpu_seconds / options.steps},
-        {"cpp_torch_layers_first_loss", torch_layers.first_loss},
-        {"cpp_torch_layers_last_loss", torch_layers.last_loss},
-        // > 1: the nn/ layers train faster than plain torch modules.
-        {"layers_speedup_vs_torch", torch_layers.seconds / cpp.seconds}};
-    // The matrix-product floor: the step's products at the best rate torch::mm reaches here.
-    const double gflop = npi_step_matmul_flops(config, cpp.mean_rows, cpp.mean_sequences) / 1e9;
-    const double gflops = measured_matmul_gflops(std::lround(cpp.mean_rows), config.hidden);
-    const double floor_ms = 1e3 * gflop / gflops;
-    r["mean_sequences"] = cpp.mean_sequences;
-    r["matmul_gflop_per_step"] = gflop;
-    r["matmul_peak_gflops"] = gflops;
-    r["matmul_floor_ms_per_step"] = floor_ms;
-    r["cpp_cpu_ms_over_floor"] = r["cpp_cpu_ms_per_step"].get<double>() / floor_ms;
+}
 
-    if (!options.skip_peer) {
-      const std::string indices_path = dir.file("indices.json");
-      write_file_atomically(indices_path, json(batches).dump());
-      const std::string text = run_peer({options.python, peer_path,
-                                         "--data",       data_path,
-                                         "--config",     config_path,
-                                         "--batch",      std::to_string(batch),
-                                         "--steps",      std::to_string(options.steps),
-                                         "--warmup",     std::to_string(kWarmupSteps),
-                                         "--threads",    std::to_string(options.threads),
-                                         "--seed",       std::to_string(options.seed),
-                                         "--lr",         std::to_string(training.learning_rate),
-                                         "--clip",       std::to_string(training.grad_clip),
-                                         "--indices",    indices_path,
-                                         "--init",       manifest_path},
-                                        dir);
-      const json peer = peer_json(text);
-      const double python_seconds = peer.at("seconds").get<double>();
-      const double python_first = peer.at("first_loss").get<double>();
-      r["python_traces_per_s"] = options.steps * traces_per_step / python_seconds;
-      r["python_steps_per_s"] = options.steps / python_seconds;
-      r["ratio"] = python_seconds / cpp.seconds;
-      const double python_cpu = peer.at("cpu_seconds").get<double>();
-      r["python_cpu_ms_per_step"] = 1e3 * python_cpu / options.steps;
-      r["cpu_ratio"] = python_cpu / cpp.cpu_seconds;
-      // No implementation that computes these products can beat Python by more than this.
-      r["python_cpu_ms_over_floor"] = r["python_cpu_ms_per_step"].get<double>() / floor_ms;
-      r["python_phases_ms"] = peer.at("phases_ms");
-      r["python_first_loss"] = python_first;
-      r["first_loss_match"] = std::abs(python_first - cpp.first_loss) <=
-                              kLossTolerance * std::max(1.0, std::abs(cpp.first_loss));
-      r["python_last_loss"] = peer.at("last_loss");
-      if (peer.at("mean_rows").get<double>() != cpp.mean_rows) {
-        throw std::runtime_error("the Python peer assembled different batches (" +
-                                 fixed(peer.at("mean_rows").get<double>(), 1) + " rows per step, " +
-                                 fixed(cpp.mean_rows, 1) + " in C++)");
-      }
-    }
-    report["results"].push_back(std::move(r));
-  }
-  write_file_atomically(options.json_path, report.dump(2) + "\n");
-
-  out << "NPI training throughput: task " << task.name() << ", hidden " << options.hidden << ", "
-      << options.threads << " thread(s), " << options.steps << " timed steps after " << kWarmupSteps
-      << " warm-up, " << report["machine"]["cpu"].get<std::string>() << "\n";
+void print_report(const NpiBenchOptions& options, const json& report, std::ostream& out) {
+  out << "NPI training throughput: task " << report["task"].get<std::string>() << ", hidden "
+      << options.hidden << ", " << options.threads << " thread(s), " << options.steps
+      << " timed steps after " << kWarmupSteps << " warm-up, "
+      << report["machine"]["cpu"].get<std::string>() << "\n";
   out << "batch  rows/step  C++ traces/s  Python traces/s   ratio  C++ steps/s  Python steps/s"
          "  CPU-time ratio\n";
   auto cell = [](const json& v, int width, int precision) {
@@ -397,6 +431,39 @@ void run_npi_bench(const NpiBenchOptions& options, std::ostream& out) {
     }
   }
   out << "wrote " << options.json_path << "\n";
+}
+
+}  // namespace
+
+void run_npi_bench(const NpiBenchOptions& options, std::ostream& out) {
+  validate(options);
+  const std::string peer_path = options.skip_peer ? "" : peer_script("npi_peer.py");
+  trainer::set_compute_threads(options.threads);
+  Inputs in(options);
+  json report = report_header(in);
+  if (!options.skip_peer) {
+    // Fails fast (before minutes of measuring) when the interpreter or its torch is unusable.
+    const json versions = peer_json(run_peer({options.python, peer_path, "--probe"}, in.dir));
+    report["versions"]["python_torch"] = versions.at("torch_version");
+    report["versions"]["python"] = versions.at("python_version");
+  }
+  for (const int batch_size : options.batch_sizes) {
+    const std::size_t batch =
+        std::min<std::size_t>(static_cast<std::size_t>(batch_size), in.data.num_traces());
+    // The batches a session on this seed draws, given to both implementations and the peer.
+    trainer::TrainingOptions training = in.training;
+    training.batch = static_cast<int>(batch);
+    trainer::BatchSampler sampler(in.data.num_traces(), batch, training.seed);
+    std::vector<std::vector<std::size_t>> batches(kWarmupSteps + options.steps);
+    for (auto& b : batches) b = sampler.next();
+    double cpp_seconds = 0, cpp_cpu_seconds = 0;
+    json r = measure_row(in, training, batch, batches, cpp_seconds, cpp_cpu_seconds);
+    if (!options.skip_peer)
+      add_peer(in, peer_path, batch, batches, cpp_seconds, cpp_cpu_seconds, r);
+    report["results"].push_back(std::move(r));
+  }
+  write_file_atomically(options.json_path, report.dump(2) + "\n");
+  print_report(options, report, out);
 }
 
 }  // namespace engram::bench

@@ -3,7 +3,7 @@
 #include "common/Errors.h"
 #include "common/FileChecks.h"
 #include "datasets/Task.h"
-#include "dist/Communicator.h"
+#include "parallel/DistOptions.h"
 
 #include <unistd.h>
 
@@ -72,10 +72,10 @@ CLI::Validator seed_check() {
 TrainingFlags add_training_flags(CLI::App* command, trainer::TrainingOptions& options,
                                  const TrainingFlagsSpec& spec, FlagTable& flags) {
   TrainingFlags f;
-  f.steps = with_default(command->add_option("--steps", options.steps, spec.steps),
-                         spec.steps_default);
-  f.batch = with_default(command->add_option("--batch", options.batch, spec.batch),
-                         spec.batch_default);
+  f.steps =
+      with_default(command->add_option("--steps", options.steps, spec.steps), spec.steps_default);
+  f.batch =
+      with_default(command->add_option("--batch", options.batch, spec.batch), spec.batch_default);
   f.lr = with_default(command->add_option("--lr", options.learning_rate, "Learning rate"),
                       spec.lr_default);
   f.optimizer = command
@@ -83,30 +83,27 @@ TrainingFlags add_training_flags(CLI::App* command, trainer::TrainingOptions& op
                                  "adam, or sgd (with --momentum; as torch.optim.SGD)")
                     ->check(CLI::IsMember(trainer::optimizer_names()))
                     ->capture_default_str();
-  f.momentum = command
-                   ->add_option("--momentum", options.momentum,
-                                "SGD's momentum, in [0, 1); 0: plain SGD")
-                   ->capture_default_str();
-  f.clip = command
-               ->add_option("--clip", options.grad_clip,
-                            "Largest global gradient norm; 0: no clipping")
-               ->capture_default_str();
+  f.momentum =
+      command->add_option("--momentum", options.momentum, "SGD's momentum, in [0, 1); 0: plain SGD")
+          ->capture_default_str();
+  f.clip =
+      command
+          ->add_option("--clip", options.grad_clip, "Largest global gradient norm; 0: no clipping")
+          ->capture_default_str();
   f.seed = command->add_option("--seed", options.seed, "Random seed (batches, initial weights)")
                ->check(seed_check())
                ->capture_default_str();
-  f.threads =
-      command->add_option("--threads", options.threads, "Intra-op threads, 0 for all cores")
-          ->capture_default_str();
+  f.threads = command->add_option("--threads", options.threads, "Intra-op threads, 0 for all cores")
+                  ->capture_default_str();
   command
       ->add_option("--ooo-threads", options.ooo_threads,
                    "2: weight gradients on a second thread while the input-gradient chain goes "
                    "on (out-of-order backprop in one process; needs --threads 1)")
       ->capture_default_str();
-  f.metrics = command->add_option("--metrics", options.metrics_path,
-                                  "Write JSON-lines metrics here");
-  f.log_every =
-      command->add_option("--log-every", options.log_every, "Steps between metrics lines")
-          ->capture_default_str();
+  f.metrics =
+      command->add_option("--metrics", options.metrics_path, "Write JSON-lines metrics here");
+  f.log_every = command->add_option("--log-every", options.log_every, "Steps between metrics lines")
+                    ->capture_default_str();
   command
       ->add_option("--checkpoint-every", options.checkpoint_every,
                    "Save the training state (model, optimizer, data order, generators) every N "
@@ -158,7 +155,7 @@ TrainingFlags add_training_flags(CLI::App* command, trainer::TrainingOptions& op
   return f;
 }
 
-void add_dist_flags(CLI::App* command, dist::DistOptions& d, FlagTable& flags) {
+void add_dist_flags(CLI::App* command, parallel::DistOptions& d, FlagTable& flags) {
   const std::string group = "Data-parallel (under torchrun, or WORLD_SIZE > 1)";
   command->add_option("--dist-backend", d.backend, "Collectives backend: gloo (CPU) or nccl")
       ->check(CLI::IsMember({"gloo", "nccl"}))
@@ -173,13 +170,13 @@ void add_dist_flags(CLI::App* command, dist::DistOptions& d, FlagTable& flags) {
   command
       ->add_option_function<std::string>(
           "--grad-sync",
-          [&d](const std::string& name) { d.grad_sync = dist::grad_sync_from_name(name); },
+          [&d](const std::string& name) { d.grad_sync = parallel::grad_sync_from_name(name); },
           "Gradient exchange: overlap (buckets all-reduced as backward fills them, the "
           "default), after (one all-reduce after backward), ooo (out-of-order backprop: the "
           "first --ooo-k layers' weight gradients after the input-gradient chain, their "
           "exchange overlapping the next forward; needs --clip 0), none (no exchange: a "
           "compute-only baseline, replicas drift apart)")
-      ->check(CLI::IsMember(dist::grad_sync_names()))
+      ->check(CLI::IsMember(parallel::grad_sync_names()))
       ->group(group);
   add_ooo_k_flag(command, d.ooo_k,
                  "With --grad-sync ooo: how many layers nearest the input are updated late, or "
@@ -194,7 +191,7 @@ void add_dist_flags(CLI::App* command, dist::DistOptions& d, FlagTable& flags) {
   const auto add_mib = [&](const char* name, std::size_t& bytes, const char* help) {
     command
         ->add_option_function<double>(
-            name, [&bytes](double mib) { bytes = dist::bytes_of_mib(mib); }, help)
+            name, [&bytes](double mib) { bytes = parallel::bytes_of_mib(mib); }, help)
         ->check(positive_mib())
         ->group(group);
   };
@@ -207,9 +204,7 @@ void add_dist_flags(CLI::App* command, dist::DistOptions& d, FlagTable& flags) {
                    "Emulate a link of this many bytes per second (0: the real one)")
       ->capture_default_str()
       ->group(group);
-  command
-      ->add_option("--link-latency", d.link_latency,
-                   "Emulated latency per collective, seconds")
+  command->add_option("--link-latency", d.link_latency, "Emulated latency per collective, seconds")
       ->capture_default_str()
       ->group(group);
   command
@@ -237,12 +232,11 @@ void add_dist_flags(CLI::App* command, dist::DistOptions& d, FlagTable& flags) {
 namespace {
 
 /// --NAME taking a count (at least `least`) or auto (-1).
-CLI::Option* add_count_or_auto(CLI::App* command, const std::string& name, long& value,
-                               long least, const std::string& help) {
+CLI::Option* add_count_or_auto(CLI::App* command, const std::string& name, long& value, long least,
+                               const std::string& help) {
   return command
       ->add_option_function<std::string>(
-          name, [&value](const std::string& v) { value = v == "auto" ? -1 : std::stol(v); },
-          help)
+          name, [&value](const std::string& v) { value = v == "auto" ? -1 : std::stol(v); }, help)
       ->check([least](const std::string& v) -> std::string {
         if (v == "auto") return "";
         if (v.empty() || v.size() > 9 || v.find_first_not_of("0123456789") != std::string::npos ||
@@ -263,13 +257,13 @@ CLI::Option* add_ooo_k_flag(CLI::App* command, long& k, const std::string& help)
   return add_count_or_auto(command, "--ooo-k", k, 0, help);
 }
 
-void join_job(trainer::TrainingOptions& options) {
-  const dist::DistEnv env = dist::env_from([](const char* name) { return std::getenv(name); });
-  if (!env.distributed()) return;
+parallel::DistEnv read_job_environment() {
+  const parallel::DistEnv env =
+      parallel::env_from([](const char* name) { return std::getenv(name); });
   // A peer rank that dies closes its sockets; writing to one then must fail with EPIPE, which
   // the communicator reports naming the rank, not kill this rank by SIGPIPE (exit 141).
-  std::signal(SIGPIPE, SIG_IGN);
-  options.communicator = std::make_shared<dist::Communicator>(env, options.dist);
+  if (env.distributed()) std::signal(SIGPIPE, SIG_IGN);
+  return env;
 }
 
 void TrainingFlags::fill_unset(const trainer::TrainingOptions& defaults,
@@ -308,8 +302,7 @@ void add_primitive_flags(CLI::App* command, PrimitiveFlags& p, bool runs_program
   p.k = command->add_option("--k", r.k,
                             std::string("High-order tasks: values lie in 0..K-1 (default 10") +
                                 (runs_programs ? "; with --primitives the library's K)" : ")"));
-  p.init = command->add_option("--init", r.init,
-                               "fold, scan: the accumulator's initial value (0)");
+  p.init = command->add_option("--init", r.init, "fold, scan: the accumulator's initial value (0)");
   flags.insert({{"primitive", "--primitive"},
                 {"library", "--primitives"},
                 {"symbolic", "--symbolic-primitives"},

@@ -54,19 +54,20 @@ TrainingFlags add_training_flags(CLI::App* command, trainer::TrainingOptions& op
 /// Adds the data-parallel flags (--dist-backend, --dist-timeout, --grad-sync, --bucket-mb,
 /// --first-bucket-mb, --link-bandwidth, --link-latency, --dist-check-every) bound to `options`.
 /// add_training_flags calls it.
-void add_dist_flags(CLI::App* command, dist::DistOptions& options, FlagTable& flags);
+void add_dist_flags(CLI::App* command, parallel::DistOptions& options, FlagTable& flags);
 
 /// Adds --ooo-k (a number of layers, or auto: -1) bound to `k`: out-of-order backprop's deferred
-/// layers (dist::DistOptions::ooo_k), for training and for `bench dp`.
+/// layers (parallel::DistOptions::ooo_k), for training and for `bench dp`.
 CLI::Option* add_ooo_k_flag(CLI::App* command, long& k, const std::string& help);
 /// Adds --chunk (layers per chunk, 1 or more, or auto: -1) bound to `layers`: host-side
-/// accumulation's chunk (dist::DistOptions::chunk_layers), for training and for `bench dp`.
+/// accumulation's chunk (parallel::DistOptions::chunk_layers), for training and for `bench dp`.
 CLI::Option* add_chunk_flag(CLI::App* command, long& layers, const std::string& help);
 
-/// Joins the data-parallel job torchrun's environment describes (RANK, WORLD_SIZE,
-/// MASTER_ADDR, MASTER_PORT, ...; dist/DistOptions.h), setting options.communicator; in one
-/// process (no WORLD_SIZE, or 1) does nothing. Blocks until every rank has joined.
-void join_job(trainer::TrainingOptions& options);
+/// Where this process stands in a data-parallel job: torchrun's environment (RANK, WORLD_SIZE,
+/// MASTER_ADDR, MASTER_PORT, ...; parallel/DistOptions.h), the only place Engram reads it; one
+/// process when WORLD_SIZE is unset or 1. InvalidOption naming a malformed variable. The job is
+/// joined by the session that trains (trainer/DataParallel.h) or the benchmark that measures it.
+parallel::DistEnv read_job_environment();
 
 /// The primitive flags of a command and what they were bound to.
 struct PrimitiveFlags {

@@ -20,7 +20,7 @@
 ///   auto e = engram::datasets::parse_expression("map(double, filter(gt(3), xs))");
 ///   e.function;              // "map"
 ///   e.inputs[0].function;    // "filter"
-///   engram::datasets::evaluate_symbolic(e, {{5, 1, 7}, {}}, 10);   // {0, 4}: 2*5, 2*7 mod 10
+///   engram::datasets::evaluate_symbolic(e, {5, 1, 7}, {}, 10);   // {0, 4}: 2*5, 2*7 mod 10
 /// \endcode
 
 #include "datasets/Primitive.h"

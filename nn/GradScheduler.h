@@ -5,12 +5,13 @@
 /// computed at once; the weight gradient (dW) of each parameter group becomes a WeightGradTask
 /// handed to a GradScheduler, which decides when it runs. After running a task the scheduler
 /// tells every ready-callback which parameters now hold their gradient, which is what a
-/// gradient reducer listens to (data-parallel training: dist/GradReducer.h).
+/// gradient reducer listens to (data-parallel training: parallel/GradReducer.h).
 ///
 /// \code
+///   // reducer: an engram::parallel::GradReducer (parallel/GradReducer.h)
 ///   engram::nn::DeferredScheduler scheduler(engram::nn::DeferredScheduler::Order::reverse);
-///   scheduler.on_ready([&](const engram::nn::WeightGradTask& t) { reducer.add(t.parameters); });
-///   engram::nn::RuntimeGuard use(nullptr, &scheduler);   // layers created tasks go here
+///   scheduler.on_ready([&](const engram::nn::WeightGradTask& t) { reducer.ready(t.parameters); });
+///   engram::nn::RuntimeGuard use(nullptr, &scheduler);   // the layers' tasks go here
 ///   loss.backward();                                     // dX chain only; dW tasks queued
 ///   scheduler.finish();                                  // runs the queued dW tasks
 /// \endcode

@@ -35,7 +35,7 @@ class ReplicaSum {
 };
 
 /// What a layer calls before its forward reads its parameters. Out-of-order backprop
-/// (trainer/DataParallel.h, dist::GradSync::ooo) updates some parameters late, during the next
+/// (trainer/DataParallel.h, parallel::GradSync::ooo) updates some parameters late, during the next
 /// step's forward: the gate applies a parameter's pending update there, so that each layer waits
 /// only for its own reduced gradient.
 class ParameterGate {

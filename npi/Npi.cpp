@@ -4,6 +4,7 @@
 #include "common/Errors.h"
 #include "datasets/ProgramExpression.h"
 #include "datasets/TraceFile.h"
+#include "nn/Width.h"
 #include "npi/Interpreter.h"
 #include "npi/NpiWorkload.h"
 #include "trainer/Checkpoint.h"
@@ -111,8 +112,7 @@ TrainReport train_npi(const TrainOptions& options) {
   if (t.checkpoint_path.empty())
     t.checkpoint_path = trainer::default_checkpoint_path(options.out_path);
   trainer::validate(t, /*min_steps=*/1);
-  if (options.hidden < 1 || options.hidden > 8192)
-    throw InvalidOption("hidden", "must be between 1 and 8192");
+  nn::check_width(options.hidden, "hidden");
   if (options.impl != "engram" && options.impl != "torch")
     throw InvalidOption("impl", "must be engram or torch, not '" + options.impl + "'");
   if (options.out_path.empty()) throw InvalidOption("out_path", "is required");

@@ -5,12 +5,15 @@
 /// report.
 ///
 /// \code
-///   engram::npi::TrainOptions t;  t.task = "addition";  t.data_path = "add.jsonl";  t.out_path =
-///   "m.pt"; engram::npi::train_npi(t); engram::npi::EvalOptions e;  e.model_path = "m.pt";  e.task
-///   = "addition";  e.lengths = {100}; for (const auto& r : engram::npi::evaluate_npi(e)) std::cout
-///   << r.accuracy << "\n"; engram::npi::RunOptions r;  r.model_path = "m.pt";  r.task =
-///   "addition";  r.input = "25+17"; std::cout <<
-///   engram::npi::call_tree_text(engram::npi::run_npi(r));
+///   engram::npi::TrainOptions t;
+///   t.task = "addition";  t.data_path = "add.jsonl";  t.out_path = "m.pt";
+///   engram::npi::train_npi(t);
+///   engram::npi::EvalOptions e;
+///   e.model_path = "m.pt";  e.task = "addition";  e.lengths = {100};
+///   for (const auto& r : engram::npi::evaluate_npi(e)) std::cout << r.accuracy << "\n";
+///   engram::npi::RunOptions r;
+///   r.model_path = "m.pt";  r.task = "addition";  r.input = "25+17";
+///   std::cout << engram::npi::call_tree_text(engram::npi::run_npi(r));
 /// \endcode
 ///
 /// Errors: UsageError for invalid options or input, FormatError for unusable files (corrupt,

@@ -4,6 +4,7 @@
 #include "nn/Embedding.h"
 #include "nn/Linear.h"
 #include "nn/ReLU.h"
+#include "nn/Width.h"
 
 #include <nlohmann/json.hpp>
 
@@ -44,8 +45,8 @@ NpiConfig NpiConfig::from_json(const std::string& text) {
   try {
     const auto j = nlohmann::json::parse(text);
     NpiConfig c;
-    // Sizes reach torch's allocators: each an integer in 1..limit (training allows hidden up to
-    // 8192), where a forged one was a 160 GB allocation and a torch stack trace, and 64.5 was
+    // Sizes reach torch's allocators: each an integer in 1..limit (nn::kMaxWidth, as training
+    // allows), where a forged one was a 160 GB allocation and a torch stack trace, and 64.5 was
     // taken for 64.
     const auto size = [&](const nlohmann::json& v, const std::string& key, int limit) {
       if (!v.is_number_integer() || v.get<long long>() < 1 || v.get<long long>() > limit)
@@ -53,7 +54,7 @@ NpiConfig NpiConfig::from_json(const std::string& text) {
                           ", not an integer in 1.." + std::to_string(limit));
       return v.get<int>();
     };
-    constexpr int kMaxSize = 8192;
+    constexpr int kMaxSize = nn::kMaxWidth;
     c.task = j.at("task").get<std::string>();
     c.num_programs = size(j.at("num_programs"), "num_programs", kMaxSize);
     if (!j.at("observation_sizes").is_array() || j.at("observation_sizes").empty() ||

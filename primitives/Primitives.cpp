@@ -2,9 +2,11 @@
 
 #include "common/AtomicFile.h"
 #include "common/Errors.h"
+#include "nn/Width.h"
 #include "primitives/PrimitiveNet.h"
 #include "primitives/PrimitiveWorkload.h"
 #include "trainer/Checkpoint.h"
+#include "trainer/DataParallel.h"
 #include "trainer/Threads.h"
 #include "trainer/Trainer.h"
 
@@ -80,8 +82,8 @@ LibraryFile read_library(const std::string& path) {
       PrimitiveNetConfig stored = PrimitiveNetConfig::for_family(family, lib.k);
       stored.embedding = net.at("embedding").get<int>();
       stored.hidden = net.at("hidden").get<int>();
-      if (stored.embedding < 1 || stored.embedding > 8192 || stored.hidden < 1 ||
-          stored.hidden > 8192)
+      if (stored.embedding < 1 || stored.embedding > nn::kMaxWidth || stored.hidden < 1 ||
+          stored.hidden > nn::kMaxWidth)
         throw FormatError("'" + path + "' has a network of a size out of range");
       configs[family] = std::move(stored);
     }
@@ -171,10 +173,8 @@ std::vector<FamilyReport> train_primitives(const TrainPrimitivesOptions& options
                         "one small network per family in turn, each in seconds");
   }
   trainer::validate(options.training, /*min_steps=*/1);
-  if (options.hidden < 1 || options.hidden > 8192)
-    throw InvalidOption("hidden", "must be between 1 and 8192");
-  if (options.embedding < 1 || options.embedding > 8192)
-    throw InvalidOption("embedding", "must be between 1 and 8192");
+  nn::check_width(options.hidden, "hidden");
+  nn::check_width(options.embedding, "embedding");
   std::vector<std::string> families = options.families;
   if (families.empty()) {
     if (options.add) throw InvalidOption("add", "needs the families to add to be named");
@@ -211,6 +211,7 @@ std::vector<FamilyReport> train_primitives(const TrainPrimitivesOptions& options
     check_writable(options.out_path);  // fail before training, not after
   }
   std::vector<FamilyReport> reports;
+  const trainer::JobScope job(options.training);  // one job for every family's session
   for (const auto& family : families) {
     auto config = PrimitiveNetConfig::for_family(family, options.k);
     config.hidden = options.hidden;

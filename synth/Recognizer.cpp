@@ -661,27 +661,39 @@ class RunRecognizer {
     return chain;
   }
 
-  /// MAP and FILTER stages from the elements `from` (one source each; none for constants
-  /// written instead of an element) to `t`.
-  Stage pipeline(const std::vector<Ref>& t, const std::vector<std::set<int>>& from, bool mod_k) {
+  /// An element of a pipeline's source on its way through the stages: whether it reaches the
+  /// output (and as what), the tests that belong to it, the value each test looks at, and the
+  /// values it takes at each stage.
+  struct PipelineElement {
+    int u = 0;
+    bool included = false;
+    Ref out;
+    std::vector<const Branch*> guards;
+    std::vector<int> subjects;
+    std::vector<int> checkpoints;
+  };
+
+  /// The source sequence the pipeline's output `t` comes from (`from`: each output element's
+  /// source; none for a constant), each source element's position in `t` (-1: filtered out) and
+  /// the output's line. False when `t` holds only constants and no single input list fits.
+  bool pipeline_source(const std::vector<Ref>& t, const std::vector<std::set<int>>& from,
+                       Source& source, std::vector<int>& output_at, int& line) {
     std::vector<int> us(t.size(), -1), known;
-    int line = 0;
     for (std::size_t j = 0; j < t.size(); ++j) {
       if (t[j].is_const) continue;
       us[j] = *from[j].begin();
       known.push_back(us[j]);
       if (line == 0) line = node(t[j].node).line;
     }
-    Source source;
     if (known.empty()) {  // only constants: a MAP over the one input list, if as long
-      if (run_.input.size() != 1 || run_.input[0].size() != t.size()) return {};
+      if (run_.input.size() != 1 || run_.input[0].size() != t.size()) return false;
       source = input_source(0);
     } else {
       source = source_sequence(known, line);
     }
     const std::vector<Ref>& u_seq = source.values;
     // Each output element's occurrence in the source (an accumulator may repeat a value).
-    std::vector<int> output_at(u_seq.size(), -1);
+    output_at.assign(u_seq.size(), -1);
     if (known.size() != t.size()) {  // constants: a MAP that writes them for some elements
       if (u_seq.size() != t.size())
         unsupported(line, "the list holds constants and is not as long as the list it comes from");
@@ -701,23 +713,17 @@ class RunRecognizer {
         output_at[i++] = static_cast<int>(j);
       }
     }
-    std::set<int> materialised;
-    for (const auto& list : run_.lists)
-      for (const auto& r : list)
-        if (!r.is_const) materialised.insert(r.node);
+    return true;
+  }
 
-    struct Element {
-      int u = 0;
-      bool included = false;
-      Ref out;
-      std::vector<const Branch*> guards;
-      std::vector<int> subjects;
-      std::vector<int> checkpoints;
-    };
-    std::vector<Element> elements;
+  /// The source's elements, each with the tests that belong to it.
+  std::vector<PipelineElement> pipeline_elements(const std::vector<Ref>& t, const Source& source,
+                                                 const std::vector<int>& output_at) {
+    const std::vector<Ref>& u_seq = source.values;
+    std::vector<PipelineElement> elements;
     std::multimap<int, std::size_t> occurrences;  // node -> positions in the source
     for (std::size_t i = 0; i < u_seq.size(); ++i) {
-      Element e;
+      PipelineElement e;
       e.u = u_seq[i].node;
       if (output_at[i] >= 0) {
         e.included = true;
@@ -739,34 +745,45 @@ class RunRecognizer {
           at = it->second;
       if (at) elements[*at].guards.push_back(&b);
     }
+    return elements;
+  }
+
+  /// The argument indices from `root` down to `target` through the recorded operations (empty
+  /// when `target` is not below `root`).
+  std::vector<std::size_t> path_to(int root, int target) {
+    std::vector<std::size_t> path;
+    std::function<bool(int)> walk = [&](int id) {
+      if (id == target) return true;
+      if (id != root && stops_.count(id) != 0) return false;
+      const auto& args = node(id).args;
+      for (std::size_t i = 0; i < args.size(); ++i) {
+        if (args[i].is_const) continue;
+        path.push_back(i);
+        if (walk(args[i].node)) return true;
+        path.pop_back();
+      }
+      return false;
+    };
+    walk(root);
+    return path;
+  }
+
+  /// The node `path` (path_to's) leads to from `root`, if it leads anywhere.
+  std::optional<int> follow(int root, const std::vector<std::size_t>& path) {
+    int id = root;
+    for (std::size_t i : path) {
+      const auto& args = node(id).args;
+      if (i >= args.size() || args[i].is_const) return std::nullopt;
+      id = args[i].node;
+    }
+    return id;
+  }
+
+  /// Each test's subject: the latest value of its element's computation it reads (for an element
+  /// filtered out, the value at the place the included elements' tests read).
+  void assign_subjects(std::vector<PipelineElement>& elements) {
     // What each test looks at: the latest value of the element's computation it reads.
     std::map<int, std::vector<std::size_t>> subject_path;  // by line: argument indices
-    auto path_to = [&](int root, int target) {
-      std::vector<std::size_t> path;
-      std::function<bool(int)> walk = [&](int id) {
-        if (id == target) return true;
-        if (id != root && stops_.count(id) != 0) return false;
-        const auto& args = node(id).args;
-        for (std::size_t i = 0; i < args.size(); ++i) {
-          if (args[i].is_const) continue;
-          path.push_back(i);
-          if (walk(args[i].node)) return true;
-          path.pop_back();
-        }
-        return false;
-      };
-      walk(root);
-      return path;
-    };
-    auto follow = [&](int root, const std::vector<std::size_t>& path) -> std::optional<int> {
-      int id = root;
-      for (std::size_t i : path) {
-        const auto& args = node(id).args;
-        if (i >= args.size() || args[i].is_const) return std::nullopt;
-        id = args[i].node;
-      }
-      return id;
-    };
     for (auto& e : elements) {
       if (!e.included) continue;
       std::set<int> value_nodes{e.u};
@@ -793,6 +810,16 @@ class RunRecognizer {
         e.subjects.push_back(subject);
       }
     }
+  }
+
+  /// Each element's checkpoints (its source value, its tests' subjects, the materialised values
+  /// of its computation, its output); returns the number of stages.
+  std::size_t assign_checkpoints(std::vector<PipelineElement>& elements, int line) {
+    std::set<int> materialised;
+    for (const auto& list : run_.lists)
+      for (const auto& r : list)
+        if (!r.is_const) materialised.insert(r.node);
+
     std::size_t stages = 0;
     for (auto& e : elements) {
       std::set<int> cps{e.u};
@@ -810,6 +837,12 @@ class RunRecognizer {
       }
     }
     for (const auto& e : elements) stages = std::max(stages, e.checkpoints.size());
+    return stages;
+  }
+
+  /// One element computation per stage, from every element's paths through its checkpoints.
+  std::vector<Template> stage_functions(const std::vector<PipelineElement>& elements,
+                                        std::size_t stages, int line) {
     std::vector<Template> fns;
     for (std::size_t k = 0; k < stages; ++k) fns.emplace_back(1, at_line(line));
     for (const auto& e : elements) {
@@ -838,6 +871,12 @@ class RunRecognizer {
         fns[k].add(p);
       }
     }
+    return fns;
+  }
+
+  /// The stages as FILTER and MAP over the source sequence `u_seq`.
+  Stage compose_stages(const std::vector<Ref>& u_seq, const std::vector<Template>& fns,
+                       std::size_t stages, bool mod_k) {
     Stage s = sequence(u_seq, false);
     for (std::size_t k = 0; k < stages; ++k) {
       const Template& fn = fns[k];
@@ -862,6 +901,19 @@ class RunRecognizer {
     // stage computes them (no test reads them unreduced afterwards).
     if (mod_k && s.kind == Stage::Kind::kMap) s.reduce_mod_k = true;
     return s;
+  }
+
+  /// MAP and FILTER stages from the elements `from` (one source each; none for constants
+  /// written instead of an element) to `t`.
+  Stage pipeline(const std::vector<Ref>& t, const std::vector<std::set<int>>& from, bool mod_k) {
+    Source source;
+    std::vector<int> output_at;
+    int line = 0;
+    if (!pipeline_source(t, from, source, output_at, line)) return {};
+    std::vector<PipelineElement> elements = pipeline_elements(t, source, output_at);
+    assign_subjects(elements);
+    const std::size_t stages = assign_checkpoints(elements, line);
+    return compose_stages(source.values, stage_functions(elements, stages, line), stages, mod_k);
   }
 
   Stage zip(const std::vector<Ref>& t, const std::vector<std::set<int>>& from, bool mod_k) {

@@ -9,9 +9,10 @@
 /// \code
 ///   // x if x > 3 else 0, seen with x = 5 and x = 1:
 ///   Template t(1, "line 4");
-///   t.add({{{Expr::operation("gt", {Expr::parameter(0), Expr::constant(3)}), true}}, true,
-///   Expr::parameter(0)}); t.add({{{Expr::operation("gt", {Expr::parameter(0), Expr::constant(3)}),
-///   false}}, true, Expr::constant(0)}); t.apply({7}).value;   // 7
+///   const Expr test = Expr::operation("gt", {Expr::parameter(0), Expr::constant(3)});
+///   t.add({{{test, true}}, true, Expr::parameter(0)});
+///   t.add({{{test, false}}, true, Expr::constant(0)});
+///   t.apply({7}).value;   // 7
 /// \endcode
 
 #include <cstdint>

@@ -3,7 +3,6 @@
 #include "common/AtomicFile.h"
 #include "common/Errors.h"
 #include "datasets/CodeCorpus.h"
-#include "memory/CompressingStore.h"
 #include "tbcnn/TbcnnData.h"
 #include "tbcnn/TbcnnModel.h"
 #include "tbcnn/TbcnnWorkload.h"

@@ -25,7 +25,7 @@ changed=0
 if [ -n "$parent" ]; then
   changed=$(git -C "$src" diff --name-only "$parent" HEAD -- . ':(exclude)results' \
     ':(exclude)docs' ':(exclude)README.md' ':(exclude)notebooks' ':(exclude)tests' \
-    ':(exclude)examples' ':(exclude).ci' ':(exclude)*.md' | wc -l)
+    ':(exclude)examples/*.py' ':(exclude).ci' ':(exclude)*.md' | wc -l)
 fi
 if [ "$changed" -gt 0 ]; then
   printf '{"claim": "made at the parent", "commit": "%s"}\n' "$parent" > "$work/results/parent.json"

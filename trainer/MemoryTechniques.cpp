@@ -66,18 +66,19 @@ double measure_swap_rate(const MemoryOptions& o) {
 
 MemoryTechniques::MemoryTechniques(MemoryOptions options) : options_(std::move(options)) {
   validate(options_);
-  const TechniqueChoice chosen = chosen_techniques(options_.techniques);
-  relu_ = chosen.relu;
-  recompute_ = chosen.recompute;
-  swap_ = chosen.swap;
-  algo_ = chosen.algo;
-  if (relu_) {
-    compressing_ = std::make_unique<memory::CompressingStore>(
-        memory::CompressingStoreOptions{/*cache_decompressed=*/true});
+  const TechniqueChoice chosen(options_.techniques);
+  recompute_ = chosen.has("recompute");
+  swap_ = chosen.has("swap");
+  algo_ = chosen.has(TechniqueKind::algorithms);
+  name_ = chosen.name();
+  if (const MemoryTechniqueInfo* t = chosen.store()) {
+    own_store_ = t->make_store(options_);
+    if (!own_store_) throw std::logic_error("memory technique '" + t->name + "' made no store");
+    compressing_ = dynamic_cast<memory::CompressingStore*>(own_store_.get());
   }
   if (swap_) {
     memory::SwapStoreOptions so;
-    so.inner = compressing_.get();
+    so.inner = own_store_.get();
     so.spill_directory = options_.spill_directory;
     so.bandwidth_bytes_per_second = options_.swap_bandwidth;
     swap_store_ = std::make_unique<memory::SwapStore>(so);
@@ -86,20 +87,9 @@ MemoryTechniques::MemoryTechniques(MemoryOptions options) : options_(std::move(o
 
 MemoryTechniques::~MemoryTechniques() = default;
 
-std::string MemoryTechniques::name() const {
-  std::string s;
-  for (const auto& [on, n] : {std::pair<bool, const char*>{relu_, "relu"},
-                              {recompute_, "recompute"},
-                              {swap_, "swap"},
-                              {algo_, "algo"}}) {
-    if (on) s += (s.empty() ? "" : "+") + std::string(n);
-  }
-  return s.empty() ? "none" : s;
-}
-
 memory::ActivationStore* MemoryTechniques::store() {
   if (swap_store_) return swap_store_.get();
-  return compressing_.get();
+  return own_store_.get();
 }
 
 std::vector<memory::UnitCosts> profile_units(Workload& workload,
@@ -176,8 +166,8 @@ void MemoryTechniques::profile_algorithms(Workload& workload,
   }
   {
     // One step records each layer's input shape.
-    nn::RuntimeGuard use(compressing_.get(), nullptr);
-    measured_step(workload, batch, nullptr, compressing_.get(), nullptr);
+    nn::RuntimeGuard use(own_store_.get(), nullptr);
+    measured_step(workload, batch, nullptr, own_store_.get(), nullptr);
   }
   for (const auto& [name, layer] : named) {
     LayerAlgorithms l;
@@ -367,9 +357,9 @@ void MemoryTechniques::plan(Workload& workload, const std::vector<std::size_t>& 
   double head_ms = 0;
   if (uses_units()) {
     {
-      // Profile with the compressing store when ReLU compression is on: the bytes a unit saves
-      // are then the compressed ones.
-      nn::RuntimeGuard use(compressing_.get(), nullptr);
+      // Profile with the store technique's store (ReLU compression's): the bytes a unit saves
+      // are then the ones that store keeps.
+      nn::RuntimeGuard use(own_store_.get(), nullptr);
       costs_ = profile_units(workload, batch, head_ms);
     }
     swap_bytes_per_ms_ = 0;

@@ -1,7 +1,8 @@
 #pragma once
 /// \file
 /// The memory techniques of a training run, set up in one place for `engram train` and
-/// `engram bench memory` (docs/ARCHITECTURE.md): ReLU compression (memory/CompressingStore.h),
+/// `engram bench memory` (docs/ARCHITECTURE.md) from the list of trainer/MemoryTechnique.h: the
+/// store technique's store (ReLU compression, memory/CompressingStore.h, or a registered one),
 /// recompute (nn/Recompute.h) and swap (memory/SwapStore.h) of the units a workload is cut into
 /// (nn/Units.h), chosen per unit by the planner (memory/UnitPlanner.h) under a memory budget.
 ///
@@ -76,7 +77,6 @@ class MemoryTechniques {
   MemoryTechniques(const MemoryTechniques&) = delete;
   MemoryTechniques& operator=(const MemoryTechniques&) = delete;
 
-  bool relu() const { return relu_; }
   bool recompute() const { return recompute_; }
   bool swap() const { return swap_; }
   bool algo() const { return algo_; }
@@ -84,12 +84,14 @@ class MemoryTechniques {
   bool uses_units() const { return recompute_ || swap_; }
   /// Recompute, swap or algo: plan() must run, and apply() changes the workload.
   bool plans() const { return uses_units() || algo_; }
-  /// "none", or the techniques joined with '+' ("relu+recompute").
-  std::string name() const;
+  /// "none", or the techniques joined with '+' ("relu+recompute"; TechniqueChoice::name()).
+  const std::string& name() const { return name_; }
 
-  /// The store for nn::RuntimeGuard (nullptr: the plain store of the runtime).
+  /// The store for nn::RuntimeGuard: the swap store (wrapping the store technique's), else the
+  /// store technique's (trainer/MemoryTechnique.h), else nullptr (the plain store).
   memory::ActivationStore* store();
-  memory::CompressingStore* compressing() { return compressing_.get(); }
+  /// The store technique's store when it is relu's (its statistics), else nullptr.
+  memory::CompressingStore* compressing() { return compressing_; }
   memory::SwapStore* swap_store() { return swap_store_.get(); }
 
   /// Chooses the plan by measuring steps of `workload` on `batch` (see the file comment). Throws
@@ -155,9 +157,11 @@ class MemoryTechniques {
   void plan_algorithms_with_units(Workload& workload, const std::vector<std::size_t>& batch,
                                   double head_ms, const memory::InfeasibleBudget& alone);
 
-  bool relu_ = false, recompute_ = false, swap_ = false, algo_ = false;
+  bool recompute_ = false, swap_ = false, algo_ = false;
+  std::string name_;
   AlgorithmPlan algorithms_;
-  std::unique_ptr<memory::CompressingStore> compressing_;
+  std::unique_ptr<memory::ActivationStore> own_store_;  ///< the store technique's
+  memory::CompressingStore* compressing_ = nullptr;     ///< own_store_ when it is relu's
   std::unique_ptr<memory::SwapStore> swap_store_;
   std::unique_ptr<nn::UnitRunner> runner_;
   memory::MemoryPlan plan_;

@@ -13,9 +13,8 @@
 ///
 /// Each phase runs inside memory-tracker phase and span guards (memory/MemoryTracker.h), with
 /// the optimizer's allocations tagged optimizer_state. Hooks see every phase begin and end:
-/// timers, gradient retagging, and (next issue) the data-parallel gradient exchange plug in
-/// there. The activation store the layers use is the session's (trainer/Trainer.h), not the
-/// Stepper's.
+/// timers, gradient retagging and the data-parallel gradient exchange plug in there. The
+/// activation store the layers use is the session's (trainer/Trainer.h), not the Stepper's.
 ///
 /// \code
 ///   engram::trainer::Stepper stepper(workload, {/*learning_rate=*/1e-3, /*grad_clip=*/1.0});

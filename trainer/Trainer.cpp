@@ -2,7 +2,6 @@
 
 #include "common/AtomicFile.h"
 #include "common/Errors.h"
-#include "dist/Communicator.h"
 #include "memory/MemoryTracker.h"
 #include "nn/Runtime.h"
 #include "trainer/BatchSampler.h"
@@ -76,18 +75,19 @@ TrainingSession::TrainingSession(Workload& workload, const TrainingOptions& opti
                                             options_.seed, std::move(curriculum));
   stepper_ = std::make_unique<Stepper>(
       workload, StepperOptions{options_.learning_rate, options_.grad_clip,
-                               chosen_techniques(options_.memory.techniques).reuse,
+                               chosen_techniques(options_.memory.techniques).reuse(),
                                options_.optimizer, options_.momentum});
   nn::GradScheduler* scheduler = nullptr;
   nn::ReplicaSum* replicas = nullptr;
   nn::ParameterGate* gate = nullptr;
   if (world > 1) {
-    data_parallel_ = std::make_unique<DataParallel>(*options_.communicator, workload,
-                                                    stepper_->parameters(), options_);
-    scheduler = data_parallel_->scheduler();
+    Stepper* stepper = stepper_.get();
+    data_parallel_ = std::make_unique<DataParallel>(
+        workload, stepper_->parameters(), options_,
+        [stepper](const std::vector<std::size_t>& which) { stepper->update_late(which); });
+    scheduler = &data_parallel_->scheduler();
     replicas = data_parallel_->replicas();
     gate = data_parallel_->gate();
-    data_parallel_->set_stepper(stepper_.get());
     stepper_->add_hooks(data_parallel_.get());
   }
   if (options_.ooo_threads == 2) {
@@ -123,49 +123,12 @@ StepOutput TrainingSession::step(std::vector<std::size_t> indices) {
   if (!data_parallel_) return stepper_->step(std::move(indices));
   std::vector<double> denominators = workload_.loss_denominators(indices);
   StepOutput out = stepper_->step(data_parallel_->shard(indices), std::move(denominators));
-  // Host-side accumulation: the chunk each step ran with (the search's path, in the metrics).
-  if (options_.dist.grad_sync == dist::GradSync::host)
-    out.metrics["chunk_layers"] = static_cast<double>(data_parallel_->chunk_search().chunk);
+  data_parallel_->add_step_metrics(out.metrics);
   if (steps_ % options_.dist.check_every == 0) data_parallel_->check_replicas(steps_);
   return out;
 }
 
 namespace {
-
-/// Data-parallel: the metrics of every rank made one. Each rank's loss is its share of the
-/// global batch's (the global denominators), so losses add up; other metrics are averaged.
-void combine_ranks(dist::Communicator& comm, std::map<std::string, double>& mean) {
-  std::vector<double> values;
-  for (const auto& [k, v] : mean) values.push_back(v);
-  at::Tensor t = at::tensor(values, at::kDouble);
-  comm.allreduce(t, "the logged metrics");
-  const auto* sum = t.data_ptr<double>();
-  std::size_t i = 0;
-  for (auto& [k, v] : mean) {
-    const bool is_loss = k == "loss" || k.size() > 5 && k.compare(k.size() - 5, 5, "_loss") == 0;
-    v = is_loss ? sum[i] : sum[i] / comm.world_size();
-    ++i;
-  }
-}
-
-/// Data-parallel: the log callback (a validation, say) runs on the rank with the least tracked
-/// memory in use, the others wait for its verdict; returns the callback's stop flag, `mean`
-/// with the entries it added.
-bool log_on_one_rank(dist::Communicator& comm, const LogCallback& on_log, long step,
-                     std::map<std::string, double>& mean) {
-  at::Tensor live = at::zeros({comm.world_size()}, at::kLong);
-  if (auto* tracker = memory::MemoryTracker::installed()) live[comm.rank()] = tracker->live_bytes();
-  comm.allreduce(live, "the ranks' memory in use");
-  const int evaluator = static_cast<int>(live.argmin().item<std::int64_t>());
-  std::string verdict;
-  if (comm.rank() == evaluator) {
-    const bool stop = on_log(step, mean);
-    verdict = nlohmann::json{{"stop", stop}, {"metrics", mean}}.dump();
-  }
-  const auto result = nlohmann::json::parse(comm.broadcast_text(verdict, evaluator));
-  mean = result.at("metrics").get<std::map<std::string, double>>();
-  return result.at("stop").get<bool>();
-}
 
 // The first SIGINT or SIGTERM of a run, and when it came (CLOCK_MONOTONIC, nanoseconds).
 std::atomic<int> pending_signal{0};
@@ -225,17 +188,10 @@ class SignalCatcher {
   SignalCatcher(const SignalCatcher&) = delete;
   SignalCatcher& operator=(const SignalCatcher&) = delete;
 
-  /// The signal noted, or 0; data-parallel: any rank's (SIGTERM before SIGINT), the same on
-  /// every rank, so that all stop after the same step.
-  int pending(dist::Communicator* comm) const {
+  /// The signal noted, or 0; data-parallel: any rank's, the same on every rank.
+  int pending(DataParallel* dp) const {
     const int signal = pending_signal;
-    if (comm == nullptr) return signal;
-    at::Tensor noted = at::zeros({2}, at::kLong);
-    if (signal == SIGTERM) noted[0] = 1;
-    if (signal == SIGINT) noted[1] = 1;
-    comm->allreduce(noted, "the ranks' interrupt signals");
-    if (noted[0].item<std::int64_t>() > 0) return SIGTERM;
-    return noted[1].item<std::int64_t>() > 0 ? SIGINT : 0;
+    return dp == nullptr ? signal : dp->agreed_signal(signal);
   }
 
  private:
@@ -272,8 +228,7 @@ TrainSummary train(Workload& workload, const TrainingOptions& options, const Log
     check_writable(options.checkpoint_path);
   }
   TrainingSession session(workload, options);
-  dist::Communicator* comm =
-      session.data_parallel() != nullptr ? &session.data_parallel()->communicator() : nullptr;
+  DataParallel* dp = session.data_parallel();  // nullptr in one process
   LoopState loop;
   if (options.resume) {
     loop = load_training_state(options.checkpoint_path, session);
@@ -303,7 +258,7 @@ TrainSummary train(Workload& workload, const TrainingOptions& options, const Log
       state.seconds = elapsed;
       save_training_state(options.checkpoint_path, session, state);
     }
-    if (comm != nullptr) comm->barrier();
+    if (dp != nullptr) dp->barrier();
   };
 
   TrainSummary summary;
@@ -330,13 +285,13 @@ TrainSummary train(Workload& workload, const TrainingOptions& options, const Log
     if (step % options.log_every == 0 || step == options.steps) {
       std::map<std::string, double> mean;
       for (const auto& [k, v] : loop.sums) mean[k] = v / loop.logged;
-      if (comm != nullptr) {
-        combine_ranks(*comm, mean);
+      if (dp != nullptr) {
+        dp->combine_metrics(mean);
         summary.final_loss = mean["loss"];  // the global batch's, over the last log window
       }
       if (on_log) {
         session.settle();  // a validation sees the parameters after this step
-        stop = comm != nullptr ? log_on_one_rank(*comm, on_log, step, mean) : on_log(step, mean);
+        stop = dp != nullptr ? dp->log_on_one_rank(on_log, step, mean) : on_log(step, mean);
         start += std::chrono::steady_clock::now() - now;  // the callback's time is not training
       }
       if (metrics.is_open()) {
@@ -352,7 +307,7 @@ TrainSummary train(Workload& workload, const TrainingOptions& options, const Log
         step % options.checkpoint_every == 0) {
       save_state(step, elapsed);
     }
-    if (const int signal = signals.pending(comm)) {
+    if (const int signal = signals.pending(dp)) {
       std::string what = std::string("interrupted by ") + signal_name(signal) + " after step " +
                          std::to_string(step) + " of " + std::to_string(options.steps);
       if (!options.checkpoint_path.empty()) {
@@ -366,9 +321,9 @@ TrainSummary train(Workload& workload, const TrainingOptions& options, const Log
     if (stop) break;
   }
   bar.finish();
-  if (comm != nullptr) {
-    session.data_parallel()->check_replicas(summary.steps);
-    comm->barrier();  // no rank leaves (closing the store) while another still trains
+  if (dp != nullptr) {
+    dp->check_replicas(summary.steps);
+    dp->barrier();  // no rank leaves (closing the store) while another still trains
   }
   summary.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   summary.examples_per_second = summary.seconds > 0 ? examples / summary.seconds : 0;

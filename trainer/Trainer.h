@@ -46,9 +46,9 @@ class TrainingSession {
   /// `planning` (a scratch copy of the model, for models whose state a step moves) or, when it
   /// is nullptr, on `workload` itself, over its first `options.batch` examples; InvalidOption
   /// when the workload is not cut into units, memory::InfeasibleBudget when the budget is below
-  /// every plan. Throws std::runtime_error when the workload has no examples. With a
-  /// communicator of several ranks (options.communicator), also joins them
-  /// (trainer/DataParallel.h): std::runtime_error when their configurations differ.
+  /// every plan. Throws std::runtime_error when the workload has no examples. In a job of several
+  /// ranks (options.job), also joins them (trainer/DataParallel.h): parallel::PeerFailure when
+  /// they do not come, std::runtime_error when their configurations differ.
   TrainingSession(Workload& workload, const TrainingOptions& options, Workload* planning = nullptr);
   /// Restores the activation store and detaches the workload from the units' runner.
   ~TrainingSession();
@@ -62,12 +62,12 @@ class TrainingSession {
   StepOutput step(std::vector<std::size_t> indices);
 
   /// Brings the parameters up to date after the last step: under out-of-order backprop
-  /// (dist::GradSync::ooo) the first layers' last updates wait for the next forward; this
-  /// applies them now. Before the parameters are saved, evaluated or compared; nothing otherwise.
+  /// (schedule ooo, trainer/GradSchedule.h) the first layers' last updates wait for the next
+  /// forward; this applies them now. Before the parameters are saved, evaluated or compared;
+  /// nothing otherwise.
   void settle();
 
-  /// The data parallelism of the session; nullptr in one process (options.communicator unset
-  /// or of one rank).
+  /// The data parallelism of the session; nullptr in one process (options.job of one rank).
   DataParallel* data_parallel() { return data_parallel_.get(); }
 
   Stepper& stepper() { return *stepper_; }

@@ -1,6 +1,5 @@
 #include "trainer/TrainingOptions.h"
 
-#include "dist/Communicator.h"
 #include "trainer/Threads.h"
 
 #include "common/Errors.h"
@@ -16,24 +15,6 @@ namespace engram::trainer {
 const std::vector<std::string>& optimizer_names() {
   static const std::vector<std::string> names{"adam", "sgd"};
   return names;
-}
-
-const std::vector<std::string>& memory_technique_names() {
-  static const std::vector<std::string> names{"none", "relu",  "recompute", "swap",
-                                              "all",  "reuse", "algo"};
-  return names;
-}
-
-TechniqueChoice chosen_techniques(const std::vector<std::string>& names) {
-  TechniqueChoice c;
-  for (const auto& t : names) {
-    c.relu = c.relu || t == "relu" || t == "all";
-    c.recompute = c.recompute || t == "recompute" || t == "all";
-    c.swap = c.swap || t == "swap" || t == "all";
-    c.reuse = c.reuse || t == "reuse";
-    c.algo = c.algo || t == "algo";
-  }
-  return c;
 }
 
 void validate(const TrainingOptions& o, long min_steps) {
@@ -52,7 +33,7 @@ void validate(const TrainingOptions& o, long min_steps) {
   // The norm is a float32: a larger bound would not convert.
   if (!(o.grad_clip >= 0 && o.grad_clip <= std::numeric_limits<float>::max()))
     throw InvalidOption("grad_clip", "must be a non-negative float32 number (0: no clipping)");
-  if (o.grad_clip > 0 && o.dist.grad_sync == dist::GradSync::ooo)
+  if (o.grad_clip > 0 && o.dist.grad_sync == parallel::GradSync::ooo)
     throw InvalidOption("grad_clip",
                         "must be 0 with --grad-sync ooo: the global norm needs every gradient "
                         "before any update, and ooo updates the first layers during the next "
@@ -80,7 +61,7 @@ void validate(const TrainingOptions& o, long min_steps) {
   if (o.checkpoint_path.empty() && o.resume)
     throw InvalidOption("checkpoint_path", "is needed to resume");
   validate(o.memory);
-  dist::validate(o.dist);
+  parallel::validate(o.dist);
 }
 
 void check_swap_bandwidth(double bytes_per_second, const std::string& field) {
@@ -98,16 +79,8 @@ std::string default_checkpoint_path(const std::string& out_path) {
   return out_path + ".ckpt";
 }
 
-bool TrainingOptions::writes_files() const {
-  return communicator == nullptr || communicator->rank() == 0;
-}
-
-int TrainingOptions::world_size() const {
-  return communicator == nullptr ? 1 : communicator->world_size();
-}
-
 void validate(const MemoryOptions& o) {
-  const auto& known = memory_technique_names();
+  const std::vector<std::string> known = memory_technique_names();
   for (const auto& t : o.techniques) {
     if (std::find(known.begin(), known.end(), t) == known.end()) {
       std::string valid;
@@ -116,8 +89,17 @@ void validate(const MemoryOptions& o) {
                           "has an unknown technique '" + t + "' (valid: " + valid + ")");
     }
   }
+  const TechniqueChoice chosen(o.techniques);
+  std::string stores;
+  for (const MemoryTechniqueInfo* t : chosen.chosen()) {
+    if (t->kind == TechniqueKind::store) stores += (stores.empty() ? "" : " and ") + t->name;
+  }
+  if (stores.find(" and ") != std::string::npos) {
+    throw InvalidOption("memory.techniques",
+                        "names " + stores + ", which both keep the saved activations: choose one");
+  }
   if (o.budget_bytes < 0) throw InvalidOption("memory.budget_bytes", "must not be negative");
-  if (o.budget_bytes > 0 && !chosen_techniques(o.techniques).plans())
+  if (o.budget_bytes > 0 && !chosen.plans())
     throw InvalidOption("memory.budget_bytes",
                         "needs recompute, swap or algo among the techniques");
   check_swap_bandwidth(o.swap_bandwidth, "memory.swap_bandwidth");

@@ -12,16 +12,13 @@
 ///   engram::trainer::validate(t);                  // InvalidOption naming the field
 /// \endcode
 
-#include "dist/DistOptions.h"
+#include "parallel/DistOptions.h"
+#include "trainer/MemoryTechnique.h"
 
 #include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
-
-namespace engram::dist {
-class Communicator;
-}  // namespace engram::dist
 
 namespace engram::trainer {
 
@@ -33,9 +30,10 @@ constexpr double kMinSwapBandwidth = 1e6;
 /// of at least kMinSwapBandwidth.
 void check_swap_bandwidth(double bytes_per_second, const std::string& field);
 
-/// The memory techniques of a session (trainer/MemoryTechniques.h), all lossless.
+/// The memory techniques of a session (trainer/MemoryTechniques.h).
 struct MemoryOptions {
-  /// Any of "none", "relu", "recompute", "swap" (and "all" for the three), "reuse", "algo".
+  /// Names from trainer/MemoryTechnique.h's list (memory_technique_names(): "none", "all", the
+  /// built-in "relu", "recompute", "swap", "reuse", "algo", and any registered one).
   std::vector<std::string> techniques;
   /// Bound on activation_peak_bytes; 0: every unit treated (and every replaceable layer given
   /// its least-workspace algorithm).
@@ -46,27 +44,6 @@ struct MemoryOptions {
   /// Prefetch by the slack schedule (true) or read swapped tensors back on demand (false).
   bool slack_schedule = true;
 };
-
-/// The names accepted in MemoryOptions::techniques: "none", "relu", "recompute", "swap", "all"
-/// (the three), "reuse" and "algo".
-const std::vector<std::string>& memory_technique_names();
-
-/// Which techniques a list of names asks for ("all": the three; "none" and unknown names:
-/// nothing, unknown names being validate()'s to report). The one reading of the names.
-struct TechniqueChoice {
-  bool relu = false, recompute = false, swap = false;
-  /// Fixed-structure memory reuse (memory/ArenaReuse.h): not in "all", which names the three
-  /// techniques that trade time for activation memory.
-  bool reuse = false;
-  /// Lower-memory algorithm replacement (nn/Algorithms.h): not in "all" either; it changes
-  /// results within floating-point summation order, where the three are exact.
-  bool algo = false;
-  /// Recompute or swap: they act on a model cut into units and need a plan.
-  bool uses_units() const { return recompute || swap; }
-  /// Recompute, swap or algo: planned by measuring steps before training, and a budget applies.
-  bool plans() const { return uses_units() || algo; }
-};
-TechniqueChoice chosen_techniques(const std::vector<std::string>& names);
 
 /// The optimizers TrainingOptions::optimizer may name: "adam", "sgd" (trainer/Optimizer.h).
 const std::vector<std::string>& optimizer_names();
@@ -104,15 +81,16 @@ struct TrainingOptions {
   /// What a resumed run must share with the one that wrote the state besides the options (the
   /// model's configuration and a checksum of its data): set by the model's train function.
   std::string identity;
-  /// Data-parallel training (trainer/DataParallel.h): with a communicator of more than one
-  /// rank, `batch` is per rank, every rank trains on its share of the same global batch, and
-  /// only rank 0 writes files (writes_files()). nullptr: one process.
-  std::shared_ptr<dist::Communicator> communicator;
-  dist::DistOptions dist;
+  /// Data-parallel training (trainer/DataParallel.h): where this process stands in its job,
+  /// torchrun's environment as the command line read it (parallel::env_from). With a world of
+  /// more than one rank, `batch` is per rank, every rank trains on its share of the same global
+  /// batch, and only rank 0 writes files (writes_files()). The default: one process.
+  parallel::DistEnv job;
+  parallel::DistOptions dist;
   /// False on the ranks other than 0 of a data-parallel job: they write no model or metrics.
-  bool writes_files() const;
-  /// The number of ranks training together (1 without a communicator).
-  int world_size() const;
+  bool writes_files() const { return job.rank == 0; }
+  /// The number of ranks training together (1: one process).
+  int world_size() const { return job.world_size; }
 };
 
 /// Where a run that writes its model to `out_path` keeps its training state when no checkpoint
@@ -125,7 +103,8 @@ std::string default_checkpoint_path(const std::string& out_path);
 /// a learning rate that is not a positive finite number, an unknown optimizer, a momentum
 /// outside [0, 1), a negative or non-finite grad_clip,
 /// threads outside 0..1024, log_every < 1, an unknown memory technique, a negative budget or
-/// bandwidth, a budget without recompute or swap, a negative checkpoint_every, checkpoint_every
+/// bandwidth, two store techniques (relu and a registered one), a budget without recompute,
+/// swap or algo, a negative checkpoint_every, checkpoint_every
 /// or resume without a checkpoint_path.
 void validate(const TrainingOptions& options, long min_steps = 0);
 /// The memory part alone (fields named "memory.techniques", ...).

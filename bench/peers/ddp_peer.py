@@ -8,7 +8,7 @@ first 1 MiB), Adam at 1e-3 and no gradient clipping, as Engram's rows are. Start
         --warmup 2 --steps 5 --links 0,1250000000,125000000,12500000 --latency 0 \
         --threads 1 --seed 1 --out peer.json
 
-Link emulation is a DDP communication hook with Engram's delay model (dist/LinkModel.h): each
+Link emulation is a DDP communication hook with Engram's delay model (parallel/LinkModel.h): each
 bucket's all-reduce cannot complete before a serialised link of the given bandwidth would have
 carried 2(N-1)/N of its bytes plus the latency after the previous bucket left it; the wait is a
 sleep in the all-reduce's completion callback, so it costs no CPU. The hook divides by the world

@@ -69,7 +69,7 @@ Command register_bench_dp(CLI::App& parent) {
   return {sub,
           [o, worker_options](std::ostream& out, std::ostream&) {
             if (!worker_options->empty()) {
-              bench::run_dp_worker_from(*worker_options);
+              bench::run_dp_worker_from(*worker_options, read_job_environment());
               return 0;
             }
             bench::run_dp_bench(*o, out);

@@ -2,6 +2,7 @@
 #include "bench/MemoryBench.h"
 #include "cli/Command.h"
 #include "cli/Flags.h"
+#include "trainer/MemoryTechnique.h"
 
 #include <CLI/CLI.hpp>
 
@@ -41,11 +42,9 @@ Command register_bench_memory(CLI::App& parent) {
       "beside PyTorch's profiler (resnet)");
   sub->add_option("--workload", mo->workload, "Workload: npi or resnet")->required();
   sub->add_option("--techniques", mo->techniques,
-                  "Comma-separated memory techniques, one row each: none, relu (ReLU outputs as "
-                  "bitmap plus nonzero values), recompute, swap (units of the network), all (the "
-                  "three), reuse (one planned arena for the step's allocations), algo (layers "
-                  "on lower-workspace algorithms: the convolutions); a row may join several with "
-                  "+, e.g. reuse+relu")
+                  "Comma-separated memory techniques, one row each: " +
+                      trainer::memory_techniques_help() +
+                      "; a row may join several with +, e.g. reuse+relu")
       ->delimiter(',')
       ->capture_default_str();
   sub->add_option("--json", mo->json_path, "Write the results here")->required();

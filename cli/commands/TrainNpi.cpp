@@ -2,6 +2,7 @@
 // does not give take the task's defaults (npi::train_defaults: the model the claims use).
 #include "cli/Command.h"
 #include "cli/Flags.h"
+#include "trainer/MemoryTechnique.h"
 #include "npi/Npi.h"
 
 #include <iomanip>
@@ -29,7 +30,7 @@ int run_train_npi(TrainNpi& c, std::ostream& out) {
   auto& o = c.options;
   refuse_overwriting({{"--data", o.data_path}}, training_outputs("--out", o.out_path, o.training));
   o.training.progress = stderr_is_terminal();
-  join_job(o.training);
+  o.training.job = read_job_environment();
   const auto report = npi::train_npi(o);
   out << "trained " << o.task << " NPI: " << report.steps << " steps in " << std::fixed
       << std::setprecision(1) << report.seconds << " s (" << report.traces_per_second
@@ -57,10 +58,8 @@ Command register_train_npi(CLI::App& parent) {
   spec.batch = "Traces per step";
   spec.batch_default = "per task: 8, 1 for sort and sort-recursive";
   spec.memory =
-      "Comma-separated memory techniques, all lossless: none (the default), relu (ReLU outputs "
-      "kept compressed for backward), recompute and swap (of the model's units, chosen per unit "
-      "under --memory-budget), all (the three); reuse (the step's allocations from one planned "
-      "arena) composes with any";
+      "Comma-separated memory techniques: " + trainer::memory_techniques_help() +
+      ". The NPI's units are its encoder and core; algo needs convolutions, which it has none of";
   spec.memory_budget = true;
   c->training = add_training_flags(sub, o.training, spec, flags);
   c->hidden = sub->add_option("--hidden", o.hidden,

@@ -14,7 +14,7 @@ int run_train_primitives(primitives::TrainPrimitivesOptions& tp, std::ostream& o
   refuse_overwriting({}, training_outputs("--out", tp.out_path, tp.training,
                                           /*checkpoint_beside_model=*/false));
   tp.training.progress = stderr_is_terminal();
-  join_job(tp.training);
+  tp.training.job = read_job_environment();
   tp.on_family = [&](const primitives::FamilyReport& r) {
     out << std::left << std::setw(8) << r.family << std::right << " K=" << r.k << "  "
         << r.correct << "/" << r.examples << (r.exact ? " exact" : " NOT EXACT") << " after "

@@ -2,6 +2,7 @@
 // user does not give take the model's defaults (tbcnn::train_defaults: bow trains at lr 0.05).
 #include "cli/Command.h"
 #include "cli/Flags.h"
+#include "trainer/MemoryTechnique.h"
 #include "tbcnn/Tbcnn.h"
 
 #include <iomanip>
@@ -21,7 +22,7 @@ int run_train_tbcnn(TrainTbcnn& c, std::ostream& out) {
   refuse_overwriting({{"--corpus", tt.corpus_path}},
                      training_outputs("--out", tt.out_path, tt.training));
   tt.training.progress = stderr_is_terminal();
-  join_job(tt.training);
+  tt.training.job = read_job_environment();
   const auto r = tbcnn::train_tbcnn(tt);
   out << "trained " << tt.model << " (" << tt.task << ") on " << r.examples
       << " examples: " << r.steps << " steps in " << std::fixed << std::setprecision(1)
@@ -93,8 +94,8 @@ Command register_train_tbcnn(CLI::App& parent) {
   spec.batch = "Trees per step";
   spec.lr_default = "per model: 0.001, 0.05 for bow";
   spec.memory =
-      "Memory techniques: none (the default) or relu (ReLU outputs kept compressed for "
-      "backward; lossless)";
+      "Comma-separated memory techniques: " + trainer::memory_techniques_help() +
+      ". The TBCNN is not cut into units (no recompute or swap) and has no convolutions for algo";
   c->training = add_training_flags(sub, tt.training, spec, flags);
   add_model_flags(sub, tt);
   return {sub, [c](std::ostream& out, std::ostream&) { return run_train_tbcnn(*c, out); },

@@ -5,8 +5,12 @@ since the commit they were made at (standard library only).
 For each DIR/*.json (default: the repository's results/), the commit it records: its `commit`
 (collect.py's write_result; the commit the run started from, whose binary it used), else its
 `reproduce.commit` (the memory benchmarks' and gpu_result.py's files). The measured code is every
-tracked file outside results/, docs/, notebooks/, tests/, examples/ and .ci/ and other than
+tracked file outside results/, docs/, notebooks/, tests/ and .ci/, other than examples/*.py and
 Markdown (README.md and the rest): what builds the binary, the scripts that drive it, the peers.
+Of scripts/reproduce/, only what made the file counts: the script its `reproduce.script` (or its
+`claim`) names, else scripts/reproduce/NAME.sh for results/NAME.json, with every file of
+scripts/reproduce/ that script names (sources, runs or imports: common.sh, collect.py,
+gpu_common.sh, another script it execs); when no script is known, every file there counts.
 A file is stale when `git diff --name-only COMMIT HEAD` lists measured code, when its commit is
 not in this clone's history, or when it records none; each stale file gets one line with its
 commit, the number of measured files changed and the first few of them.
@@ -23,7 +27,7 @@ import subprocess
 import sys
 
 # Not measured code: the results themselves, prose, notebooks, tests and CI.
-EXCLUDED = ["results", "docs", "README.md", "notebooks", "tests", "examples", ".ci", "*.md"]
+EXCLUDED = ["results", "docs", "README.md", "notebooks", "tests", "examples/*.py", ".ci", "*.md"]
 SHOWN = 4  # changed files named per stale results file
 
 
@@ -44,8 +48,45 @@ def recorded_commit(data):
     return None
 
 
-def changed_measured(repo, commit):
-    """(list of measured files changed from commit to HEAD, None) or (None, reason)."""
+REPRODUCE = "scripts/reproduce/"
+
+
+def own_script(repo, name, data):
+    """The reproduce script that made results file `name` (a path), or None when unknown."""
+    reproduce = data.get("reproduce") if isinstance(data, dict) else None
+    script = reproduce.get("script") if isinstance(reproduce, dict) else None
+    if not isinstance(script, str) and isinstance(data, dict) and isinstance(data.get("claim"), str):
+        found = [w for w in data["claim"].replace("`", " ").split() if w.startswith(REPRODUCE)]
+        script = found[0] if found else None
+    if not isinstance(script, str):
+        script = REPRODUCE + os.path.splitext(os.path.basename(name))[0] + ".sh"
+    return script if os.path.isfile(os.path.join(repo, script)) else None
+
+
+def script_files(repo, script):
+    """`script` and the files of scripts/reproduce/ it names (by file name, or a Python module
+    by its import), followed through those it names in turn."""
+    folder = os.path.join(repo, REPRODUCE)
+    names = sorted(n for n in os.listdir(folder) if os.path.isfile(os.path.join(folder, n)))
+    found, todo = {script}, [script]
+    while todo:
+        try:
+            text = open(os.path.join(repo, todo.pop()), encoding="utf-8", errors="replace").read()
+        except OSError:
+            continue
+        for n in names:
+            stem, ext = os.path.splitext(n)
+            named = n in text or (ext == ".py" and (f"import {stem}" in text
+                                                    or f"from {stem} import" in text))
+            if named and REPRODUCE + n not in found:
+                found.add(REPRODUCE + n)
+                todo.append(REPRODUCE + n)
+    return found
+
+
+def changed_measured(repo, commit, script=None):
+    """(list of measured files changed from commit to HEAD, None) or (None, reason). With
+    `script`, the only files of scripts/reproduce/ counted are those it uses (script_files)."""
     if not all(c in "0123456789abcdefABCDEF" for c in commit):
         return None, f"commit {commit!r} is not a commit id"
     found = git(repo, "rev-parse", "--verify", "--quiet", commit + "^{commit}")
@@ -55,7 +96,11 @@ def changed_measured(repo, commit):
     diff = git(repo, "diff", "--name-only", found.stdout.strip(), "HEAD", "--", *pathspecs)
     if diff.returncode != 0:
         return None, f"git diff from {commit} failed: {diff.stderr.strip()}"
-    return [line for line in diff.stdout.splitlines() if line.strip()], None
+    changed = [line for line in diff.stdout.splitlines() if line.strip()]
+    if script is not None:
+        used = script_files(repo, script)
+        changed = [c for c in changed if not c.startswith(REPRODUCE) or c in used]
+    return changed, None
 
 
 def main():
@@ -90,7 +135,7 @@ def main():
             print(f"stale: {name}: records no commit")
             stale += 1
             continue
-        changed, reason = changed_measured(args.repo, commit)
+        changed, reason = changed_measured(args.repo, commit, own_script(args.repo, path, data))
         if changed is None:
             print(f"stale: {name}: {reason}")
             stale += 1

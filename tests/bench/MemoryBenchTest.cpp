@@ -152,6 +152,39 @@ TEST_F(MemoryBenchTest, ReluCompressionIsLosslessAndSavesWhatBitmapPlusValuesPre
   }
 }
 
+// The example technique of examples/techniques/Fp16Store.cpp, which engram links by one CMake
+// line and the bench knows only through trainer/MemoryTechnique.h's list: measured beside the
+// built-in rows, lossy and reported as such, with about half of none's activation bytes.
+TEST_F(MemoryBenchTest, ARegisteredTechniqueIsMeasuredWithItsGradientError) {
+  const std::string json_path = dir_.file("m.json");
+  const ProgramResult p = bench({"--workload", "resnet", "--techniques", "none,relu,fp16",
+                                 "--batch", "4", "--image-size", "16", "--width", "8", "--steps",
+                                 "2", "--no-peer", "--json", json_path});
+  ASSERT_EQ(p.code, 0) << p.err;
+  EXPECT_NE(p.out.find("fp16: lossy; the first step's gradients differ"), std::string::npos)
+      << p.out;
+  const json j = json::parse(read_file(json_path));
+  const json& rows = j.at("results");
+  ASSERT_EQ(rows.size(), 3u);
+  EXPECT_TRUE(rows[0].at("lossless").get<bool>());
+  EXPECT_TRUE(rows[1].at("lossless").get<bool>());
+  EXPECT_EQ(rows[1].at("store"), "relu");
+  const json& fp16 = rows[2];
+  EXPECT_EQ(fp16.at("technique"), "fp16");
+  EXPECT_EQ(fp16.at("store"), "fp16");
+  EXPECT_FALSE(fp16.at("lossless").get<bool>());
+  // float16 keeps about 3 significant digits: a gradient error above 0, far below 1% (at a batch
+  // of 2 and 1x1 maps, batch norm's variance of two samples magnifies it past 10%).
+  const double error = fp16.at("first_step_grad_rel_l2_diff").get<double>();
+  EXPECT_GT(error, 0.0);
+  EXPECT_LT(error, 1e-2);
+  EXPECT_GT(fp16.at("max_abs_grad_diff").get<double>(), 0.0);
+  // Every saved activation at half its bytes; the peak also holds the float copy backward reads.
+  EXPECT_LT(fp16.at("activation_peak_ratio").get<double>(), 0.8);
+  EXPECT_LT(fp16.at("activation_peak_ratio").get<double>(),
+            rows[1].at("activation_peak_ratio").get<double>());
+}
+
 // Recompute, swap and all on a small ResNet, planned under a budget of 0.7 of none's activation
 // peak: every row lossless, within the budget, with its plan and swap figures.
 TEST_F(MemoryBenchTest, RecomputeAndSwapStayWithinTheBudgetAndAreLossless) {
@@ -323,7 +356,7 @@ TEST_F(MemoryBenchTest, UnknownTechniquesAndWorkloadsExitWithTwo) {
   const ProgramResult p =
       bench({"--workload", "resnet", "--techniques", "compress", "--json", json_path});
   EXPECT_NE(p.err.find("unknown technique 'compress' (valid: none, relu, recompute, swap, all, "
-                       "reuse, algo, or several joined by +)"),
+                       "reuse, algo, fp16, or several joined by +)"),
             std::string::npos)
       << p.err;
   const ProgramResult joined =

@@ -1,16 +1,20 @@
 // Tests of the trainer module: checkpoints and the training loop. One file because every test
 // here needs torch headers, which are slow to compile.
 #include "common/Errors.h"
+#include "memory/ActivationStore.h"
+#include "nn/Linear.h"
 #include "tests/support/TempDir.h"
+#include "trainer/BatchSampler.h"
 #include "trainer/Checkpoint.h"
 #include "trainer/FusedAdam.h"
 #include "trainer/FusedSgd.h"
+#include "trainer/MemoryTechnique.h"
+#include "trainer/MemoryTechniques.h"
 #include "trainer/Optimizer.h"
 #include "trainer/Stepper.h"
 #include "trainer/Trainer.h"
 #include "trainer/TrainingOptions.h"
 #include "trainer/TrainingState.h"
-#include "trainer/BatchSampler.h"
 
 #include <fcntl.h>
 #include <gtest/gtest.h>
@@ -24,8 +28,8 @@
 #include <cmath>
 #include <csignal>
 #include <filesystem>
-#include <limits>
 #include <functional>
+#include <limits>
 #include <map>
 #include <set>
 #include <sstream>
@@ -607,7 +611,6 @@ TEST_F(TrainerTest, ZeroStepsChangesNothing) {
   EXPECT_TRUE(torch::equal(workload.w_.detach(), torch::zeros({3})));
 }
 
-
 // ---------------------------------------------------------------------------------------------
 // The one step and the session
 
@@ -658,10 +661,10 @@ TEST_F(TrainerTest, StepperRunsEveryPhaseInOrderAndFreesTheBatchAfterForward) {
   const StepOutput out = stepper.step({0, 1, 2});
   EXPECT_TRUE(std::isfinite(out.loss.item<double>()));
   const std::vector<std::string> expected{
-      "+batch",   "+batch",    "batch made", "-batch",   "-batch",   "+forward",
-      "+forward", "forward",   "batch freed", "-forward", "-forward", "+backward",
-      "+backward", "-backward", "-backward", "+clip",    "+clip",    "-clip",
-      "-clip",    "+optimizer", "+optimizer", "-optimizer", "-optimizer"};
+      "+batch",    "+batch",     "batch made",  "-batch",     "-batch",    "+forward",
+      "+forward",  "forward",    "batch freed", "-forward",   "-forward",  "+backward",
+      "+backward", "-backward",  "-backward",   "+clip",      "+clip",     "-clip",
+      "-clip",     "+optimizer", "+optimizer",  "-optimizer", "-optimizer"};
   EXPECT_EQ(log, expected);
   EXPECT_EQ(workload.batches, (std::vector<std::vector<std::size_t>>{{0, 1, 2}}));
   EXPECT_FALSE(torch::equal(workload.w_.detach(), torch::zeros({3}))) << "the optimizer stepped";
@@ -1026,9 +1029,9 @@ TEST_F(TrainerTest, ATrainingStateOfAnotherRunIsRefusedNamingWhatDiffers) {
               o.identity = "{\"hidden\": 8, \"layers\": 1}\ndata 120:def";
             }).find("a run of other data (data 100:abc, not data 120:def)"),
             std::string::npos);
-  EXPECT_NE(refused([](TrainingOptions& o) { o.identity = "model B"; })
-                .find("another model or data"),
-            std::string::npos);
+  EXPECT_NE(
+      refused([](TrainingOptions& o) { o.identity = "model B"; }).find("another model or data"),
+      std::string::npos);
   // An option named on a later line of the identity (tbcnn's "statements N") is named as one.
   options.identity += "\nstatements 3";
   options.checkpoint_path = dir_.file("run3.ckpt");
@@ -1043,14 +1046,16 @@ TEST_F(TrainerTest, ATrainingStateOfAnotherRunIsRefusedNamingWhatDiffers) {
             std::string::npos);
   EXPECT_NE(refused([](TrainingOptions& o) { o.seed = 2; }).find("seed is 1, not 2"),
             std::string::npos);
-  EXPECT_NE(refused([](TrainingOptions& o) { o.optimizer = "sgd"; })
-                .find("optimizer is adam, not sgd (momentum 0.9)"),
+  EXPECT_NE(refused([](TrainingOptions& o) {
+              o.optimizer = "sgd";
+            }).find("optimizer is adam, not sgd (momentum 0.9)"),
             std::string::npos);
   EXPECT_EQ(refused([](TrainingOptions&) {}), "(accepted)");
   // A model checkpoint is not a training state; a missing one is a runtime error naming it.
   save_checkpoint(dir_.file("model.pt"), Checkpoint{"npi", "{}", {{"w", torch::ones({3})}}});
-  EXPECT_NE(refused([&](TrainingOptions& o) { o.checkpoint_path = dir_.file("model.pt"); })
-                .find("training-state"),
+  EXPECT_NE(refused([&](TrainingOptions& o) {
+              o.checkpoint_path = dir_.file("model.pt");
+            }).find("training-state"),
             std::string::npos);
   // A state whose optimizer tensors are missing or malformed is refused by name, and the
   // generator the state carries is not left set (nothing of the session changes).
@@ -1084,11 +1089,11 @@ TEST_F(TrainerTest, ATrainingStateOfAnotherRunIsRefusedNamingWhatDiffers) {
                       c.tensors.end());
     };
   };
-  EXPECT_NE(damaged(without("adam.steps")).find("not a complete training state: it has no "
-                                                "adam.steps"),
+  EXPECT_NE(damaged(without("adam.steps"))
+                .find("not a complete training state: it has no "
+                      "adam.steps"),
             std::string::npos);
-  EXPECT_NE(damaged(without("adam.1.exp_avg")).find("it has no adam.1.exp_avg"),
-            std::string::npos);
+  EXPECT_NE(damaged(without("adam.1.exp_avg")).find("it has no adam.1.exp_avg"), std::string::npos);
   EXPECT_NE(damaged([](Checkpoint& c) {
               for (auto& [name, t] : c.tensors)
                 if (name == "adam.steps") t = torch::zeros({}, torch::kLong);
@@ -1224,9 +1229,9 @@ TEST_F(TrainerTest, ReuseServesLaterStepsFromTheArenaAndChangesNoWeight) {
     TrainingSession session(w, options);
     for (int i = 0; i < options.steps; ++i) {
       const StepOutput out = session.step();
-      if (hit_rates != nullptr) hit_rates->push_back(out.metrics.count("reuse_hit_rate") != 0
-                                                         ? out.metrics.at("reuse_hit_rate")
-                                                         : -1);
+      if (hit_rates != nullptr)
+        hit_rates->push_back(
+            out.metrics.count("reuse_hit_rate") != 0 ? out.metrics.at("reuse_hit_rate") : -1);
     }
     return std::make_pair(w.w_.clone(), w.b_.clone());
   };
@@ -1276,6 +1281,127 @@ TEST_F(TorchTest, FusedAdamStateOfOtherShapesIsRefusedUnchanged) {
   EXPECT_THROW(adam.load_state(state), std::invalid_argument);
   EXPECT_EQ(adam.state()[0].steps, 4) << "unchanged";
   EXPECT_THROW(adam.load_state({}), std::invalid_argument);
+}
+
+// The memory techniques' one list (trainer/MemoryTechnique.h): a technique registered from
+// outside the trainer is validated, chosen, installed and used like the built-in ones.
+namespace technique_registry {
+
+/// The plain store, counting what it is given.
+class CountingStore : public memory::PlainStore {
+ public:
+  static inline int saves = 0;
+  c10::intrusive_ptr<memory::SavedTensor> save(const at::Tensor& t, memory::SavedKind k) override {
+    ++saves;
+    return memory::PlainStore::save(t, k);
+  }
+  const char* name() const override { return "counting"; }
+};
+
+const MemoryTechniqueRegistration kCounting(
+    {"test-counting", "every save counted", TechniqueKind::store, /*lossless=*/true,
+     /*in_all=*/false, [](const MemoryOptions&) { return std::make_unique<CountingStore>(); }});
+
+/// y = relu(x W^T) on nn/ layers, so that forward saves through the session's store.
+class TinyLayers : public Workload {
+ public:
+  TinyLayers() : x_(torch::randn({8, 4})), w_(torch::randn({3, 4}, torch::requires_grad())) {}
+  std::vector<at::Tensor> parameters() override { return {w_}; }
+  std::size_t num_examples() const override { return 8; }
+  StepOutput forward(const Batch&) override {
+    StepOutput out;
+    out.loss = nn::linear(x_, w_).pow(2).mean();
+    return out;
+  }
+
+ private:
+  torch::Tensor x_, w_;
+};
+
+}  // namespace technique_registry
+
+TEST(MemoryTechniqueRegistry, ListsTheBuiltInTechniquesThenRegisteredOnes) {
+  std::vector<std::string> names;
+  for (const auto& t : memory_techniques()) names.push_back(t.name);
+  ASSERT_GE(names.size(), 6u);
+  EXPECT_EQ(std::vector<std::string>(names.begin(), names.begin() + 5),
+            (std::vector<std::string>{"relu", "recompute", "swap", "reuse", "algo"}));
+  EXPECT_NE(std::find(names.begin(), names.end(), "test-counting"), names.end());
+  const std::vector<std::string> accepted = memory_technique_names();
+  EXPECT_EQ(
+      std::vector<std::string>(accepted.begin(), accepted.begin() + 7),
+      (std::vector<std::string>{"none", "relu", "recompute", "swap", "all", "reuse", "algo"}));
+  const std::string help = memory_techniques_help();
+  for (const auto& n : names) EXPECT_NE(help.find(n + " ("), std::string::npos) << n;
+  EXPECT_NE(help.find("algo (lossy: "), std::string::npos) << help;
+  EXPECT_NE(help.find("all (relu, recompute, swap)"), std::string::npos) << help;
+}
+
+TEST(MemoryTechniqueRegistry, RefusesATakenOrMalformedNameAndAStoreWithoutFactory) {
+  const auto store = [](const MemoryOptions&) -> std::unique_ptr<memory::ActivationStore> {
+    return std::make_unique<memory::PlainStore>();
+  };
+  for (const char* name : {"relu", "none", "all", "test-counting", "", "Has Space", "a+b"}) {
+    EXPECT_THROW(register_memory_technique({name, "x", TechniqueKind::store, true, false, store}),
+                 std::invalid_argument)
+        << name;
+  }
+  EXPECT_THROW(register_memory_technique({"test-no-factory", "x", TechniqueKind::store}),
+               std::invalid_argument);
+  EXPECT_THROW(
+      register_memory_technique({"test-units", "x", TechniqueKind::units, true, false, store}),
+      std::invalid_argument);
+  EXPECT_EQ(find_memory_technique("test-no-factory"), nullptr);
+}
+
+TEST(MemoryTechniqueRegistry, ChoiceReadsKindsAndLosslessnessFromTheList) {
+  const TechniqueChoice all({"all"});
+  EXPECT_EQ(all.name(), "relu+recompute+swap");
+  EXPECT_TRUE(all.uses_units() && all.plans() && all.lossless() && !all.reuse());
+  EXPECT_EQ(all.store()->name, "relu");
+  const TechniqueChoice mine({"reuse", "test-counting", "test-counting", "bogus"});
+  EXPECT_EQ(mine.chosen().size(), 2u);
+  EXPECT_EQ(mine.store()->name, "test-counting");
+  EXPECT_TRUE(mine.reuse() && !mine.plans());
+  EXPECT_FALSE(TechniqueChoice({"algo"}).lossless());
+  EXPECT_EQ(TechniqueChoice({"none"}).name(), "none");
+  EXPECT_EQ(TechniqueChoice({}).store(), nullptr);
+}
+
+TEST(MemoryTechniqueRegistry, TwoStoresAreRefusedNamingBoth) {
+  MemoryOptions o;
+  o.techniques = {"relu", "test-counting"};
+  try {
+    validate(o);
+    FAIL() << "relu with a second store validated";
+  } catch (const InvalidOption& e) {
+    EXPECT_EQ(e.option(), "memory.techniques");
+    EXPECT_NE(std::string(e.what()).find("relu and test-counting"), std::string::npos) << e.what();
+  }
+  o.techniques = {"test-counting", "swap", "recompute"};
+  EXPECT_NO_THROW(validate(o));
+}
+
+TEST(MemoryTechniqueRegistry, ARegisteredStoreIsTheOneTheSessionsLayersSaveThrough) {
+  technique_registry::TinyLayers workload;
+  TrainingOptions o;
+  o.steps = 2;
+  o.batch = 8;
+  o.memory.techniques = {"test-counting"};
+  technique_registry::CountingStore::saves = 0;
+  {
+    TrainingSession session(workload, o);
+    ASSERT_NE(session.memory().store(), nullptr);
+    EXPECT_STREQ(session.memory().store()->name(), "counting");
+    EXPECT_EQ(session.memory().name(), "test-counting");
+    session.step();
+  }
+  EXPECT_GT(technique_registry::CountingStore::saves, 0);
+  // Under swap the swap store wraps it.
+  o.memory.techniques = {"swap", "test-counting"};
+  MemoryTechniques both(o.memory);
+  ASSERT_NE(both.store(), nullptr);
+  EXPECT_STREQ(both.store()->name(), "swap");
 }
 
 }  // namespace

@@ -1,8 +1,8 @@
-#include "dist/LinkModel.h"
+#include "parallel/LinkModel.h"
 
 #include <algorithm>
 
-namespace engram::dist {
+namespace engram::parallel {
 
 double LinkModel::allreduce_seconds(std::size_t bytes, int world) const {
   if (!emulated() || world <= 1) return 0;
@@ -23,4 +23,4 @@ LinkSchedule::Clock::time_point LinkSchedule::complete_at(Clock::time_point laun
   return free_at_;
 }
 
-}  // namespace engram::dist
+}  // namespace engram::parallel

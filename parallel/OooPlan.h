@@ -1,7 +1,7 @@
 #pragma once
 /// \file
-/// How many layers out-of-order backprop defers (dist::GradSync::ooo, `--ooo-k auto`): a model of
-/// one data-parallel step in its steady state, evaluated for every k, from each layer's measured
+/// How many layers out-of-order backprop defers (parallel::GradSync::ooo, `--ooo-k auto`): a model
+/// of one data-parallel step in its steady state, evaluated for every k, from each layer's measured
 /// forward, input-gradient (dX) and weight-gradient (dW) times and its all-reduce time over the
 /// link. Pure: no torch, no clock.
 ///
@@ -16,14 +16,14 @@
 /// the shape of the curve, not its last percent.
 ///
 /// \code
-///   std::vector<engram::dist::LayerCost> layers = ...;     // measured on the first step
-///   std::size_t k = engram::dist::choose_ooo_k(layers);      // argmin of predict_ooo_step
+///   std::vector<engram::parallel::LayerCost> layers = ...;     // measured on the first step
+///   std::size_t k = engram::parallel::choose_ooo_k(layers);      // argmin of predict_ooo_step
 /// \endcode
 
 #include <cstddef>
 #include <vector>
 
-namespace engram::dist {
+namespace engram::parallel {
 
 /// One layer's share of a step, in seconds.
 struct LayerCost {
@@ -41,4 +41,4 @@ double predict_ooo_step(const std::vector<LayerCost>& layers, std::size_t k);
 /// out, so k grows only for a predicted gain above the margin.
 std::size_t choose_ooo_k(const std::vector<LayerCost>& layers, double margin = 0.01);
 
-}  // namespace engram::dist
+}  // namespace engram::parallel

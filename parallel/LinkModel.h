@@ -7,16 +7,17 @@
 /// left it. The delay is waited for with a timed sleep, so emulation costs no CPU.
 ///
 /// \code
-///   engram::dist::LinkModel link{/*bandwidth=*/100e6, /*latency=*/0};
+///   engram::parallel::LinkModel link{/*bandwidth=*/100e6, /*latency=*/0};
 ///   link.allreduce_seconds(10'000'000, /*world=*/2);   // 0.1: 10 MB moved 2*(1/2) times
-///   engram::dist::LinkSchedule schedule(link);
-///   auto done = schedule.complete_at(now, bytes, world);  // after the previous collective
+///   engram::parallel::LinkSchedule schedule(link);
+///   auto done = schedule.complete_at(now, link.allreduce_seconds(bytes, world));  // after the
+///                                                                           // previous one
 /// \endcode
 
 #include <chrono>
 #include <cstddef>
 
-namespace engram::dist {
+namespace engram::parallel {
 
 struct LinkModel {
   double bandwidth = 0;  ///< bytes per second; 0: not emulated
@@ -43,4 +44,4 @@ class LinkSchedule {
   Clock::time_point free_at_{};
 };
 
-}  // namespace engram::dist
+}  // namespace engram::parallel

@@ -4,15 +4,15 @@
 #include "common/Errors.h"
 #include "datasets/Task.h"
 #include "datasets/TraceFile.h"
-#include "dist/ChunkSearch.h"
-#include "dist/Communicator.h"
-#include "dist/DistOptions.h"
-#include "dist/GradReducer.h"
-#include "dist/LinkModel.h"
-#include "dist/OooPlan.h"
 #include "npi/NpiData.h"
 #include "npi/NpiModel.h"
 #include "npi/NpiWorkload.h"
+#include "parallel/ChunkSearch.h"
+#include "parallel/Communicator.h"
+#include "parallel/DistOptions.h"
+#include "parallel/GradReducer.h"
+#include "parallel/LinkModel.h"
+#include "parallel/OooPlan.h"
 #include "resnet/ResNet.h"
 #include "resnet/ResNetWorkload.h"
 #include "trainer/DataParallel.h"
@@ -46,34 +46,34 @@ TEST(DistUnit, BucketsFollowTheOrderAndTheCapsAsDdp) {
   // bucket closes once it holds at least its cap: {4, 2} reaches 600; {1, 0} holds 700, so p3
   // joins it.
   const std::vector<std::size_t> bytes{400, 300, 500, 2000, 100};
-  const auto b = dist::assign_buckets({4, 2, 1, 0, 3}, bytes, /*first_cap=*/600, /*cap=*/1000);
+  const auto b = parallel::assign_buckets({4, 2, 1, 0, 3}, bytes, /*first_cap=*/600, /*cap=*/1000);
   ASSERT_EQ(b.size(), 2u);
   EXPECT_EQ(b[0], (std::vector<std::size_t>{4, 2}));
   EXPECT_EQ(b[1], (std::vector<std::size_t>{1, 0, 3}));
   // DDP gives [[0, 1], [2], [3]] for 300, 300, 1000, 200: a parameter at the cap fills a bucket.
-  const auto c = dist::assign_buckets({0, 1, 2, 3}, {300, 300, 1000, 200}, 600, 1000);
+  const auto c = parallel::assign_buckets({0, 1, 2, 3}, {300, 300, 1000, 200}, 600, 1000);
   ASSERT_EQ(c.size(), 3u);
   EXPECT_EQ(c[0], (std::vector<std::size_t>{0, 1}));
   EXPECT_EQ(c[1], (std::vector<std::size_t>{2}));
   EXPECT_EQ(c[2], (std::vector<std::size_t>{3}));
   // One huge cap: one bucket.
-  EXPECT_EQ(dist::assign_buckets({0, 1, 2}, {1, 1, 1}, 100, 100).size(), 1u);
+  EXPECT_EQ(parallel::assign_buckets({0, 1, 2}, {1, 1, 1}, 100, 100).size(), 1u);
 }
 
 TEST(DistUnit, LinkModelIsARingAllReduce) {
-  const dist::LinkModel link{/*bandwidth=*/100e6, /*latency=*/0};
+  const parallel::LinkModel link{/*bandwidth=*/100e6, /*latency=*/0};
   // A ring all-reduce moves 2(N-1)/N of the buffer through each rank's link: 10 MB on 2 ranks
   // crosses once, 0.1 s at 100 MB/s; on 4 ranks 1.5 times.
   EXPECT_NEAR(link.allreduce_seconds(10'000'000, 2), 0.1, 1e-12);
   EXPECT_NEAR(link.allreduce_seconds(10'000'000, 4), 0.15, 1e-12);
-  const dist::LinkModel slow{0, 0.002};
+  const parallel::LinkModel slow{0, 0.002};
   EXPECT_NEAR(slow.allreduce_seconds(123, 2), 0.002, 1e-12);
-  EXPECT_EQ(dist::LinkModel{}.allreduce_seconds(10'000'000, 2), 0);
+  EXPECT_EQ(parallel::LinkModel{}.allreduce_seconds(10'000'000, 2), 0);
   EXPECT_EQ(link.allreduce_seconds(10'000'000, 1), 0);
 }
 
 TEST(DistUnit, LinkScheduleSerialisesCollectives) {
-  dist::LinkSchedule s(dist::LinkModel{1e6, 0});
+  parallel::LinkSchedule s(parallel::LinkModel{1e6, 0});
   const auto t0 = std::chrono::steady_clock::time_point{} + std::chrono::seconds(100);
   const auto a = s.complete_at(t0, 0.5);
   const auto b = s.complete_at(t0 + std::chrono::milliseconds(100), 0.5);  // queued behind a
@@ -85,39 +85,39 @@ TEST(DistUnit, LinkScheduleSerialisesCollectives) {
 
 TEST(DistUnit, TheOooModelDefersWhereLaterCommunicationHidesBehindEarlierForwards) {
   // Two layers, each 1 s of dX and dW. Layer 0: forward 2 s, all-reduce 1 s; layer 1: forward
-  // 2 s, all-reduce 2 s. By hand (dist/OooPlan.h):
+  // 2 s, all-reduce 2 s. By hand (parallel/OooPlan.h):
   //   k = 0: dX1 dW1 (sent 2..4) dX0 dW0 (sent 4..5); the step waits until 5, forward 4: 9.
   //   k = 1: layer 1 as before (4); dX0, then dW0 at 3..4 (sent 4..5); forward waits for layer
   //          0's sum until 5: 5 + 2 + 2 = 9.
   //   k = 2: dX1 dX0, dW0 (sent 3..4), dW1 (sent 4..6); forward at 4: layer 0 4..6, layer 1
   //          waits for 6: 8.
-  std::vector<dist::LayerCost> layers{{2, 1, 1, 1}, {2, 1, 1, 2}};
-  EXPECT_DOUBLE_EQ(dist::predict_ooo_step(layers, 0), 9);
-  EXPECT_DOUBLE_EQ(dist::predict_ooo_step(layers, 1), 9);
-  EXPECT_DOUBLE_EQ(dist::predict_ooo_step(layers, 2), 8);
-  EXPECT_EQ(dist::choose_ooo_k(layers), 2u);
+  std::vector<parallel::LayerCost> layers{{2, 1, 1, 1}, {2, 1, 1, 2}};
+  EXPECT_DOUBLE_EQ(parallel::predict_ooo_step(layers, 0), 9);
+  EXPECT_DOUBLE_EQ(parallel::predict_ooo_step(layers, 1), 9);
+  EXPECT_DOUBLE_EQ(parallel::predict_ooo_step(layers, 2), 8);
+  EXPECT_EQ(parallel::choose_ooo_k(layers), 2u);
   // The smallest k within the margin of the fastest: with layer 1's dX at 1.5 s, k = 0 and 1
   // take 9.5 s and k = 2 8.5 s, more than 1% faster; at a 20% margin the first example keeps
   // k = 0 (9 s is within 20% of 8).
-  EXPECT_EQ(dist::choose_ooo_k({{2, 1, 1, 1}, {2, 1.5, 1, 2}}), 2u);
-  EXPECT_DOUBLE_EQ(dist::predict_ooo_step({{2, 1, 1, 1}, {2, 1.5, 1, 2}}, 0), 9.5);
-  EXPECT_DOUBLE_EQ(dist::predict_ooo_step({{2, 1, 1, 1}, {2, 1.5, 1, 2}}, 2), 8.5);
-  EXPECT_EQ(dist::choose_ooo_k(layers, 0.2), 0u);  // 9 is within 20% of 8
+  EXPECT_EQ(parallel::choose_ooo_k({{2, 1, 1, 1}, {2, 1.5, 1, 2}}), 2u);
+  EXPECT_DOUBLE_EQ(parallel::predict_ooo_step({{2, 1, 1, 1}, {2, 1.5, 1, 2}}, 0), 9.5);
+  EXPECT_DOUBLE_EQ(parallel::predict_ooo_step({{2, 1, 1, 1}, {2, 1.5, 1, 2}}, 2), 8.5);
+  EXPECT_EQ(parallel::choose_ooo_k(layers, 0.2), 0u);  // 9 is within 20% of 8
   // Without communication every k costs the compute: the smallest is kept.
   for (auto& l : layers) l.allreduce = 0;
-  EXPECT_DOUBLE_EQ(dist::predict_ooo_step(layers, 2), 8);
-  EXPECT_EQ(dist::choose_ooo_k(layers), 0u);
+  EXPECT_DOUBLE_EQ(parallel::predict_ooo_step(layers, 2), 8);
+  EXPECT_EQ(parallel::choose_ooo_k(layers), 0u);
   // A link far slower than compute: the last sum arrives at 202 (layer 1's from 2, layer 0's
   // from 102), and the forward that waited for it follows.
   for (auto& l : layers) l.allreduce = 100;
-  EXPECT_DOUBLE_EQ(dist::predict_ooo_step(layers, 1), 202 + 2 + 2);
-  EXPECT_THROW(dist::predict_ooo_step(layers, 3), std::invalid_argument);
+  EXPECT_DOUBLE_EQ(parallel::predict_ooo_step(layers, 1), 202 + 2 + 2);
+  EXPECT_THROW(parallel::predict_ooo_step(layers, 3), std::invalid_argument);
 }
 
 TEST(DistUnit, TheChunkSearchGrowsWhileFasterAndKeepsTheFastest) {
   // A synthetic cost: per-chunk overhead falls with the chunk, lost overlap grows with it.
   const auto cost = [](std::size_t c) { return 1 + 0.5 / c + 0.05 * c; };
-  dist::ChunkSearch search(41);
+  parallel::ChunkSearch search(41);
   while (!search.done()) search.record(cost(search.current()));
   // 1 (1.55), 2 (1.35), 4 (1.325), 8 (1.4625: slower, stop); the fastest is 4.
   const std::vector<std::pair<std::size_t, double>> path{
@@ -126,14 +126,14 @@ TEST(DistUnit, TheChunkSearchGrowsWhileFasterAndKeepsTheFastest) {
   EXPECT_EQ(search.current(), 4u);
   EXPECT_THROW(search.record(1.0), std::logic_error);
   // Always faster: up to the layers (the last size capped), which is kept.
-  dist::ChunkSearch capped(5);
+  parallel::ChunkSearch capped(5);
   while (!capped.done()) capped.record(10.0 / capped.current());
   ASSERT_EQ(capped.path().size(), 4u);  // 1, 2, 4, 5
   EXPECT_EQ(capped.path().back().first, 5u);
   EXPECT_EQ(capped.current(), 5u);
   // One layer: nothing to search.
-  EXPECT_TRUE(dist::ChunkSearch(1).done());
-  EXPECT_THROW(dist::ChunkSearch(0), std::invalid_argument);
+  EXPECT_TRUE(parallel::ChunkSearch(1).done());
+  EXPECT_THROW(parallel::ChunkSearch(0), std::invalid_argument);
 }
 
 TEST(DistUnit, EnvironmentIsTorchrunsVariables) {
@@ -147,7 +147,7 @@ TEST(DistUnit, EnvironmentIsTorchrunsVariables) {
     auto it = vars.find(n);
     return it == vars.end() ? nullptr : it->second.c_str();
   };
-  dist::DistEnv env = dist::env_from(lookup);
+  parallel::DistEnv env = parallel::env_from(lookup);
   EXPECT_EQ(env.rank, 1);
   EXPECT_EQ(env.world_size, 4);
   EXPECT_EQ(env.master_addr, "10.0.0.2");
@@ -155,11 +155,11 @@ TEST(DistUnit, EnvironmentIsTorchrunsVariables) {
   EXPECT_TRUE(env.agent_store);
   EXPECT_TRUE(env.distributed());
   vars["RANK"] = "4";  // outside 0..3
-  EXPECT_THROW(dist::env_from(lookup), InvalidOption);
+  EXPECT_THROW(parallel::env_from(lookup), InvalidOption);
   vars["RANK"] = "1x";
-  EXPECT_THROW(dist::env_from(lookup), InvalidOption);
+  EXPECT_THROW(parallel::env_from(lookup), InvalidOption);
   vars = {};
-  EXPECT_FALSE(dist::env_from(lookup).distributed());
+  EXPECT_FALSE(parallel::env_from(lookup).distributed());
 }
 
 TEST(DistUnit, ShardsCoverTheGlobalBatchInOrder) {
@@ -172,18 +172,18 @@ TEST(DistUnit, ShardsCoverTheGlobalBatchInOrder) {
 }
 
 TEST(DistUnit, OptionsAreValidated) {
-  dist::DistOptions o;
-  EXPECT_NO_THROW(dist::validate(o));
+  parallel::DistOptions o;
+  EXPECT_NO_THROW(parallel::validate(o));
   o.backend = "mpi";
-  EXPECT_THROW(dist::validate(o), InvalidOption);
+  EXPECT_THROW(parallel::validate(o), InvalidOption);
   o = {};
   o.timeout_seconds = 0;
-  EXPECT_THROW(dist::validate(o), InvalidOption);
+  EXPECT_THROW(parallel::validate(o), InvalidOption);
   o = {};
   o.link_bandwidth = -1;
-  EXPECT_THROW(dist::validate(o), InvalidOption);
-  EXPECT_EQ(dist::grad_sync_from_name("after"), dist::GradSync::after);
-  EXPECT_THROW(dist::grad_sync_from_name("sometimes"), InvalidOption);
+  EXPECT_THROW(parallel::validate(o), InvalidOption);
+  EXPECT_EQ(parallel::grad_sync_from_name("after"), parallel::GradSync::after);
+  EXPECT_THROW(parallel::grad_sync_from_name("sometimes"), InvalidOption);
 }
 
 // ------------------------------------------------------------------------------- one rank
@@ -254,7 +254,7 @@ int run_worker() {
     o.momentum = 0.9;
     o.seed = 5;
     o.threads = 1;
-    o.dist.grad_sync = dist::grad_sync_from_name(env_or("ENGRAM_DIST_SYNC", "overlap"));
+    o.dist.grad_sync = parallel::grad_sync_from_name(env_or("ENGRAM_DIST_SYNC", "overlap"));
     o.dist.timeout_seconds = std::stod(env_or("ENGRAM_DIST_TIMEOUT", "30"));
     o.dist.bucket_bytes = 16 << 10;  // several buckets for this small model
     o.dist.first_bucket_bytes = 4 << 10;
@@ -265,8 +265,8 @@ int run_worker() {
     o.dist.ooo_k = k == "auto" ? -1 : std::stol(k);
     const std::string chunk = env_or("ENGRAM_DIST_CHUNK", "auto");
     o.dist.chunk_layers = chunk == "auto" ? -1 : std::stol(chunk);
-    const dist::DistEnv env = dist::env_from([](const char* n) { return std::getenv(n); });
-    if (env.distributed()) o.communicator = std::make_shared<dist::Communicator>(env, o.dist);
+    const parallel::DistEnv env = parallel::env_from([](const char* n) { return std::getenv(n); });
+    o.job = env;
 
     if (env_or("ENGRAM_DIST_TRAIN", "0") == "1") {
       // trainer::train's loop: the log callback (a validation, say) runs on one rank per log,
@@ -292,12 +292,13 @@ int run_worker() {
     }
     if (auto* dp = session.data_parallel()) {
       dp->check_replicas(o.steps);
-      std::ofstream(out + ".stats")
-          << dp->reducer().buckets().size() << ' ' << dp->reducer().sent_during_backward() << ' '
-          << dp->reducer().bytes_per_step() << ' ' << dp->ooo_choice().k << ' '
-          << dp->ooo_choice().layers << ' ' << dp->chunk_search().chunk << ' '
-          << dp->chunk_search().path.size() << '\n';
-      dp->communicator().barrier();
+      const trainer::ExchangeFigures figures = dp->schedule().figures();
+      const trainer::OooChoice ooo = dp->schedule().ooo_choice();
+      const trainer::ChunkChoice chunk = dp->schedule().chunk_choice();
+      std::ofstream(out + ".stats") << figures.buckets << ' ' << figures.sent_during_backward << ' '
+                                    << figures.bytes_per_step << ' ' << ooo.k << ' ' << ooo.layers
+                                    << ' ' << chunk.chunk << ' ' << chunk.path.size() << '\n';
+      dp->barrier();
     }
     if (env.rank == 0) {
       write_floats(out + ".params", session.stepper().parameters());
@@ -341,7 +342,7 @@ class DistJob : public ::testing::Test {
   void start(const std::string& name, int world,
              const std::vector<std::map<std::string, std::string>>& per_rank) {
     ranks_.assign(world, {});
-    const int port = dist::free_loopback_port();
+    const int port = parallel::free_loopback_port();
     start_time_ = std::chrono::steady_clock::now();
     for (int r = 0; r < world; ++r) {
       std::map<std::string, std::string> vars;

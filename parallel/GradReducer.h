@@ -7,30 +7,34 @@
 /// its gradients is ready, in bucket order on every rank; end_backward() sends what is left,
 /// waits for every bucket and puts the sums back into .grad.
 ///
-/// Under GradSync::ooo (out-of-order backprop) the layers set_deferred() names are each a bucket
+/// How the reducer groups gradients is its Layout, which the gradient schedule that owns it
+/// chooses (trainer/GradSchedule.h): one bucket sent after backward, DDP's buckets, or chunks of
+/// layers in host memory.
+///
+/// With deferred layers (out-of-order backprop, set_deferred()) those layers are each a bucket
 /// of their own, sent after the others; their sums are not waited for by end_backward(): the
 /// parameters' .grad is emptied when their bucket is sent, and take() waits for a parameter's
 /// sum and puts it into .grad when the next step's forward needs the parameter.
 ///
-/// Under GradSync::host the buckets are chunks of consecutive layers (a layer: the parameters one
-/// weight-gradient task reports), in backward order, set_chunk() layers each; each is copied
+/// Under Layout::layer_chunks the buckets are chunks of consecutive layers (a layer: the parameters
+/// one weight-gradient task reports), in backward order, set_chunk() layers each; each is copied
 /// into its host buffer when its last layer is ready and summed over the CPU process group while
 /// backward goes on.
 ///
 /// A parameter is ready when the layer that owns it has reported it (the ready callbacks of
 /// nn::GradScheduler) as often as it did on the first step. Parameters no callback reports
 /// (layers outside nn/) are sent by end_backward(). The first step sends everything in one
-/// all-reduce after backward, as `after` does.
+/// all-reduce after backward, as Layout::one_bucket always does.
 ///
 /// \code
-///   engram::dist::GradReducer reducer(comm, parameters, engram::dist::GradSync::overlap);
+///   engram::parallel::GradReducer reducer(comm, parameters, {});  // DDP's buckets, 25 MiB
 ///   scheduler.on_ready([&](const auto& task) { reducer.ready(task.parameters); });
 ///   reducer.begin_step();
 ///   loss.backward();           // buckets go out as they fill
 ///   reducer.end_backward();    // every .grad holds the sum over ranks
 /// \endcode
 
-#include "dist/DistOptions.h"
+#include "parallel/DistOptions.h"
 
 #include <ATen/core/Tensor.h>
 
@@ -40,7 +44,7 @@
 #include <unordered_map>
 #include <vector>
 
-namespace engram::dist {
+namespace engram::parallel {
 
 class Communicator;
 class PendingCollective;
@@ -55,8 +59,21 @@ std::vector<std::vector<std::size_t>> assign_buckets(const std::vector<std::size
 
 class GradReducer {
  public:
+  enum class Layout {
+    one_bucket,    ///< every gradient in one all-reduce after backward
+    buckets,       ///< DDP's buckets in backward order, each sent when its gradients are ready
+    layer_chunks,  ///< chunks of consecutive layers (set_chunk()), summed in host memory
+  };
+  struct Options {
+    Layout layout = Layout::buckets;
+    /// Layout::buckets: bucket capacities in bytes (DistOptions' bucket_bytes and
+    /// first_bucket_bytes: 25 MiB, the first 1 MiB, as DDP).
+    std::size_t bucket_bytes = 25u << 20;
+    std::size_t first_bucket_bytes = 1u << 20;
+  };
+
   /// `parameters` in the workload's order, all of one floating type. `comm` must outlive it.
-  GradReducer(Communicator& comm, std::vector<at::Tensor> parameters, const DistOptions& options);
+  GradReducer(Communicator& comm, std::vector<at::Tensor> parameters, Options options);
   ~GradReducer();
 
   /// Before backward: forget the last step's readiness.
@@ -68,9 +85,9 @@ class GradReducer {
   /// others' sum).
   void end_backward();
 
-  /// GradSync::ooo, before the first step's end_backward(): the layers to defer, each a list of
-  /// parameter indices, in the order their buckets are sent (input first). Rank 0's choice is
-  /// the one every rank takes (end_backward() shares it).
+  /// Out-of-order backprop, before the first step's end_backward(): the layers to defer, each a
+  /// list of parameter indices, in the order their buckets are sent (input first). Rank 0's choice
+  /// is the one every rank takes (end_backward() shares it).
   void set_deferred(std::vector<std::vector<std::size_t>> layers);
   /// Whether any of these parameters belongs to a deferred layer.
   bool deferred(const std::vector<at::Tensor>& parameters) const;
@@ -81,10 +98,11 @@ class GradReducer {
   std::vector<std::size_t> take(const std::vector<at::Tensor>& parameters);
   /// take() of every pending parameter.
   std::vector<std::size_t> take_all();
-  /// GradSync::host, after the first step: makes the buckets chunks of `layers` consecutive
-  /// layers (at least 1; more than there are: one chunk). Between steps only.
+  /// Layout::layer_chunks, after the first step: makes the buckets chunks of `layers`
+  /// consecutive layers (at least 1; more than there are: one chunk). Between steps only.
   void set_chunk(std::size_t layers);
-  /// GradSync::host: the layers (parameter indices) in backward order, as every rank has them.
+  /// Layout::layer_chunks: the layers (parameter indices) in backward order, as every rank has
+  /// them.
   const std::vector<std::vector<std::size_t>>& layers() const { return layers_; }
   /// The deferred layers (parameter indices), in send order, as every rank has them.
   const std::vector<std::vector<std::size_t>>& deferred_layers() const { return deferred_layers_; }
@@ -108,7 +126,7 @@ class GradReducer {
 
   Communicator& comm_;
   std::vector<at::Tensor> parameters_;
-  DistOptions options_;
+  Options options_;
   std::unordered_map<const void*, std::size_t> index_of_;  ///< TensorImpl* -> parameter index
   std::vector<std::size_t> bytes_;                         ///< per parameter
   std::size_t total_bytes_ = 0;
@@ -125,10 +143,10 @@ class GradReducer {
   std::vector<std::size_t> waiting_;  ///< per bucket: parameters not yet ready
   std::vector<at::Tensor> buffers_;
   std::vector<std::unique_ptr<PendingCollective>> pending_;
-  std::vector<char> bucket_deferred_;                   ///< per bucket (GradSync::ooo)
+  std::vector<char> bucket_deferred_;                   ///< per bucket (deferred layers)
   std::vector<std::vector<std::size_t>> ready_groups_;  ///< first step: each report's indices
-  std::vector<std::vector<std::size_t>> layers_;        ///< GradSync::host, backward order
-  std::vector<std::size_t> unreported_;                 ///< GradSync::host: in no layer
+  std::vector<std::vector<std::size_t>> layers_;        ///< layer_chunks: backward order
+  std::vector<std::size_t> unreported_;                 ///< layer_chunks: in no layer
   std::vector<std::vector<std::size_t>> deferred_layers_;
   std::vector<char> pending_parameter_;   ///< per parameter: a deferred sum not yet taken
   std::vector<char> parameter_deferred_;  ///< per parameter: in a deferred layer
@@ -138,4 +156,4 @@ class GradReducer {
   bool in_backward_ = false;
 };
 
-}  // namespace engram::dist
+}  // namespace engram::parallel

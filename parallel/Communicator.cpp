@@ -1,4 +1,4 @@
-#include "dist/Communicator.h"
+#include "parallel/Communicator.h"
 
 #include "common/Errors.h"
 #include "memory/MemoryTracker.h"
@@ -18,7 +18,7 @@
 #include <thread>
 #include <vector>
 
-namespace engram::dist {
+namespace engram::parallel {
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -339,4 +339,21 @@ void Communicator::agree(const std::string& what, const std::string& value) {
   }
 }
 
-}  // namespace engram::dist
+std::shared_ptr<Communicator> join_job(const DistEnv& env, const DistOptions& options) {
+  static std::mutex mutex;
+  static std::weak_ptr<Communicator> alive;
+  std::lock_guard<std::mutex> lock(mutex);
+  if (auto comm = alive.lock()) {
+    if (comm->rank() != env.rank || comm->world_size() != env.world_size) {
+      throw std::logic_error("join_job: this process is rank " + std::to_string(comm->rank()) +
+                             " of " + std::to_string(comm->world_size()) + ", not rank " +
+                             std::to_string(env.rank) + " of " + std::to_string(env.world_size));
+    }
+    return comm;
+  }
+  auto comm = std::make_shared<Communicator>(env, options);
+  alive = comm;
+  return comm;
+}
+
+}  // namespace engram::parallel

@@ -5,13 +5,13 @@
 /// ProcessGroupGloo for the collectives (the nccl backend is refused: the trainer's gradients live
 /// in host memory). The one place that includes c10d (Communicator.cpp).
 ///
-/// Every collective's completion is delayed as the emulated link says (dist/LinkModel.h). A
+/// Every collective's completion is delayed as the emulated link says (parallel/LinkModel.h). A
 /// failed or timed-out collective throws PeerFailure naming the rank that stopped answering:
 /// each rank beats a counter in the store every half second, and the ranks whose counter stood
 /// still (or rank 0, when its store is gone) are the ones named.
 ///
 /// \code
-///   engram::dist::Communicator comm(env, options);          // blocks until every rank joined
+///   engram::parallel::Communicator comm(env, options);          // blocks until every rank joined
 ///   comm.agree("task", "addition");                          // throws if a rank says otherwise
 ///   at::Tensor g = ...;
 ///   auto pending = comm.allreduce_async(g, "bucket 0");      // sum over ranks, in place
@@ -19,8 +19,8 @@
 ///   pending->wait();                                         // g holds the sum
 /// \endcode
 
-#include "dist/DistOptions.h"
-#include "dist/LinkModel.h"
+#include "parallel/DistOptions.h"
+#include "parallel/LinkModel.h"
 
 #include <ATen/core/Tensor.h>
 
@@ -29,7 +29,7 @@
 #include <stdexcept>
 #include <string>
 
-namespace engram::dist {
+namespace engram::parallel {
 
 /// A rank stopped answering (died, hung past the timeout, or left the job).
 class PeerFailure : public std::runtime_error {
@@ -93,4 +93,10 @@ class Communicator {
   std::unique_ptr<Impl> impl_;
 };
 
-}  // namespace engram::dist
+/// This process's communicator for the job `env` describes: the one alive now (joined by an
+/// earlier session that still runs, or held by a benchmark across its sessions), else a new one
+/// (Communicator's constructor: the rendezvous, with its errors). A process is in one job: a
+/// communicator alive for another rank or world size is a std::logic_error. Thread-safe.
+std::shared_ptr<Communicator> join_job(const DistEnv& env, const DistOptions& options);
+
+}  // namespace engram::parallel

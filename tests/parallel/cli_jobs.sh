@@ -22,7 +22,7 @@ free_port() { /usr/bin/python3 -c 'import socket; s = socket.socket(); s.bind(("
 "$engram" data gen --task addition --out traces.jsonl --per-length 4 --max-len 8 >/dev/null
 train=(train npi --task addition --data traces.jsonl --steps 12 --batch 2 --hidden 32 --seed 3)
 
-# The pinned environment's torchrun (ctest sets ENGRAM_TORCHRUN: tests/dist/CMakeLists.txt).
+# The pinned environment's torchrun (ctest sets ENGRAM_TORCHRUN: tests/parallel/CMakeLists.txt).
 torchrun=${ENGRAM_TORCHRUN:?names the torchrun of the pinned environment}
 
 timeout 120 "$torchrun" --nproc_per_node 2 --master_addr 127.0.0.1 --master_port $(free_port) \
@@ -49,9 +49,12 @@ cmp one_node.pt techniques.pt || fail "relu, recompute and swap changed the 2-ra
 echo "memory techniques on 2 ranks: the same model"
 
 "$torchrun" --nproc_per_node 2 --master_addr 127.0.0.1 --master_port $(free_port) \
-  --no_python "$engram" train primitives --primitive succ --k 5 --out prims.pt \
+  --no_python "$engram" train primitives --primitive succ,double,square --k 5 --out prims.pt \
   > prims.log 2>&1 || { cat prims.log; fail "train primitives on 2 ranks"; }
-grep -q "succ.*exact" prims.log || { cat prims.log; fail "succ not exact on 2 ranks"; }
+# Three families, three sessions in one job: each on the job the first one joined.
+for f in succ double square; do
+  grep -q "$f.*exact" prims.log || { cat prims.log; fail "$f not exact on 2 ranks"; }
+done
 "$engram" eval primitives --model prims.pt --json > prims.json
 grep -q '"exact": *true' prims.json || { cat prims.json; fail "the 2-rank library is not exact"; }
 

@@ -1,4 +1,4 @@
-#include "dist/DistOptions.h"
+#include "parallel/DistOptions.h"
 
 #include "common/Errors.h"
 
@@ -14,7 +14,7 @@
 #include <limits>
 #include <stdexcept>
 
-namespace engram::dist {
+namespace engram::parallel {
 namespace {
 
 /// The whole of `text` as an integer in [low, high], or InvalidOption naming `variable`.
@@ -107,4 +107,4 @@ int free_loopback_port() {
   return ntohs(addr.sin_port);
 }
 
-}  // namespace engram::dist
+}  // namespace engram::parallel

@@ -1,9 +1,9 @@
-#include "dist/ChunkSearch.h"
+#include "parallel/ChunkSearch.h"
 
 #include <algorithm>
 #include <stdexcept>
 
-namespace engram::dist {
+namespace engram::parallel {
 
 ChunkSearch::ChunkSearch(std::size_t layers) : layers_(layers) {
   if (layers == 0) throw std::invalid_argument("ChunkSearch: no layers");
@@ -24,4 +24,4 @@ void ChunkSearch::record(double seconds) {
   current_ = std::min(layers_, 2 * current_);
 }
 
-}  // namespace engram::dist
+}  // namespace engram::parallel

@@ -1,7 +1,7 @@
-#include "dist/GradReducer.h"
+#include "parallel/GradReducer.h"
 
-#include "dist/Communicator.h"
 #include "memory/MemoryTracker.h"
+#include "parallel/Communicator.h"
 
 #include <ATen/ATen.h>
 
@@ -10,7 +10,7 @@
 #include <stdexcept>
 #include <string>
 
-namespace engram::dist {
+namespace engram::parallel {
 
 std::vector<std::vector<std::size_t>> assign_buckets(const std::vector<std::size_t>& order,
                                                      const std::vector<std::size_t>& bytes,
@@ -32,7 +32,7 @@ std::vector<std::vector<std::size_t>> assign_buckets(const std::vector<std::size
 }
 
 GradReducer::GradReducer(Communicator& comm, std::vector<at::Tensor> parameters,
-                         const DistOptions& options)
+                         Options options)
     : comm_(comm), parameters_(std::move(parameters)), options_(options) {
   const std::size_t n = parameters_.size();
   for (std::size_t i = 0; i < n; ++i) {
@@ -54,7 +54,6 @@ GradReducer::GradReducer(Communicator& comm, std::vector<at::Tensor> parameters,
   parameter_deferred_.assign(n, 0);
   expected_.assign(n, 0);
   seen_.assign(n, 0);
-  if (options_.grad_sync == GradSync::none) total_bytes_ = 0;
 }
 
 GradReducer::~GradReducer() = default;
@@ -90,23 +89,22 @@ void GradReducer::begin_step() {
   next_launch_ = 0;
   sent_early_ = 0;
   in_backward_ = true;
-  if (buffers_.size() != buckets_.size() && options_.grad_sync != GradSync::none) {
+  if (buffers_.size() != buckets_.size()) {
     // Allocated once per bucket layout, as gradients.
     memory::TagGuard tag(memory::Tag::gradient);
     buffers_.clear();
     for (const auto& bucket : buckets_) {
       std::int64_t numel = 0;
       for (std::size_t i : bucket) numel += parameters_[i].numel();
-      // GradSync::host sums in host memory whatever device the parameters live on.
+      // Layer chunks are summed in host memory whatever device the parameters live on.
       auto options = parameters_[0].options();
-      if (options_.grad_sync == GradSync::host) options = options.device(at::kCPU);
+      if (options_.layout == Layout::layer_chunks) options = options.device(at::kCPU);
       buffers_.push_back(at::empty({numel}, options));
     }
   }
 }
 
 void GradReducer::ready(const std::vector<at::Tensor>& parameters) {
-  if (options_.grad_sync == GradSync::none) return;
   std::lock_guard<std::mutex> lock(mutex_);
   if (!in_backward_) return;  // a backward outside a step (planning) is not exchanged
   const bool learning = steps_ == 0;
@@ -121,7 +119,7 @@ void GradReducer::ready(const std::vector<at::Tensor>& parameters) {
       ready_groups_.back().push_back(i);
       continue;
     }
-    if (options_.grad_sync == GradSync::after || expected_[i] == 0) continue;
+    if (options_.layout == Layout::one_bucket || expected_[i] == 0) continue;
     const std::size_t b = bucket_of_[i];
     if (b < next_launch_) {
       throw std::logic_error("parameter " + std::to_string(i) +
@@ -188,10 +186,6 @@ void GradReducer::write_sums(std::size_t b, std::vector<std::size_t>* written) {
 }
 
 void GradReducer::end_backward() {
-  if (options_.grad_sync == GradSync::none) {
-    ++steps_;
-    return;
-  }
   {
     std::lock_guard<std::mutex> lock(mutex_);
     in_backward_ = false;
@@ -200,7 +194,7 @@ void GradReducer::end_backward() {
   }
   for (std::size_t b = 0; b < buckets_.size(); ++b)
     if (!bucket_deferred_[b]) write_sums(b, nullptr);
-  if (steps_ == 0 && options_.grad_sync != GradSync::after) learn_buckets();
+  if (steps_ == 0 && options_.layout != Layout::one_bucket) learn_buckets();
   ++steps_;
 }
 
@@ -211,7 +205,7 @@ void GradReducer::learn_buckets() {
   // ones.
   // ooo: the deferred layers; host: every layer, in the order backward first reported them.
   std::vector<std::int64_t> layer_of(n, -1);
-  if (options_.grad_sync == GradSync::host) {
+  if (options_.layout == Layout::layer_chunks) {
     std::int64_t next = 0;
     for (const auto& group : ready_groups_) {
       bool fresh = !group.empty();
@@ -260,7 +254,7 @@ void GradReducer::learn_buckets() {
     if (static_cast<std::size_t>(layer) >= layers.size()) layers.resize(layer + 1);
     layers[layer].push_back(i);
   }
-  if (options_.grad_sync == GradSync::host) {
+  if (options_.layout == Layout::layer_chunks) {
     layers_ = std::move(layers);
     unreported_ = std::move(order);
     set_chunk(1);
@@ -285,8 +279,8 @@ void GradReducer::learn_buckets() {
 }
 
 void GradReducer::set_chunk(std::size_t layers) {
-  if (options_.grad_sync != GradSync::host)
-    throw std::logic_error("GradReducer::set_chunk: only for GradSync::host");
+  if (options_.layout != Layout::layer_chunks)
+    throw std::logic_error("GradReducer::set_chunk: only for Layout::layer_chunks");
   if (in_backward_) throw std::logic_error("GradReducer::set_chunk: not during a step");
   const std::size_t chunk = std::max<std::size_t>(1, layers);
   buckets_.clear();
@@ -340,4 +334,4 @@ std::vector<std::size_t> GradReducer::take_all() {
   return written;
 }
 
-}  // namespace engram::dist
+}  // namespace engram::parallel

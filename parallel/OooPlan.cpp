@@ -1,9 +1,9 @@
-#include "dist/OooPlan.h"
+#include "parallel/OooPlan.h"
 
 #include <algorithm>
 #include <stdexcept>
 
-namespace engram::dist {
+namespace engram::parallel {
 
 double predict_ooo_step(const std::vector<LayerCost>& layers, std::size_t k) {
   const std::size_t n = layers.size();
@@ -48,4 +48,4 @@ std::size_t choose_ooo_k(const std::vector<LayerCost>& layers, double margin) {
   return k;
 }
 
-}  // namespace engram::dist
+}  // namespace engram::parallel

@@ -5,11 +5,12 @@
 /// gradients (DistOptions). Plain structs, no torch: the command line includes this header.
 ///
 /// \code
-///   engram::dist::DistEnv env = engram::dist::env_from(std::getenv);  // RANK, WORLD_SIZE, ...
-///   engram::dist::DistOptions opt;
-///   opt.grad_sync = engram::dist::GradSync::overlap;
-///   opt.link_bandwidth = 125e6;                                    // emulate 1 Gb/s
-///   engram::dist::validate(opt);                                   // InvalidOption
+///   // RANK, WORLD_SIZE, ... (cli/Flags.h's read_job_environment does this)
+///   engram::parallel::DistEnv env = engram::parallel::env_from(std::getenv);
+///   engram::parallel::DistOptions opt;
+///   opt.grad_sync = engram::parallel::GradSync::overlap;
+///   opt.link_bandwidth = 125e6;          // emulate 1 Gb/s
+///   engram::parallel::validate(opt);     // InvalidOption
 /// \endcode
 
 #include <cstddef>
@@ -17,7 +18,7 @@
 #include <string>
 #include <vector>
 
-namespace engram::dist {
+namespace engram::parallel {
 
 /// Where this process stands: torchrun's RANK, LOCAL_RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT.
 struct DistEnv {
@@ -73,7 +74,7 @@ struct DistOptions {
   double link_latency = 0;    ///< emulated per-collective latency, seconds
   long check_every = 100;     ///< steps between checks that every replica holds equal parameters
   /// GradSync::ooo: how many layers (those nearest the input) are updated late; -1: chosen from
-  /// the first steps' measured per-layer compute and communication (dist/OooPlan.h).
+  /// the first steps' measured per-layer compute and communication (parallel/OooPlan.h).
   long ooo_k = -1;
   /// GradSync::host: layers per chunk; -1: searched (1, 2, 4, ... while a step gets faster; the
   /// best kept).
@@ -95,4 +96,4 @@ std::size_t bytes_of_mib(double mib);
 /// Throws std::runtime_error when no socket can be bound.
 int free_loopback_port();
 
-}  // namespace engram::dist
+}  // namespace engram::parallel

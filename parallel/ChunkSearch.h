@@ -1,6 +1,6 @@
 #pragma once
 /// \file
-/// The chunk-size search of host-side accumulation (dist::GradSync::host, `--chunk auto`): a
+/// The chunk-size search of host-side accumulation (parallel::GradSync::host, `--chunk auto`): a
 /// chunk is that many consecutive layers whose gradients go to the host and are summed as one.
 /// Sizes 1, 2, 4, ... (the last capped at the number of layers) are tried one after another,
 /// each on a measured step; the search grows while a step gets faster, stops at the first size
@@ -8,7 +8,7 @@
 /// Pure: no torch, no clock; the caller measures.
 ///
 /// \code
-///   engram::dist::ChunkSearch search(41);          // 41 layers
+///   engram::parallel::ChunkSearch search(41);          // 41 layers
 ///   while (!search.done()) search.record(time_a_step_with(search.current()));
 ///   std::size_t chunk = search.current();         // the fastest seen
 /// \endcode
@@ -17,7 +17,7 @@
 #include <utility>
 #include <vector>
 
-namespace engram::dist {
+namespace engram::parallel {
 
 class ChunkSearch {
  public:
@@ -38,4 +38,4 @@ class ChunkSearch {
   std::vector<std::pair<std::size_t, double>> path_;
 };
 
-}  // namespace engram::dist
+}  // namespace engram::parallel
