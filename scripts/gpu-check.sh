@@ -67,7 +67,43 @@ say "machine"
 stage unpack 120 bash "$root/scripts/unpack-deps.sh" "$prefix" || exit 1
 export PATH=$prefix/bin:$PATH
 jobs=$(nproc)
+
+# A C++ compiler whose programs load the shared libstdc++: one that links libstdc++ statically
+# (the image's default c++ did, 2026-11-27) leaves two C++ runtimes in one process, LibTorch's
+# and ours, and every command crashed. The first of the candidates whose probe program needs
+# libstdc++.so is used for C++ and as nvcc's host compiler.
+probe_dir=$(mktemp -d)
+printf '#include <filesystem>\nint main() { return std::filesystem::exists("/") ? 0 : 1; }\n' \
+  > "$probe_dir/probe.cpp"
+compiler=
+cc=
+for pair in c++:cc g++:gcc /usr/bin/g++:/usr/bin/gcc /usr/bin/g++-13:/usr/bin/gcc-13 \
+    /usr/bin/g++-14:/usr/bin/gcc-14 /usr/bin/g++-12:/usr/bin/gcc-12 clang++:clang; do
+  cxx=${pair%%:*}
+  command -v "$cxx" > /dev/null 2>&1 && command -v "${pair#*:}" > /dev/null 2>&1 || continue
+  if "$cxx" "$probe_dir/probe.cpp" -o "$probe_dir/probe" >> "$log" 2>&1 &&
+     readelf -d "$probe_dir/probe" | grep -q 'NEEDED.*libstdc++\.so'; then
+    compiler=$(command -v "$cxx")
+    cc=$(command -v "${pair#*:}")
+    break
+  fi
+  say "compiler $cxx ($(readlink -f "$(command -v "$cxx")")) links libstdc++ statically: not used"
+done
+rm -rf "$probe_dir"
+link_flags=()
+if [ -z "$compiler" ]; then
+  # None does: name the shared libstdc++ on every link line, ahead of the static one.
+  compiler=$(command -v c++)
+  cc=$(command -v cc)
+  libstdcxx=$(ldconfig -p | awk '/libstdc\+\+\.so\.6 .*x86-64/ { print $NF; exit }')
+  [ -n "$libstdcxx" ] || { say "no shared libstdc++ on this machine"; exit 1; }
+  link_flags=(-DCMAKE_EXE_LINKER_FLAGS="$libstdcxx" -DCMAKE_SHARED_LINKER_FLAGS="$libstdcxx")
+fi
+say "compilers: $compiler, $cc ${link_flags[*]}"
+
 stage configure 180 cmake -S "$root" -B "$root/build-gpu" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+  -DCMAKE_CXX_COMPILER="$compiler" -DCMAKE_C_COMPILER="$cc" \
+  -DCMAKE_CUDA_HOST_COMPILER="$compiler" "${link_flags[@]}" \
   -DENGRAM_PYTHON="$(command -v python3)" -DENGRAM_DEPS_PREFIX="$prefix" \
   -DCMAKE_CUDA_ARCHITECTURES=90 || exit 1
 
@@ -76,7 +112,7 @@ if stage build-cuda 300 ninja -C "$root/build-gpu" -j "$jobs" engram_tests_memor
   stage test-cuda 120 "$root/build-gpu/tests/memory/engram_tests_memory_cuda" \
     --gtest_output="xml:$out/cuda-test.xml"
   ENGRAM_RELU_CUDA_BENCH=$root/build-gpu/bench/engram_relu_cuda_bench \
-    stage bench-cuda 120 bash "$root/scripts/reproduce/relu_cuda.sh" --out "$out/relu_cuda.json"
+    stage bench-cuda 120 bash "$root/scripts/reproduce/relu_cuda.sh" --out "$out/gpu_relu_cuda.json"
 fi
 # cuDNN's convolution algorithms (where CMake found cuDNN): their test (no torch: quick to
 # build), then their benchmark (which needs the ResNet, so torch).
@@ -86,7 +122,7 @@ if stage build-cudnn-test 120 ninja -C "$root/build-gpu" -j "$jobs" engram_tests
 fi
 if stage build-cudnn-bench 300 ninja -C "$root/build-gpu" -j "$jobs" engram_cudnn_conv_bench; then
   ENGRAM_CUDNN_CONV_BENCH=$root/build-gpu/bench/engram_cudnn_conv_bench \
-    stage bench-cudnn 240 bash "$root/scripts/reproduce/cudnn_conv.sh" --out "$out/cudnn_conv.json"
+    stage bench-cudnn 240 bash "$root/scripts/reproduce/cudnn_conv.sh" --out "$out/gpu_cudnn_conv.json"
 fi
 
 # Everything else: every error at once, the tail of the errors in their own file.

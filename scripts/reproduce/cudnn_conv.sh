@@ -6,7 +6,7 @@
 # benchmark mode). Then the planner's per-layer choice within workspace limits of 0, 1, 4 and
 # 16 MiB: peak workspace, the convolutions' time per step against the defaults, the layers
 # replaced. Runs on a GPU machine (scripts/gpu-check.sh runs it there); without a device it fails
-# and leaves the results file alone. Writes results/cudnn_conv.json (--out FILE: there), with the
+# and leaves the results file alone. Writes results/gpu_cudnn_conv.json (--out FILE: there), with the
 # commit (ENGRAM_REPRO_COMMIT where the tree has no .git), the command and the machine inside.
 #   ENGRAM_CUDNN_CONV_BENCH=PATH   the benchmark (default build/bench/engram_cudnn_conv_bench)
 name=cudnn_conv

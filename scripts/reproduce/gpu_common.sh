@@ -1,5 +1,5 @@
 # Sourced by the GPU benchmarks' scripts (relu_cuda.sh, cudnn_conv.sh) after they set
-#   name=NAME          the results file's name: results/NAME.json
+#   name=NAME          the script's name; its results file: results/gpu_NAME.json
 #   bench=PATH         the benchmark binary (its script's ENGRAM_..._BENCH, or build/bench/...)
 # Parses [--out FILE.json], checks that the binary is built, and sets root, out and commit
 # (ENGRAM_REPRO_COMMIT where the tree has no .git). run_gpu_bench ARGS... runs the benchmark with
@@ -7,7 +7,7 @@
 # the report says "skipped": no device).
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
-out=$root/results/$name.json
+out=$root/results/gpu_$name.json
 while [ $# -gt 0 ]; do
   case "$1" in
     --out) out=$2; shift ;;

@@ -257,22 +257,51 @@ def memory_example_technique(res):
     return lines + table(header, rows) + source(res, "memory_example_technique")
 
 
-def relu_cuda(res):
-    data = res("relu_cuda")
+def gpu_source(data, name):
+    """The line under a GPU table: the file, its commit and the machine it ran on."""
+    r = data["reproduce"]
+    m = r["machine"]
+    return ["", f"Generated from `results/{name}.json`: commit {r['commit']}, {m['gpu']} "
+            f"(GPU, memory, driver), {m['cpu']}, {m['cores']} cores."]
+
+
+def gpu_relu_cuda(res):
+    data = res("gpu_relu_cuda")
     rows = [[f"{k['sparsity']:.0%}", f"{k['compression_ratio']:.2f}", f"{k['compress_gbps']:.0f}",
              f"{k['decompress_gbps']:.0f}", f"{k['memcpy_gbps']:.0f}",
              f"{k['compress_vs_memcpy']:.2f}", f"{k['decompress_vs_memcpy']:.2f}"]
             for k in data["results"]]
     header = ["zeros", "dense / compressed", "compress GB/s", "decompress GB/s", "memcpy GB/s",
               "compress / memcpy", "decompress / memcpy"]
-    r = data["reproduce"]
-    m = r["machine"]
     elements = data["results"][0]["elements"]
     lines = [f"{data['device']}, {elements:,} floats, median of {data['repeats']} runs timed with "
              "CUDA events, dense bytes per second:", ""]
-    return lines + table(header, rows) + [
-        "", f"Generated from `results/relu_cuda.json`: commit {r['commit']}, {m['gpu']} "
-        f"(GPU, memory, driver), {m['cpu']}, {m['cores']} cores."]
+    return lines + table(header, rows) + gpu_source(data, "gpu_relu_cuda")
+
+
+def gpu_cudnn_conv(res):
+    data = res("gpu_cudnn_conv")
+
+    def mb(x):
+        return f"{x / 2**20:.2f}"
+
+    def row(label, plan):
+        worst = max((r["max_abs_diff"] for r in plan["replaced"]), default=0.0)
+        return [label, f"{plan['conv_ms_per_step']:.2f}",
+                f"{plan['conv_ms_per_step'] / data['default_plan']['conv_ms_per_step']:.2f}",
+                mb(plan["peak_workspace_bytes"]), len(plan["replaced"]), f"{worst:.1e}"]
+    rows = [row("cuDNN's heuristic (the default)", data["default_plan"])]
+    for plan in data["plans"]:
+        limit = plan["limit_bytes"]
+        label = ("fastest, any workspace" if limit is None else
+                 "fastest with no workspace" if limit == 0 else f"fastest within {mb(limit)} MiB")
+        rows.append(row(label, plan) if plan["feasible"] else [label, "infeasible", "", "", "", ""])
+    header = ["plan", "conv ms per step", "x default", "peak workspace MiB",
+              "passes replaced", "largest difference from the default"]
+    lines = [f"{data['device']}, {data['model']} at batch {data['batch']}, {data['math']}, "
+             f"cuDNN {data['cudnn_version']}: the three passes of every convolution, each "
+             f"algorithm timed with CUDA events (median of {data['repeats']}):", ""]
+    return lines + table(header, rows) + gpu_source(data, "gpu_cudnn_conv")
 
 
 def memory_swap_bandwidth(res):
@@ -816,7 +845,8 @@ TABLES = {
     "memory_techniques": memory_techniques,
     "memory_relu": memory_relu,
     "memory_example_technique": memory_example_technique,
-    "relu_cuda": relu_cuda,
+    "gpu_relu_cuda": gpu_relu_cuda,
+    "gpu_cudnn_conv": gpu_cudnn_conv,
     "memory_swap_bandwidth": memory_swap_bandwidth,
     "memory_reuse": memory_reuse,
     "memory_algo": memory_algo,
