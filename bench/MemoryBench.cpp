@@ -1,5 +1,7 @@
 #include "bench/MemoryBench.h"
 
+#include "bench/DeviceMemoryBench.h"
+
 #include "bench/BenchSupport.h"
 #include "bench/KernelThroughput.h"
 #include "common/AtomicFile.h"
@@ -17,6 +19,7 @@
 #include "trainer/MemoryTechniques.h"
 #include "trainer/Stepper.h"
 #include "trainer/Threads.h"
+#include "trainer/Device.h"
 #include "trainer/Trainer.h"
 
 #include <ATen/Parallel.h>
@@ -850,6 +853,16 @@ void validate_options(const MemoryBenchOptions& options) {
     }
   }
   if (options.json_path.empty()) throw InvalidOption("json_path", "is required");
+  // The device before anything else that takes time: a GPU this process does not see is a usage
+  // error naming what is missing.
+  const c10::Device device = trainer::resolve_device(options.device);
+  if (!device.is_cpu()) {
+    if (options.workload != "resnet")
+      throw InvalidOption("workload", "must be resnet on " + options.device);
+    if (options.techniques != std::vector<std::string>{"none"})
+      throw InvalidOption("techniques", "must be none on " + options.device +
+                                            ": the memory techniques act on host memory");
+  }
   trainer::check_swap_bandwidth(options.swap_bandwidth, "swap_bandwidth");
   resolve_budget(options.budget, 1);  // the form, before anything runs
   bool plans = false;
@@ -1080,6 +1093,10 @@ void print_details(const MemoryBenchOptions& options, const json& report, std::o
 
 void run_memory_bench(const MemoryBenchOptions& options, std::ostream& out) {
   validate_options(options);
+  if (options.device != "cpu") {
+    run_device_memory_bench(options, out);
+    return;
+  }
   const bool resnet = options.workload == "resnet";
   const long batch =
       options.batch > 0 ? options.batch : (resnet ? kDefaultResNetBatch : kDefaultNpiBatch);

@@ -100,6 +100,9 @@ struct MemoryBenchOptions {
   std::string impl = "engram";  ///< npi: "engram" (nn/) or "torch" (plain torch modules)
   std::uint64_t seed = 1;
   int threads = 1;  ///< intra-op threads, C++ and peer alike
+  /// Where the step runs: "cpu", or "cuda"/"cuda:N" (bench/DeviceMemoryBench.h: the ResNet and
+  /// the none row only, measured on the CUDA caching allocator beside PyTorch eager's figures).
+  std::string device = "cpu";
   std::string python = torch_python();  ///< with the pinned torch (common/PythonEnv.h)
   bool skip_peer = false;
   /// Bound on activation_peak_bytes for the rows that plan (recompute, swap, all): a number of

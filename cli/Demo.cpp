@@ -3,6 +3,7 @@
 #include "common/Errors.h"
 #include "datasets/TraceFile.h"
 #include "npi/Npi.h"
+#include "trainer/Device.h"
 #include "trainer/Threads.h"
 
 #include <unistd.h>
@@ -18,6 +19,7 @@ int run_demo(const DemoOptions& options, std::ostream& out) {
   // The options first: nothing is written for a run that cannot go through.
   if (options.dir.empty()) throw InvalidOption("dir", "must name a folder");
   trainer::set_threads_option(options.threads);
+  trainer::resolve_device(options.device);  // a GPU it does not see: a usage error, before work
   std::error_code error;
   std::filesystem::create_directories(options.dir, error);
   if (error || !std::filesystem::is_directory(options.dir))
@@ -40,6 +42,7 @@ int run_demo(const DemoOptions& options, std::ostream& out) {
   train.hidden = 64;
   train.training.steps = 1500;
   train.training.threads = options.threads;
+  train.training.device = options.device;
   train.training.metrics_path = options.dir + "/metrics.jsonl";
   train.training.progress = ::isatty(STDERR_FILENO) != 0;
   out << "== 2/4  engram train npi --task addition --hidden " << train.hidden << " --steps "
@@ -56,6 +59,7 @@ int run_demo(const DemoOptions& options, std::ostream& out) {
   eval.lengths = {20, 100, 1000};
   eval.count = 20;
   eval.threads = options.threads;
+  eval.device = options.device;
   out << "== 3/4  engram eval npi --length 20,100,1000 --count 20 (trained on lengths up to 20)\n"
       << std::flush;
   const auto reports = npi::evaluate_npi(eval);
@@ -71,6 +75,7 @@ int run_demo(const DemoOptions& options, std::ostream& out) {
   run.task = "addition";
   run.input = "96+38";
   run.threads = options.threads;
+  run.device = options.device;
   out << "== 4/4  engram run --task addition --input \"" << run.input << "\"\n";
   const auto report = npi::run_npi(run);
   out << npi::call_tree_text(report) << "result: " << report.output

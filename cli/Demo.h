@@ -10,6 +10,7 @@ namespace engram::cli {
 struct DemoOptions {
   std::string dir = "engram-demo";  ///< where the data, model and reports go
   int threads = 1;  ///< 0: all cores; one is fastest for these small matrices (see npi/Npi.h)
+  std::string device = "cpu";  ///< where the model trains and runs (trainer/Device.h)
 };
 
 /// Returns the exit code.

@@ -69,6 +69,14 @@ CLI::Validator seed_check() {
       "SEED");
 }
 
+CLI::Option* add_device_flag(CLI::App* command, std::string& device, FlagTable& flags) {
+  flags["device"] = "--device";
+  return command
+      ->add_option("--device", device,
+                   "Where the model computes: cpu, cuda (the first visible GPU) or cuda:N")
+      ->capture_default_str();
+}
+
 TrainingFlags add_training_flags(CLI::App* command, trainer::TrainingOptions& options,
                                  const TrainingFlagsSpec& spec, FlagTable& flags) {
   TrainingFlags f;
@@ -95,6 +103,11 @@ TrainingFlags add_training_flags(CLI::App* command, trainer::TrainingOptions& op
                ->capture_default_str();
   f.threads = command->add_option("--threads", options.threads, "Intra-op threads, 0 for all cores")
                   ->capture_default_str();
+  add_device_flag(command, options.device, flags);
+  command->add_flag("--deterministic", options.deterministic,
+                    "On CUDA, repeat bit for bit: cuDNN's and ATen's deterministic algorithms and "
+                    "cuBLAS's fixed workspace (CPU runs repeat themselves either way)");
+  flags["deterministic"] = "--deterministic";
   command
       ->add_option("--ooo-threads", options.ooo_threads,
                    "2: weight gradients on a second thread while the input-gradient chain goes "

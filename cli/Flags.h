@@ -45,7 +45,8 @@ struct TrainingFlags {
                   trainer::TrainingOptions& options) const;
 };
 
-/// Adds --steps, --batch, --lr, --optimizer, --momentum, --clip, --seed, --threads, --metrics, --log-every, as the
+/// Adds --steps, --batch, --lr, --optimizer, --momentum, --clip, --seed, --threads, --device,
+/// --deterministic, --metrics, --log-every, as the
 /// spec says --memory, --memory-budget and --swap-bandwidth, and the data-parallel flags
 /// (add_dist_flags), bound to `options`, and their entries to `flags`.
 TrainingFlags add_training_flags(CLI::App* command, trainer::TrainingOptions& options,
@@ -55,6 +56,12 @@ TrainingFlags add_training_flags(CLI::App* command, trainer::TrainingOptions& op
 /// --first-bucket-mb, --link-bandwidth, --link-latency, --dist-check-every) bound to `options`.
 /// add_training_flags calls it.
 void add_dist_flags(CLI::App* command, parallel::DistOptions& options, FlagTable& flags);
+
+/// Adds --device (cpu, cuda or cuda:N; trainer/Device.h) bound to `device`, and its entry (the
+/// options' field "device") to `flags`. Every command that computes with a model has it: train,
+/// eval, run, encode, classify, bench and demo. The name is checked when the command runs: a GPU
+/// this process does not see is a usage error naming what is missing, before any work.
+CLI::Option* add_device_flag(CLI::App* command, std::string& device, FlagTable& flags);
 
 /// Adds --ooo-k (a number of layers, or auto: -1) bound to `k`: out-of-order backprop's deferred
 /// layers (parallel::DistOptions::ooo_k), for training and for `bench dp`.

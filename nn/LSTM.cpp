@@ -8,6 +8,8 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <tuple>
+#include <utility>
 
 namespace engram::nn {
 namespace {
@@ -113,6 +115,44 @@ void cell_backward(int64_t rows, int64_t carry_rows, int64_t hidden, const float
   }
 }
 
+// cell_forward in tensor operations, for any device: `gates` [rows, 4H] (a view into the
+// layer's gates) holds the pre-activations and receives the activations; `c_prev` [rows, H] is
+// the previous cell (undefined: the zero state); writes `cells`, `tanh_cells` and `out` (views).
+void cell_forward_ops(const Tensor& gates, const Tensor& c_prev, Tensor cells, Tensor tanh_cells,
+                      Tensor out) {
+  const auto g = gates.chunk(4, 1);
+  g[0].sigmoid_();
+  g[1].sigmoid_();
+  g[2].tanh_();
+  g[3].sigmoid_();
+  at::mul_out(cells, g[0], g[2]);
+  if (c_prev.defined()) cells.addcmul_(g[1], c_prev);
+  at::tanh_out(tanh_cells, cells);
+  at::mul_out(out, g[3], tanh_cells);
+}
+
+// cell_backward in tensor operations, for any device, on one step's views: `carry` [rows, H]
+// holds in its first `carry_rows` rows the cell gradient from the next step and receives the
+// cell gradient for the previous one; writes `d_gates` [rows, 4H].
+void cell_backward_ops(int64_t carry_rows, const Tensor& gates, const Tensor& c_prev,
+                       const Tensor& tanh_c, const Tensor& d_out, Tensor carry, Tensor d_gates) {
+  const int64_t rows = gates.size(0);
+  if (carry_rows < rows) carry.narrow(0, carry_rows, rows - carry_rows).zero_();
+  const auto g = gates.chunk(4, 1);
+  const auto d = d_gates.chunk(4, 1);
+  const Tensor &i = g[0], &f = g[1], &cand = g[2], &o = g[3];
+  const Tensor dc = carry + d_out * o * (1 - tanh_c * tanh_c);
+  d[3].copy_(d_out * tanh_c * o * (1 - o));
+  d[0].copy_(dc * cand * i * (1 - i));
+  d[2].copy_(dc * i * (1 - cand * cand));
+  if (c_prev.defined()) {
+    d[1].copy_(dc * c_prev * f * (1 - f));
+  } else {
+    d[1].zero_();
+  }
+  carry.copy_(dc * f);
+}
+
 // Checked batch sizes and the packed row offset of each time step.
 struct PackedLayout {
   std::vector<int64_t> sizes;    // [T]
@@ -147,7 +187,9 @@ struct LayerActivations {
   Tensor out;         // [N, H]
 };
 
-LayerActivations forward_layer(const Tensor& x, at::TensorList w, const PackedLayout& layout) {
+// `ops`: the cells in tensor operations (any device) instead of the fused loops (CPU only).
+LayerActivations forward_layer(const Tensor& x, at::TensorList w, const PackedLayout& layout,
+                               bool ops) {
   const Tensor& w_ih = w[0];
   const Tensor& w_hh = w[1];
   const int64_t n = x.size(0), hidden = w_hh.size(1);
@@ -156,6 +198,20 @@ LayerActivations forward_layer(const Tensor& x, at::TensorList w, const PackedLa
   a.cells = at::empty({n, hidden}, x.options());
   a.tanh_cells = at::empty({n, hidden}, x.options());
   a.out = at::empty({n, hidden}, x.options());
+  if (ops) {
+    for (std::size_t t = 0; t < layout.sizes.size(); ++t) {
+      const int64_t rows = layout.sizes[t], row = layout.offsets[t];
+      Tensor c_prev;
+      if (t > 0) {
+        const int64_t prev = layout.offsets[t - 1];
+        a.gates.narrow(0, row, rows).addmm_(a.out.narrow(0, prev, rows), w_hh.t());
+        c_prev = a.cells.narrow(0, prev, rows);
+      }
+      cell_forward_ops(a.gates.narrow(0, row, rows), c_prev, a.cells.narrow(0, row, rows),
+                       a.tanh_cells.narrow(0, row, rows), a.out.narrow(0, row, rows));
+    }
+    return a;
+  }
   const std::vector<float> zero_row(hidden, 0.0f);
   float* gates = a.gates.data_ptr<float>();
   float* cells = a.cells.data_ptr<float>();
@@ -185,19 +241,36 @@ struct LayerGradients {
 };
 
 LayerGradients backward_layer(at::TensorList w, const LayerActivations& a,
-                              const PackedLayout& layout, Tensor d_out, bool need_input) {
+                              const PackedLayout& layout, Tensor d_out, bool need_input,
+                              bool ops) {
   const Tensor& w_ih = w[0];
   const Tensor& w_hh = w[1];
   const int64_t n = d_out.size(0), hidden = w_hh.size(1), first = layout.sizes[0];
   Tensor d_gates = at::empty({n, 4 * hidden}, d_out.options());
   Tensor carry = at::empty({first, hidden}, d_out.options());
+  const auto steps = static_cast<int64_t>(layout.sizes.size());
+  if (ops) {
+    for (int64_t t = steps - 1; t >= 0; --t) {
+      const int64_t rows = layout.sizes[t], row = layout.offsets[t];
+      const int64_t carry_rows = t + 1 < steps ? layout.sizes[t + 1] : 0;
+      const Tensor c_prev = t > 0 ? a.cells.narrow(0, layout.offsets[t - 1], rows) : Tensor();
+      cell_backward_ops(carry_rows, a.gates.narrow(0, row, rows), c_prev,
+                        a.tanh_cells.narrow(0, row, rows), d_out.narrow(0, row, rows),
+                        carry.narrow(0, 0, rows), d_gates.narrow(0, row, rows));
+      if (t > 0)
+        d_out.narrow(0, layout.offsets[t - 1], rows).addmm_(d_gates.narrow(0, row, rows), w_hh);
+    }
+    LayerGradients grads;
+    if (need_input) grads.d_input = d_gates.mm(w_ih);
+    grads.d_gates = d_gates;
+    return grads;
+  }
   const std::vector<float> zero_row(hidden, 0.0f);
   const float* gates = a.gates.data_ptr<float>();
   const float* cells = a.cells.data_ptr<float>();
   const float* tanh_cells = a.tanh_cells.data_ptr<float>();
   float* dh = d_out.data_ptr<float>();
   float* dg = d_gates.data_ptr<float>();
-  const auto steps = static_cast<int64_t>(layout.sizes.size());
   for (int64_t t = steps - 1; t >= 0; --t) {
     const int64_t rows = layout.sizes[t], row = layout.offsets[t];
     const int64_t carry_rows = t + 1 < steps ? layout.sizes[t + 1] : 0;
@@ -225,11 +298,18 @@ void accumulate_weight_grads(at::TensorList w, const Tensor& x, const Tensor& ou
     if (n > first) {
       // Row by row, the previous output of each row with a previous step (all rows after t = 0).
       Tensor prev_out = at::empty({n - first, hidden}, x.options());
-      const float* o = out.data_ptr<float>();
-      float* prev = prev_out.data_ptr<float>();
-      for (std::size_t t = 1; t < layout.sizes.size(); ++t) {
-        std::memcpy(prev + (layout.offsets[t] - first) * hidden, o + layout.offsets[t - 1] * hidden,
-                    static_cast<std::size_t>(layout.sizes[t] * hidden) * sizeof(float));
+      if (!x.device().is_cpu()) {
+        for (std::size_t t = 1; t < layout.sizes.size(); ++t)
+          prev_out.narrow(0, layout.offsets[t] - first, layout.sizes[t])
+              .copy_(out.narrow(0, layout.offsets[t - 1], layout.sizes[t]));
+      } else {
+        const float* o = out.data_ptr<float>();
+        float* prev = prev_out.data_ptr<float>();
+        for (std::size_t t = 1; t < layout.sizes.size(); ++t) {
+          std::memcpy(prev + (layout.offsets[t] - first) * hidden,
+                      o + layout.offsets[t - 1] * hidden,
+                      static_cast<std::size_t>(layout.sizes[t] * hidden) * sizeof(float));
+        }
       }
       detail::accumulate_grad(w[1], d_gates.narrow(0, first, n - first).t().mm(prev_out));
     } else {
@@ -243,21 +323,46 @@ void accumulate_weight_grads(at::TensorList w, const Tensor& x, const Tensor& ou
   }
 }
 
+// The fused kernels above read raw host floats: the CPU path's requirement.
 void check_float_cpu(const Tensor& t, const char* what) {
   TORCH_CHECK(t.scalar_type() == torch::kFloat && t.device().is_cpu(), "nn::LSTM: ", what,
               " must be a float32 CPU tensor");
 }
 
+// The device-generic path's requirement: float32 on `device` (any device).
+void check_float_on(const Tensor& t, const char* what, const at::Device& device) {
+  TORCH_CHECK(t.scalar_type() == torch::kFloat, "nn::LSTM: ", what, " must be float32");
+  TORCH_CHECK(t.device() == device, "nn::LSTM: ", what, " is on ", t.device(), " but the data on ",
+              device, " (move the module with ->to())");
+}
+
+// One LSTM cell from torch operations, differentiable by autograd: `gates` [rows, 4H] the
+// pre-activations (i, f, g, o), `c_prev` [rows, H] the previous cell (undefined: the zero
+// state, whose f * c_prev term is dropped as the fused kernel's zero row makes it vanish).
+// Returns the output h and the cell c, each [rows, H].
+std::pair<Tensor, Tensor> cell_generic(const Tensor& gates, const Tensor& c_prev) {
+  const auto chunks = gates.chunk(4, 1);
+  const Tensor input_term = chunks[0].sigmoid() * chunks[2].tanh();
+  const Tensor cell = c_prev.defined() ? chunks[1].sigmoid() * c_prev + input_term : input_term;
+  return {chunks[3].sigmoid() * cell.tanh(), cell};
+}
+
 struct LSTMFunction : public torch::autograd::Function<LSTMFunction> {
   // `weights` holds 4 tensors per layer (w_ih, w_hh, b_ih, b_hh); backward returns a gradient
-  // for `data` only: the weights' are the scheduler's tasks, one per layer.
+  // for `data` only: the weights' are the scheduler's tasks, one per layer. `ops`: the cells in
+  // tensor operations (any device) rather than the fused loops (CPU only).
   static Tensor forward(AutogradContext* ctx, const Tensor& data, const Tensor& batch_sizes,
-                        at::TensorList weights) {
+                        at::TensorList weights, bool ops) {
     TORCH_CHECK(!weights.empty() && weights.size() % kWeightsPerLayer == 0,
                 "nn::LSTM: expected 4 weights per layer");
     TORCH_CHECK(data.dim() == 2, "nn::LSTM: data must be [N, input_size]");
-    check_float_cpu(data, "data");
-    for (const auto& w : weights) check_float_cpu(w, "every weight");
+    if (ops) {
+      check_float_on(data, "data", data.device());
+      for (const auto& w : weights) check_float_on(w, "every weight", data.device());
+    } else {
+      check_float_cpu(data, "data");
+      for (const auto& w : weights) check_float_cpu(w, "every weight");
+    }
     const PackedLayout layout = packed_layout(batch_sizes, data.size(0));
     detail::capture_runtime(ctx);
     const auto layers = static_cast<int64_t>(weights.size()) / kWeightsPerLayer;
@@ -270,7 +375,7 @@ struct LSTMFunction : public torch::autograd::Function<LSTMFunction> {
                      SavedKind::parameter);
       }
       LayerActivations a =
-          forward_layer(x, weights.slice(l * kWeightsPerLayer, kWeightsPerLayer), layout);
+          forward_layer(x, weights.slice(l * kWeightsPerLayer, kWeightsPerLayer), layout, ops);
       detail::save(ctx, "gates" + k, a.gates, SavedKind::activation);
       detail::save(ctx, "cells" + k, a.cells, SavedKind::activation);
       detail::save(ctx, "tanh_cells" + k, a.tanh_cells, SavedKind::activation);
@@ -280,11 +385,13 @@ struct LSTMFunction : public torch::autograd::Function<LSTMFunction> {
     }
     ctx->saved_data["batch_sizes"] = layout.sizes;
     ctx->saved_data["layers"] = layers;
+    ctx->saved_data["ops"] = ops;
     return x;
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grad_outputs) {
     const int64_t layers = ctx->saved_data["layers"].toInt();
+    const bool ops = ctx->saved_data["ops"].toBool();
     PackedLayout layout;
     layout.sizes = ctx->saved_data["batch_sizes"].toIntVector();
     int64_t total = 0;
@@ -292,8 +399,8 @@ struct LSTMFunction : public torch::autograd::Function<LSTMFunction> {
       layout.offsets.push_back(total);
       total += s;
     }
-    // Gradients in forward's argument order: data, batch_sizes (none), then every weight (none).
-    variable_list grads(2 + static_cast<std::size_t>(layers * kWeightsPerLayer));
+    // Gradients in forward's argument order: data, batch_sizes (none), every weight (none), ops.
+    variable_list grads(3 + static_cast<std::size_t>(layers * kWeightsPerLayer));
     Tensor d_out = grad_outputs[0].contiguous().clone();
     Tensor out = detail::load(ctx, "x" + std::to_string(layers));
     for (int64_t l = layers - 1; l >= 0; --l) {
@@ -306,7 +413,7 @@ struct LSTMFunction : public torch::autograd::Function<LSTMFunction> {
       const LayerActivations a{detail::load(ctx, "gates" + k), detail::load(ctx, "cells" + k),
                                detail::load(ctx, "tanh_cells" + k), out};
       const bool need_input = l > 0 || ctx->needs_input_grad(0);
-      LayerGradients g = backward_layer(w, a, layout, d_out, need_input);
+      LayerGradients g = backward_layer(w, a, layout, d_out, need_input, ops);
       detail::submit_weight_grad(
           ctx, WeightGradTask{"lstm", w, [w, x, out, d_gates = g.d_gates, layout] {
                                 accumulate_weight_grads(w, x, out, d_gates, layout);
@@ -344,11 +451,19 @@ void LSTMImpl::reset() {
 }
 
 Tensor LSTMImpl::forward_packed(const Tensor& data, const Tensor& batch_sizes) {
+  return apply_packed(data, batch_sizes, /*ops=*/!data.device().is_cpu());
+}
+
+Tensor LSTMImpl::forward_packed_generic(const Tensor& data, const Tensor& batch_sizes) {
+  return apply_packed(data, batch_sizes, /*ops=*/true);
+}
+
+Tensor LSTMImpl::apply_packed(const Tensor& data, const Tensor& batch_sizes, bool ops) {
   std::vector<Tensor> inputs(flat_weights_);
   inputs.push_back(data);
   detail::gate_parameters(at::TensorList(flat_weights_));
   detail::SavingScope saving{at::TensorList(inputs)};
-  return LSTMFunction::apply(data, batch_sizes, at::TensorList(flat_weights_));
+  return LSTMFunction::apply(data, batch_sizes, at::TensorList(flat_weights_), ops);
 }
 
 Tensor LSTMImpl::step(const Tensor& x, Tensor& h, Tensor& c) {
@@ -360,8 +475,12 @@ Tensor LSTMImpl::step(const Tensor& x, Tensor& h, Tensor& c) {
   TORCH_CHECK(h.sizes() == c.sizes() && h.dim() == 3 && h.size(0) == layers && h.size(1) == batch &&
                   h.size(2) == hidden,
               "nn::LSTM::step: h and c must be [num_layers, B, hidden_size]");
-  bool differentiable = torch::GradMode::is_enabled() &&
-                        (x.requires_grad() || h.requires_grad() || c.requires_grad());
+  // Off the CPU always the torch operations, even without gradients: the fused cell reads host
+  // memory.
+  const bool on_cpu = x.device().is_cpu();
+  if (!on_cpu) check_float_on(x, "x", x.device());
+  bool differentiable = !on_cpu || (torch::GradMode::is_enabled() &&
+                                    (x.requires_grad() || h.requires_grad() || c.requires_grad()));
   for (const auto& w : flat_weights_)
     differentiable |= torch::GradMode::is_enabled() && w.requires_grad();
   std::vector<Tensor> hs, cs;
@@ -372,9 +491,8 @@ Tensor LSTMImpl::step(const Tensor& x, Tensor& h, Tensor& c) {
     const Tensor bias =
         flat_weights_[l * kWeightsPerLayer + 2] + flat_weights_[l * kWeightsPerLayer + 3];
     if (differentiable) {
-      const auto chunks = at::addmm(bias, in, w_ih.t()).addmm(h[l], w_hh.t()).chunk(4, 1);
-      const Tensor cell = chunks[1].sigmoid() * c[l] + chunks[0].sigmoid() * chunks[2].tanh();
-      in = chunks[3].sigmoid() * cell.tanh();
+      Tensor cell;
+      std::tie(in, cell) = cell_generic(at::addmm(bias, in, w_ih.t()).addmm(h[l], w_hh.t()), c[l]);
       cs.push_back(cell);
     } else {
       check_float_cpu(in, "x");

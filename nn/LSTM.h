@@ -32,7 +32,14 @@
 ///             gradients, one matmul each over all rows: dW_ih = dG^T X, dW_hh = dG^T H_{t-1},
 ///             db = column sums of dG.
 ///
-/// CPU float32 only, no dropout, no projection, unidirectional, zero initial state in training.
+/// Devices: the fused loops read host memory, so they serve CPU tensors only; on any other device
+/// (CUDA) the same autograd Function computes each step's cells with tensor operations (sigmoid,
+/// tanh and products on the step's rows, on the current stream) in place of the loops, and
+/// backward splits as on the CPU: the input-gradient chain now, each layer's weight gradients a
+/// task of the scheduler. step() off the CPU runs the same formulas as differentiable torch
+/// operations. On the CPU the numbers are the fused loops' as before.
+///
+/// float32 only, no dropout, no projection, unidirectional, zero initial state in training.
 
 #include <torch/arg.h>
 #include <torch/nn/cloneable.h>
@@ -63,21 +70,34 @@ class LSTMImpl : public torch::nn::Cloneable<LSTMImpl> {
   /// (time-major, sequences sorted by decreasing length), `batch_sizes` [T] (int64, CPU) the
   /// number of sequences running at each step; every sequence starts from the zero state.
   /// Returns the top layer's output [N, hidden_size] in the same order. Differentiable with
-  /// respect to `data` and every parameter.
+  /// respect to `data` and every parameter. CPU data runs the fused autograd Function; data on
+  /// any other device runs forward_packed_generic.
   at::Tensor forward_packed(const at::Tensor& data, const at::Tensor& batch_sizes);
+
+  /// forward_packed with the cells in tensor operations whatever the device of `data` (the
+  /// module's parameters must be on the same one, float32; `batch_sizes` stays on the CPU): what
+  /// forward_packed runs off the CPU, with the same split backward through the store and the
+  /// scheduler. Same results as the fused CPU loops up to rounding (their exp is a polynomial).
+  /// Public so that tests can run it on CPU tensors against them.
+  at::Tensor forward_packed_generic(const at::Tensor& data, const at::Tensor& batch_sizes);
 
   /// One step for B independent states: `x` [B, input_size], `h` and `c` [num_layers, B, H] are
   /// replaced by the new state; returns the top layer's output [B, H]. With gradient mode off (or
   /// no parameter requiring gradients) it runs the training path's fused cell, so its numbers
-  /// match forward_packed; otherwise differentiable torch operations with the same formulas.
+  /// match forward_packed; otherwise, and always off the CPU, differentiable torch operations with
+  /// the same formulas.
   at::Tensor step(const at::Tensor& x, at::Tensor& h, at::Tensor& c);
 
   const LSTMOptions& options() const { return options_; }
 
-  /// The parameters in torch::nn::LSTM's order: per layer w_ih, w_hh, b_ih, b_hh.
+  /// The parameters in torch::nn::LSTM's order: per layer w_ih, w_hh, b_ih, b_hh. The very
+  /// tensors registered as parameters (Module::to moves them in place), read by both paths.
   const std::vector<at::Tensor>& flat_weights() const { return flat_weights_; }
 
  private:
+  /// The packed forward's autograd Function, with the fused loops or (`ops`) tensor operations.
+  at::Tensor apply_packed(const at::Tensor& data, const at::Tensor& batch_sizes, bool ops);
+
   LSTMOptions options_;
   std::vector<at::Tensor> flat_weights_;
 };

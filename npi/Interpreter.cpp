@@ -48,6 +48,12 @@ std::vector<Execution> interpret(NpiModel& model, const datasets::Task& task,
     results[i].calls.push_back({task.root_program(), {0, 0, 0}, 0});
   }
 
+  // The model computes on its device; the interpreter's state stays in host memory, where the
+  // environments read the decisions and suspended callers keep their rows, and each tick's
+  // inputs go to the device and its state and decisions come back.
+  const c10::Device device = model->parameters().front().device();
+  const auto on_device = [&](const torch::Tensor& t) { return t.to(device); };
+  const auto on_host = [](const torch::Tensor& t) { return t.to(torch::kCPU).contiguous(); };
   // Core state of every problem's running frame: [layers, batch, hidden], row-major.
   auto h_all = torch::zeros({layers, batch, hidden});
   auto c_all = torch::zeros({layers, batch, hidden});
@@ -91,15 +97,17 @@ std::vector<Execution> interpret(NpiModel& model, const datasets::Task& task,
                       indices.data() + r * slots);
       running[r] = frame.program;
     }
-    const auto features =
+    const auto features = on_device(
         torch::zeros({n, config.feature_dim()})
-            .scatter_(1, torch::from_blob(indices.data(), {n, slots}, torch::kLong), 1.0);
-    const auto program_ids = torch::from_blob(running.data(), {n}, torch::kLong);
+            .scatter_(1, torch::from_blob(indices.data(), {n, slots}, torch::kLong), 1.0));
+    const auto program_ids = on_device(torch::from_blob(running.data(), {n}, torch::kLong));
     const bool all = n == batch;
     const auto rows = torch::from_blob(active.data(), {n}, torch::kLong);
-    torch::Tensor h = all ? h_all : h_all.index_select(1, rows);
-    torch::Tensor c = all ? c_all : c_all.index_select(1, rows);
+    torch::Tensor h = on_device(all ? h_all : h_all.index_select(1, rows));
+    torch::Tensor c = on_device(all ? c_all : c_all.index_select(1, rows));
     const NpiHeads out = model->step(features, program_ids, h, c);
+    h = on_host(h);
+    c = on_host(c);
     if (all) {
       h_all = h.contiguous();
       c_all = c.contiguous();
@@ -107,9 +115,9 @@ std::vector<Execution> interpret(NpiModel& model, const datasets::Task& task,
       h_all.index_copy_(1, rows, h);
       c_all.index_copy_(1, rows, c);
     }
-    const auto ends = (out.end_logit > 0).contiguous();
-    const auto callees = out.program_logits.argmax(1).contiguous();
-    const auto args = out.arg_logits.argmax(2).contiguous();
+    const auto ends = on_host(out.end_logit > 0);
+    const auto callees = on_host(out.program_logits.argmax(1));
+    const auto args = on_host(out.arg_logits.argmax(2));
     const bool* end_p = ends.data_ptr<bool>();
     const long* callee_p = callees.data_ptr<long>();
     const long* args_p = args.data_ptr<long>();

@@ -8,6 +8,7 @@
 #include "npi/Interpreter.h"
 #include "npi/NpiWorkload.h"
 #include "trainer/Checkpoint.h"
+#include "trainer/Device.h"
 #include "trainer/Threads.h"
 #include "trainer/Trainer.h"
 #include "trainer/TrainingState.h"
@@ -121,6 +122,7 @@ TrainReport train_npi(const TrainOptions& options) {
     throw InvalidOption("memory.techniques",
                         "recompute and swap need impl engram: the torch layers are not cut into "
                         "units");
+  trainer::check_device_support(t);
   if (options.training.writes_files()) {
     // Fail before training, not after it, when the model cannot be written.
     check_writable(options.out_path);
@@ -164,7 +166,9 @@ std::vector<LengthReport> evaluate_npi(const EvalOptions& options) {
                           "held whole)");
   }
   trainer::set_threads_option(options.threads);
+  const c10::Device device = trainer::resolve_device(options.device);
   NpiModel model = load_model(options.model_path, task);
+  model->to(device);
   std::mt19937_64 rng(options.seed);
   std::vector<LengthReport> reports;
   for (int length : options.lengths) {
@@ -222,7 +226,9 @@ RunReport run_npi(const RunOptions& options) {
   const auto& task = *bound;
   task.make_environment(options.input);  // validates the input before any file is read
   trainer::set_threads_option(options.threads);
+  const c10::Device device = trainer::resolve_device(options.device);
   NpiModel model = load_model(options.model_path, task);
+  model->to(device);
   const auto runs = interpret(model, task, {options.input}, {options.max_steps, options.max_depth});
   RunReport report;
   report.task = task.name();
@@ -263,6 +269,7 @@ struct StageRunner {
     ro.input = datasets::format_value_list(lists[0]);
     if (lists.size() == 2) ro.input += ";" + datasets::format_value_list(lists[1]);
     ro.threads = options.threads;
+    ro.device = options.device;
     ro.max_steps = options.max_steps;
     ro.max_depth = options.max_depth;
     StageReport stage{e.text(), run_npi(ro)};
@@ -339,6 +346,7 @@ PipelineReport run_pipeline(const PipelineOptions& options) {
     options.primitive(e.primitive);  // UsageError when the library lacks its family
   });
   trainer::set_threads_option(options.threads);
+  trainer::resolve_device(options.device);
   const auto expected = datasets::evaluate_symbolic(program, runner.xs, runner.ys, options.k);
   report.expected = datasets::format_value_list(expected);
   const auto output = runner.run(program);

@@ -82,6 +82,7 @@ struct EvalOptions {
   int count = 100;  ///< problems per length
   std::uint64_t seed = 1;
   int threads = 1;        ///< 0: all cores (see TrainOptions::threads)
+  std::string device = "cpu";  ///< where the model runs: cpu, cuda, cuda:N (trainer/Device.h)
   long max_steps = 0;     ///< 0: task default, scaled with length
   int max_depth = 0;      ///< 0: task default, scaled with length
   int max_failures = 10;  ///< failures kept in the report, per length
@@ -116,6 +117,7 @@ struct RunOptions {
   datasets::Binding binding;  ///< as EvalOptions::binding
   std::string input;
   int threads = 1;  ///< 0: all cores
+  std::string device = "cpu";  ///< where the model runs: cpu, cuda, cuda:N (trainer/Device.h)
   long max_steps = 0;
   int max_depth = 0;
 };
@@ -141,6 +143,7 @@ struct PipelineOptions {
       primitive;
   int k = 10;  ///< the domain of the input and of the primitives
   int threads = 1;
+  std::string device = "cpu";  ///< where every stage's model runs (trainer/Device.h)
   long max_steps = 0;  ///< per stage; 0: the task default
   int max_depth = 0;
 };

@@ -9,8 +9,19 @@ std::vector<double> NpiWorkload::loss_denominators(const std::vector<std::size_t
   return {static_cast<double>(steps), static_cast<double>(calls)};
 }
 
+void NpiWorkload::to_device(const c10::Device& device) {
+  model_->to(device);
+  device_ = device;
+}
+
 std::unique_ptr<trainer::Batch> NpiWorkload::make_batch(std::vector<std::size_t> indices) {
-  return std::make_unique<NpiBatch>(data_.batch(indices));
+  auto batch = std::make_unique<NpiBatch>(data_.batch(indices));
+  if (!device_.is_cpu()) {
+    for (torch::Tensor* t : {&batch->features, &batch->programs, &batch->end_target,
+                             &batch->callee_target, &batch->arg_targets, &batch->call_mask})
+      *t = t->to(device_);
+  }
+  return batch;
 }
 
 trainer::StepOutput NpiWorkload::forward(const trainer::Batch& batch) {
@@ -20,7 +31,8 @@ trainer::StepOutput NpiWorkload::forward(const trainer::Batch& batch) {
   const NpiHeads out = model_->forward_packed(b.features, b.programs, b.batch_sizes, runner_);
   // Sums over the batch's steps (all of them; calls only) over the global batch's counts.
   const double steps = b.denominator(0, static_cast<double>(b.end_target.size(0)));
-  const double calls = std::max(1.0, b.denominator(1, b.call_mask.sum().item<double>()));
+  const double calls =
+      std::max(1.0, b.denominator(1, static_cast<double>(data_.count_steps(b.indices).second)));
   const auto end_loss = F::binary_cross_entropy_with_logits(
                             out.end_logit, b.end_target,
                             F::BinaryCrossEntropyWithLogitsFuncOptions().reduction(torch::kSum)) /

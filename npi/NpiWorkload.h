@@ -13,6 +13,9 @@ class NpiWorkload final : public trainer::Workload {
  public:
   NpiWorkload(NpiModel model, const NpiDataset& data) : model_(std::move(model)), data_(data) {}
   std::vector<at::Tensor> parameters() override { return model_->parameters(); }
+  /// The model there, and every batch's tensors but the packed lengths (batch_sizes stays on the
+  /// CPU, where the LSTMs read it).
+  void to_device(const c10::Device& device) override;
   std::size_t num_examples() const override { return data_.num_traces(); }
   /// The traces' invocations packed (an NpiBatch).
   std::unique_ptr<trainer::Batch> make_batch(std::vector<std::size_t> indices) override;
@@ -35,6 +38,7 @@ class NpiWorkload final : public trainer::Workload {
   NpiModel model_;
   const NpiDataset& data_;
   nn::UnitRunner* runner_ = nullptr;
+  c10::Device device_{c10::kCPU};
 };
 
 }  // namespace engram::npi

@@ -26,8 +26,13 @@ namespace engram::primitives {
 class PrimitiveWorkload final : public trainer::Workload {
  public:
   PrimitiveWorkload(PrimitiveNet net, const Examples& examples)
-      : net_(std::move(net)), examples_(examples) {}
+      : net_(std::move(net)),
+        examples_(examples),
+        inputs_(examples.inputs),
+        targets_(examples.targets) {}
   std::vector<at::Tensor> parameters() override { return net_->parameters(); }
+  /// The network there, with a copy of the examples (the whole domain, small).
+  void to_device(const c10::Device& device) override;
   std::size_t num_examples() const override {
     return static_cast<std::size_t>(examples_.targets.size(0));
   }
@@ -38,6 +43,8 @@ class PrimitiveWorkload final : public trainer::Workload {
  private:
   PrimitiveNet net_;
   const Examples& examples_;
+  /// The examples where the network is: examples_'s own tensors on the CPU.
+  at::Tensor inputs_, targets_;
 };
 
 }  // namespace engram::primitives

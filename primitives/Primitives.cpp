@@ -7,6 +7,7 @@
 #include "primitives/PrimitiveWorkload.h"
 #include "trainer/Checkpoint.h"
 #include "trainer/DataParallel.h"
+#include "trainer/Device.h"
 #include "trainer/Threads.h"
 #include "trainer/Trainer.h"
 
@@ -173,6 +174,7 @@ std::vector<FamilyReport> train_primitives(const TrainPrimitivesOptions& options
                         "one small network per family in turn, each in seconds");
   }
   trainer::validate(options.training, /*min_steps=*/1);
+  trainer::check_device_support(options.training);
   nn::check_width(options.hidden, "hidden");
   nn::check_width(options.embedding, "embedding");
   std::vector<std::string> families = options.families;
@@ -227,6 +229,7 @@ std::vector<FamilyReport> train_primitives(const TrainPrimitivesOptions& options
     const auto start = std::chrono::steady_clock::now();
     const auto summary = trainer::train(workload, options.training, stop_when_exact);
     FamilyReport report = score(config, workload);
+    net->to(torch::kCPU);  // the library's networks run on the CPU (LearnedPrimitive::apply)
     report.steps = summary.steps;
     report.seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -238,8 +241,10 @@ std::vector<FamilyReport> train_primitives(const TrainPrimitivesOptions& options
   return reports;
 }
 
-std::vector<FamilyReport> evaluate_primitives(const std::string& model_path, int threads) {
+std::vector<FamilyReport> evaluate_primitives(const std::string& model_path, int threads,
+                                              const std::string& device) {
   trainer::set_threads_option(threads);
+  const c10::Device where = trainer::resolve_device(device);
   const LibraryFile lib = read_library(model_path);
   // The catalog's families in its order, then the table families the file defines.
   std::vector<std::string> order;
@@ -252,6 +257,7 @@ std::vector<FamilyReport> evaluate_primitives(const std::string& model_path, int
     const PrimitiveNet& net = lib.networks.at(family);
     const Examples examples = all_examples(net->config());
     PrimitiveWorkload workload(net, examples);
+    workload.to_device(where);
     reports.push_back(score(net->config(), workload));
   }
   return reports;

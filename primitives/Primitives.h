@@ -72,8 +72,10 @@ struct TrainPrimitivesOptions {
 /// K out of range, --add to a library of another K), FormatError for an unusable existing file.
 std::vector<FamilyReport> train_primitives(const TrainPrimitivesOptions& options);
 
-/// Exhaustive accuracy of every network in the library.
-std::vector<FamilyReport> evaluate_primitives(const std::string& model_path, int threads = 1);
+/// Exhaustive accuracy of every network in the library, computed on `device` (cpu, cuda,
+/// cuda:N; trainer/Device.h).
+std::vector<FamilyReport> evaluate_primitives(const std::string& model_path, int threads = 1,
+                                              const std::string& device = "cpu");
 
 /// {"k":..,"primitives":[{family, kind, k, examples, correct, accuracy, exact, ...}], "exact":..}
 std::string family_reports_json(const std::vector<FamilyReport>& reports);

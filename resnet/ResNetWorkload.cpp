@@ -22,6 +22,11 @@ ResNetWorkload::ResNetWorkload(ResNet model, SyntheticImages data)
   }
 }
 
+void ResNetWorkload::to_device(const c10::Device& device) {
+  model_->to(device);
+  device_ = device;
+}
+
 std::pair<at::Tensor, at::Tensor> ResNetWorkload::batch(
     const std::vector<std::size_t>& indices) const {
   const auto b = static_cast<int64_t>(indices.size());
@@ -36,6 +41,7 @@ std::pair<at::Tensor, at::Tensor> ResNetWorkload::batch(
     images[k].normal_(0.0, 1.0, gen);
     labels[k].random_(0, data_.num_classes, gen);
   }
+  if (!device_.is_cpu()) return {images.to(device_), labels.to(device_)};
   return {images, labels};
 }
 

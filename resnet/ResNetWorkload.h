@@ -40,6 +40,9 @@ class ResNetWorkload final : public trainer::Workload {
   ResNetWorkload(ResNet model, SyntheticImages data);
 
   std::vector<at::Tensor> parameters() override { return model_->parameters(); }
+  /// The model there (parameters and batch-norm statistics); each batch is drawn on the CPU, as
+  /// on any device, and copied there.
+  void to_device(const c10::Device& device) override;
   std::size_t num_examples() const override { return data_.num_examples; }
   /// Mean cross-entropy over the batch; metric "accuracy".
   trainer::StepOutput forward(const trainer::Batch& batch) override;
@@ -59,6 +62,7 @@ class ResNetWorkload final : public trainer::Workload {
  private:
   ResNet model_;
   SyntheticImages data_;
+  c10::Device device_{c10::kCPU};
   nn::UnitRunner* runner_ = nullptr;
 };
 

@@ -4,13 +4,18 @@
 # network), with third_party/ carried from Debian 12 (scripts/bundle-deps.sh: the Debian packages
 # the wheel lacks, and the grammars), it
 #   1. reports the machine (nvidia-smi, torch, its CUDA and C++ ABI, nvcc, the compiler),
-#   2. unpacks the bundle and configures build-gpu/ against the LibTorch of the machine's python3,
-#   3. builds the CUDA kernels' test and benchmark first and runs them (the test compares the
-#      CUDA kernels with the CPU kernels bit for bit; scripts/reproduce/relu_cuda.sh writes the
-#      benchmark's JSON), then the same for cuDNN's convolution algorithms (nn/cuda/: every
-#      algorithm against a direct convolution; scripts/reproduce/cudnn_conv.sh),
-#   4. builds everything else (ninja -k 0: every compile error in one log) and runs the unit, then
-#      the integration tests,
+#   2. unpacks the bundle, picks a compiler that links the shared libstdc++ and configures
+#      build-gpu/ against the LibTorch of the machine's python3,
+#   3. builds everything (ninja -k 0: every compile error in one log),
+#   4. runs the CUDA kernels' test (bit for bit against the CPU kernels) and cuDNN's algorithms'
+#      test (nn/cuda/: every algorithm against a direct convolution), then every test that needs
+#      a GPU, verbose (device-tests.log: each model's CUDA run against the CPU's, with the largest
+#      differences; the CUDA memory tracker against the allocator's own counts; determinism),
+#   5. measures on the GPU: scripts/reproduce/gpu_memory_resnet.sh (`bench memory --device cuda`,
+#      ResNet-18 at batch 32 and 256 beside PyTorch eager) and gpu_npi_addition.sh (addition
+#      trained and evaluated on the GPU),
+#   6. runs the unit, then the integration tests, and last the kernel benchmarks
+#      (relu_cuda.sh, cudnn_conv.sh), whose code changes least,
 # each stage within what is left of a deadline, so that the run ends, with its logs, before the
 # machine's limit. Logs and results go to DIR ($OUT where the device tool sets it).
 #   scripts/gpu-check.sh [--out DIR] [--deadline SECONDS] [--prefix DIR]
@@ -19,6 +24,9 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 out=${OUT:-$root/build-gpu/check}
 deadline=450
 prefix=/tmp/engram-prefix
+# The tests that train or measure on a GPU (each skips, saying why, without one).
+device_tests='OnCuda|DeviceTest|CudaMemoryTracker|LstmDevice|OptimizerDevice'
+
 while [ $# -gt 0 ]; do
   case "$1" in
     --out) out=$2; shift ;;
@@ -107,35 +115,49 @@ stage configure 180 cmake -S "$root" -B "$root/build-gpu" -G Ninja -DCMAKE_BUILD
   -DENGRAM_PYTHON="$(command -v python3)" -DENGRAM_DEPS_PREFIX="$prefix" \
   -DCMAKE_CUDA_ARCHITECTURES=90 || exit 1
 
-if stage build-cuda 300 ninja -C "$root/build-gpu" -j "$jobs" engram_tests_memory_cuda \
-  engram_relu_cuda_bench; then
-  stage test-cuda 120 "$root/build-gpu/tests/memory/engram_tests_memory_cuda" \
-    --gtest_output="xml:$out/cuda-test.xml"
-  ENGRAM_RELU_CUDA_BENCH=$root/build-gpu/bench/engram_relu_cuda_bench \
-    stage bench-cuda 120 bash "$root/scripts/reproduce/relu_cuda.sh" --out "$out/gpu_relu_cuda.json"
-fi
-# cuDNN's convolution algorithms (where CMake found cuDNN): their test (no torch: quick to
-# build), then their benchmark (which needs the ResNet, so torch).
-if stage build-cudnn-test 120 ninja -C "$root/build-gpu" -j "$jobs" engram_tests_nn_cudnn; then
-  stage test-cudnn 180 "$root/build-gpu/tests/nn/engram_tests_nn_cudnn" \
-    --gtest_output="xml:$out/cudnn-test.xml"
-fi
-if stage build-cudnn-bench 300 ninja -C "$root/build-gpu" -j "$jobs" engram_cudnn_conv_bench; then
-  ENGRAM_CUDNN_CONV_BENCH=$root/build-gpu/bench/engram_cudnn_conv_bench \
-    stage bench-cudnn 240 bash "$root/scripts/reproduce/cudnn_conv.sh" --out "$out/gpu_cudnn_conv.json"
-fi
-
-# Everything else: every error at once, the tail of the errors in their own file.
-stage build-all 600 ninja -C "$root/build-gpu" -j "$jobs" -k 0
+# Everything at once (ninja -k 0: every compile error in one log, the tail in its own file),
+# then the checks in the order of what they add: the CUDA kernels' and cuDNN's tests, the tests
+# that train on the GPU (each model against the CPU, the tracker against the allocator's own
+# counts, determinism), the GPU measurements, the whole suite, and last the kernel benchmarks
+# measured at earlier commits.
+stage build-all 300 ninja -C "$root/build-gpu" -j "$jobs" -k 0
 build_rc=$?
 grep -E -A6 "error:|FAILED:" "$log" | head -400 > "$out/build-errors.log"
+xml=$root/build-gpu/check-xml
+mkdir -p "$xml"
+bin=$root/build-gpu
+[ -x "$bin/tests/memory/engram_tests_memory_cuda" ] &&
+  stage test-cuda 60 "$bin/tests/memory/engram_tests_memory_cuda" \
+    --gtest_output="xml:$xml/cuda-test.xml"
+[ -x "$bin/tests/nn/engram_tests_nn_cudnn" ] &&
+  stage test-cudnn 120 "$bin/tests/nn/engram_tests_nn_cudnn" --gtest_output="xml:$xml/cudnn-test.xml"
+# The tests that need a GPU (they skip without one), verbose: their largest differences.
+stage test-device 180 ctest --test-dir "$bin" -R "$device_tests" -j 4 --timeout 120 -V \
+  > "$out/device-tests.log" 2>&1
+export ENGRAM_BIN=$bin/cli/engram ENGRAM_REPRO_ANY_BINARY=1
+ENGRAM_REPRO_COMMIT=${ENGRAM_REPRO_COMMIT:-$(git -C "$root" rev-parse --short=12 HEAD 2> /dev/null || echo unknown)}
+export ENGRAM_REPRO_COMMIT
+if [ -x "$ENGRAM_BIN" ]; then
+  stage memory-resnet 150 bash "$root/scripts/reproduce/gpu_memory_resnet.sh" \
+    --out "$out/gpu_memory_resnet.json"
+  stage npi-addition 200 bash "$root/scripts/reproduce/gpu_npi_addition.sh" \
+    --out "$out/gpu_npi_addition.json"
+fi
 if [ $build_rc -eq 0 ]; then
   # Without the notebooks' tests: the GPU machine's python3 has no matplotlib, and the notebooks
   # draw committed results on the CPU (CI runs them).
-  stage ctest-unit 600 ctest --test-dir "$root/build-gpu" -L unit -E '^notebooks_' -j "$jobs" \
+  stage ctest-unit 300 ctest --test-dir "$bin" -L unit -E '^notebooks_' -j "$jobs" \
     --timeout 120 --output-on-failure
-  stage ctest-integration 600 ctest --test-dir "$root/build-gpu" -L integration \
+  stage ctest-integration 300 ctest --test-dir "$bin" -L integration \
     -E '^notebooks_' -j "$jobs" --timeout 300 --output-on-failure
   grep -E "tests passed|Failed|\*\*\*|Not Run|ctest-" "$log" | tail -80 > "$out/ctest-summary.log"
+fi
+if [ -x "$bin/bench/engram_relu_cuda_bench" ]; then
+  ENGRAM_RELU_CUDA_BENCH=$bin/bench/engram_relu_cuda_bench \
+    stage bench-cuda 60 bash "$root/scripts/reproduce/relu_cuda.sh" --out "$out/gpu_relu_cuda.json"
+fi
+if [ -x "$bin/bench/engram_cudnn_conv_bench" ]; then
+  ENGRAM_CUDNN_CONV_BENCH=$bin/bench/engram_cudnn_conv_bench \
+    stage bench-cudnn 120 bash "$root/scripts/reproduce/cudnn_conv.sh" --out "$out/gpu_cudnn_conv.json"
 fi
 say "done"

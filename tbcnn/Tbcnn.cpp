@@ -7,6 +7,7 @@
 #include "tbcnn/TbcnnModel.h"
 #include "tbcnn/TbcnnWorkload.h"
 #include "trainer/Checkpoint.h"
+#include "trainer/Device.h"
 #include "trainer/Threads.h"
 #include "trainer/Trainer.h"
 #include "trainer/TrainingState.h"
@@ -50,9 +51,9 @@ Score score(TbcnnModel& model, const Examples& ex, bool keep_vectors = false) {
       indices.push_back(i);
     const auto vectors = model->encode(batch_of(ex, indices, config));
     const auto logits = model->classify(vectors);
-    if (keep_vectors) chunks.push_back(vectors);
+    if (keep_vectors) chunks.push_back(vectors.cpu());
     const auto k = std::min<int64_t>(5, logits.size(1));
-    const auto best = std::get<1>(logits.topk(k, 1)).contiguous();
+    const auto best = std::get<1>(logits.topk(k, 1)).cpu().contiguous();
     const auto* p = best.data_ptr<int64_t>();
     for (std::size_t r = 0; r < indices.size(); ++r) {
       const int label = ex.labels[indices[r]];
@@ -235,6 +236,7 @@ TrainTbcnnReport train_tbcnn(const TrainTbcnnOptions& options) {
   if (t.checkpoint_path.empty())
     t.checkpoint_path = trainer::default_checkpoint_path(options.out_path);
   trainer::validate(t, /*min_steps=*/1);
+  trainer::check_device_support(t);
   if (options.embedding < 1 || options.embedding > 4096)
     throw InvalidOption("embedding", "must be in 1..4096");
   if (options.channels < 1 || options.channels > 4096)
@@ -346,7 +348,9 @@ EvalTbcnnReport evaluate_tbcnn(const EvalTbcnnOptions& options) {
   if (options.statements_per_file < 1)
     throw InvalidOption("statements_per_file", "must be at least 1");
   trainer::set_threads_option(options.threads);
+  const c10::Device device = trainer::resolve_device(options.device);
   TbcnnModel model = load_model(options.model_path);
+  model->to(device);
   const CodeCorpus corpus = datasets::read_corpus(options.corpus_path);
   if (!options.vectors_path.empty()) check_writable(options.vectors_path);  // fail before work
   const auto& config = model->config();
@@ -393,10 +397,13 @@ std::string eval_tbcnn_json(const EvalTbcnnReport& r) {
 EncodeReport encode_file(const EncodeOptions& options) {
   if (!options.pivot.empty()) parse_pivot(options.pivot);  // usage errors before any file
   trainer::set_threads_option(options.threads);
+  const c10::Device device = trainer::resolve_device(options.device);
   TbcnnModel model = load_model(options.model_path);
+  model->to(device);
   const FileInput in = prepare_file(model, options);
   torch::NoGradGuard no_grad;
-  const auto v = model->encode(model_batch({{&in.tree, in.pivot}}, model->config())).contiguous();
+  const auto v =
+      model->encode(model_batch({{&in.tree, in.pivot}}, model->config())).cpu().contiguous();
   EncodeReport report;
   report.vector.assign(v.data_ptr<float>(), v.data_ptr<float>() + v.numel());
   report.nodes = in.tree.size();
@@ -419,7 +426,9 @@ std::string encode_json(const EncodeReport& r) {
 ClassifyReport classify_file(const EncodeOptions& options, int k) {
   if (!options.pivot.empty()) parse_pivot(options.pivot);
   trainer::set_threads_option(options.threads);
+  const c10::Device device = trainer::resolve_device(options.device);
   TbcnnModel model = load_model(options.model_path);
+  model->to(device);
   const FileInput in = prepare_file(model, options);
   torch::NoGradGuard no_grad;
   const auto& config = model->config();

@@ -86,6 +86,7 @@ struct EvalTbcnnOptions {
   std::string split = "test";
   int statements_per_file = 3;  ///< masked task: statements drawn from each file
   int threads = 1;
+  std::string device = "cpu";  ///< where the model runs: cpu, cuda, cuda:N (trainer/Device.h)
   /// When set, every example's vector (encode()), label and prediction are written here as JSON
   /// (see write_vectors_json), atomically.
   std::string vectors_path;
@@ -113,6 +114,7 @@ struct EncodeOptions {
   /// Loop-task models without a pivot: the loop of this function (default: the file's last).
   std::string function;
   int threads = 1;
+  std::string device = "cpu";  ///< where the model runs: cpu, cuda, cuda:N (trainer/Device.h)
 };
 
 struct EncodeReport {

@@ -95,12 +95,18 @@ TbcnnModelImpl::TbcnnModelImpl(TbcnnConfig config) : config_(std::move(config)) 
   out_ = register_module("out", nn::Linear(c.channels, classes));
 }
 
-torch::Tensor TbcnnModelImpl::encode(const TreeBatch& b) {
+torch::Tensor TbcnnModelImpl::encode(const TreeBatch& batch) {
   const auto& c = config_;
+  // Batches are made in host memory; the model computes where its parameters are.
+  const c10::Device device = out_->parameters().front().device();
+  const TreeBatch moved = device.is_cpu() ? TreeBatch() : batch.to(device);
+  const TreeBatch& b = device.is_cpu() ? batch : moved;
+  const auto floats = torch::TensorOptions().dtype(torch::kFloat).device(device);
   if (c.model == "bow") {
     const auto vocab = static_cast<int64_t>(c.vocabulary.size());
-    auto counts = torch::zeros({b.num_trees, vocab});
-    counts.index_put_({b.tree_of, b.types}, torch::ones({b.types.size(0)}), /*accumulate=*/true);
+    auto counts = torch::zeros({b.num_trees, vocab}, floats);
+    counts.index_put_({b.tree_of, b.types}, torch::ones({b.types.size(0)}, floats),
+                      /*accumulate=*/true);
     return counts / counts.sum(1, /*keepdim=*/true).clamp_min(1.0);
   }
   auto x = types_(b.types);
@@ -129,7 +135,8 @@ torch::Tensor TbcnnModelImpl::encode(const TreeBatch& b) {
   if (c.localized()) return x.index_select(0, b.pivot);
   // Max over each tree's nodes: scatter into [trees, longest tree, channels] padded with -inf.
   const auto padded =
-      torch::full({b.num_trees, b.max_nodes, x.size(1)}, -std::numeric_limits<float>::infinity())
+      torch::full({b.num_trees, b.max_nodes, x.size(1)}, -std::numeric_limits<float>::infinity(),
+                  x.options())
           .index_put({b.tree_of, b.position}, x);
   return std::get<0>(padded.max(1));
 }

@@ -8,7 +8,7 @@ trainer::StepOutput TbcnnWorkload::forward(const trainer::Batch& b) {
   const auto logits = model_->forward(batch_of(examples_, batch, model_->config()));
   std::vector<int64_t> labels;
   for (auto i : batch) labels.push_back(examples_.labels[i]);
-  const auto target = torch::tensor(labels, torch::kLong);
+  const auto target = torch::tensor(labels, torch::kLong).to(logits.device());
   trainer::StepOutput out;
   out.loss =
       torch::nn::functional::cross_entropy(

@@ -25,6 +25,8 @@ class TbcnnWorkload final : public trainer::Workload {
   TbcnnWorkload(TbcnnModel model, const Examples& examples)
       : model_(std::move(model)), examples_(examples) {}
   std::vector<at::Tensor> parameters() override { return model_->parameters(); }
+  /// The model there; its batches follow it (TbcnnModelImpl::encode).
+  void to_device(const c10::Device& device) override { model_->to(device); }
   std::size_t num_examples() const override { return examples_.trees.size(); }
   trainer::StepOutput forward(const trainer::Batch& batch) override;
 

@@ -184,4 +184,15 @@ TreeBatch make_tree_batch(const std::vector<TreeInput>& inputs, bool localized, 
   return batch;
 }
 
+TreeBatch TreeBatch::to(const c10::Device& device) const {
+  TreeBatch moved = *this;
+  for (torch::Tensor* t :
+       {&moved.types, &moved.tree_of, &moved.position, &moved.edge_top, &moved.edge_child,
+        &moved.eta_left, &moved.eta_right, &moved.up_top, &moved.up_parent, &moved.up_eta_left,
+        &moved.up_eta_right, &moved.pivot, &moved.is_pivot, &moved.token_ids, &moved.token_node,
+        &moved.token_weight})
+    if (t->defined()) *t = t->to(device);
+  return moved;
+}
+
 }  // namespace engram::tbcnn

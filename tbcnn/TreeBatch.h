@@ -70,6 +70,9 @@ struct TreeBatch {
   torch::Tensor token_ids;     ///< [T] int64
   torch::Tensor token_node;    ///< [T] int64
   torch::Tensor token_weight;  ///< [T] float, 1 / sub-tokens of its node (so nodes average them)
+
+  /// The same batch with every tensor on `device` (itself, unchanged, when they are there).
+  TreeBatch to(const c10::Device& device) const;
 };
 
 /// The windows of one tree as (top, child, eta_left, eta_right) rows, children in order; `up`

@@ -27,14 +27,17 @@ void adam_update(int64_t n, float* __restrict param, const float* __restrict gra
 }  // namespace
 
 FusedAdam::FusedAdam(std::vector<torch::Tensor> params, double learning_rate, double beta1,
-                     double beta2, double eps)
-    : Optimizer(std::move(params), "FusedAdam"),
+                     double beta2, double eps, Kernel kernel)
+    : Optimizer(std::move(params), "FusedAdam", kernel),
       learning_rate_(learning_rate),
       beta1_(beta1),
       beta2_(beta2),
       eps_(eps) {
-  for (const auto& p : this->params())
+  for (const auto& p : this->params()) {
     state_.push_back({torch::zeros_like(p), torch::zeros_like(p), 0});
+    if (this->kernel() == Kernel::fused)
+      device_steps_.push_back(torch::zeros({}, p.options().dtype(torch::kFloat)));
+  }
 }
 
 void FusedAdam::load_state(const std::vector<State>& state) {
@@ -56,6 +59,7 @@ void FusedAdam::load_state(const std::vector<State>& state) {
     state_[k].exp_avg.copy_(state[k].exp_avg);
     state_[k].exp_avg_sq.copy_(state[k].exp_avg_sq);
     state_[k].steps = state[k].steps;
+    if (!device_steps_.empty()) device_steps_[k].fill_(static_cast<double>(state[k].steps));
   }
 }
 
@@ -106,6 +110,28 @@ void FusedAdam::update(std::size_t k) {
               static_cast<float>(1 - beta1_), static_cast<float>(beta2_),
               static_cast<float>(1 - beta2_), static_cast<float>(std::sqrt(correction2)),
               static_cast<float>(eps_), static_cast<float>(learning_rate_ / correction1));
+}
+
+// As torch/optim/adam.py's _fused_adam: the step counts advance on the device first (one
+// multi-tensor add), then one at::_fused_adam_ over all of them: per element the update above,
+// with the bias corrections from each parameter's own count.
+void FusedAdam::update_fused(const std::vector<std::size_t>& ks) {
+  std::vector<torch::Tensor> ps, grads, exp_avgs, exp_avg_sqs, steps;
+  for (auto* list : {&ps, &grads, &exp_avgs, &exp_avg_sqs, &steps}) list->reserve(ks.size());
+  for (std::size_t k : ks) {
+    const at::Tensor& p = params()[k];
+    ps.push_back(p);
+    // The kernels want each gradient laid out as its parameter (contiguous).
+    grads.push_back(p.grad().contiguous());
+    exp_avgs.push_back(state_[k].exp_avg);
+    exp_avg_sqs.push_back(state_[k].exp_avg_sq);
+    steps.push_back(device_steps_[k]);
+  }
+  at::_foreach_add_(steps, 1);
+  at::_fused_adam_(ps, grads, exp_avgs, exp_avg_sqs, /*max_exp_avg_sqs=*/at::TensorList(), steps,
+                   learning_rate_, beta1_, beta2_, /*weight_decay=*/0, eps_,
+                   /*amsgrad=*/false, /*maximize=*/false);
+  for (std::size_t k : ks) ++state_[k].steps;
 }
 
 }  // namespace engram::trainer

@@ -26,8 +26,9 @@ void sgd_update(int64_t n, float* __restrict param, const float* __restrict grad
 
 }  // namespace
 
-FusedSgd::FusedSgd(std::vector<at::Tensor> params, double learning_rate, double momentum)
-    : Optimizer(std::move(params), "FusedSgd"),
+FusedSgd::FusedSgd(std::vector<at::Tensor> params, double learning_rate, double momentum,
+                   Kernel kernel)
+    : Optimizer(std::move(params), "FusedSgd", kernel),
       learning_rate_(learning_rate),
       momentum_factor_(momentum) {
   if (!(momentum >= 0 && momentum < 1))
@@ -47,6 +48,25 @@ void FusedSgd::update(std::size_t k) {
     sgd_update(p.numel(), p.data_ptr<float>(), grad.data_ptr<float>(),
                static_cast<float>(learning_rate_));
   }
+}
+
+// One at::_fused_sgd_ over the parameters: b = momentum b + g, p -= lr b (or p -= lr g without
+// momentum). is_first_step is false: the buffers start at zero, and momentum * 0 + g is the copy
+// of g that torch's first step makes, as in the loop.
+void FusedSgd::update_fused(const std::vector<std::size_t>& ks) {
+  std::vector<at::Tensor> ps, grads, buffers;
+  ps.reserve(ks.size());
+  grads.reserve(ks.size());
+  for (std::size_t k : ks) {
+    const at::Tensor& p = params()[k];
+    ps.push_back(p);
+    // The kernels want each gradient laid out as its parameter (contiguous).
+    grads.push_back(p.grad().contiguous());
+    if (momentum_factor_ > 0) buffers.push_back(momentum_[k]);
+  }
+  at::_fused_sgd_(ps, grads, buffers, /*weight_decay=*/0, momentum_factor_, learning_rate_,
+                  /*dampening=*/0, /*nesterov=*/false, /*maximize=*/false,
+                  /*is_first_step=*/false);
 }
 
 std::vector<std::pair<std::string, at::Tensor>> FusedSgd::state_tensors() const {

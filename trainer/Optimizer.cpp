@@ -10,12 +10,23 @@
 
 namespace engram::trainer {
 
-Optimizer::Optimizer(std::vector<at::Tensor> params, const char* name)
+Optimizer::Optimizer(std::vector<at::Tensor> params, const char* name, Kernel kernel)
     : params_(std::move(params)), name_(name) {
-  for (const auto& p : params_)
-    if (p.scalar_type() != at::kFloat || !p.device().is_cpu() || !p.is_contiguous())
+  if (!params_.empty() && params_.front().defined()) device_ = params_.front().device();
+  for (const auto& p : params_) {
+    if (!p.defined() || p.scalar_type() != at::kFloat || !p.is_contiguous())
       throw std::invalid_argument(std::string(name_) +
-                                  ": parameters must be contiguous float32 CPU tensors");
+                                  ": parameters must be contiguous float32 tensors");
+    if (p.device() != device_)
+      throw std::invalid_argument(std::string(name_) + ": parameters on " + device_.str() +
+                                  " and on " + p.device().str() +
+                                  "; they must all be on one device");
+  }
+  if (kernel == Kernel::automatic) kernel = device_.is_cpu() ? Kernel::loop : Kernel::fused;
+  if (kernel == Kernel::loop && !device_.is_cpu())
+    throw std::invalid_argument(std::string(name_) + ": the loop kernel updates CPU parameters " +
+                                "only, these are on " + device_.str() + " (Kernel::fused)");
+  kernel_ = kernel;
 }
 
 void Optimizer::zero_grad() {
@@ -24,17 +35,43 @@ void Optimizer::zero_grad() {
 
 void Optimizer::step() {
   at::NoGradGuard no_grad;
+  if (kernel_ == Kernel::loop) {
+    for (std::size_t k = 0; k < params_.size(); ++k)
+      if (params_[k].grad().defined()) update(k);
+    return;
+  }
+  std::vector<std::size_t> ready;
   for (std::size_t k = 0; k < params_.size(); ++k)
-    if (params_[k].grad().defined()) update(k);
+    if (params_[k].grad().defined()) ready.push_back(k);
+  if (!ready.empty()) update_fused(ready);
 }
 
 void Optimizer::step(const std::vector<std::size_t>& which) {
-  at::NoGradGuard no_grad;
-  for (std::size_t k : which) {
+  for (std::size_t k : which)
     if (k >= params_.size())
       throw std::out_of_range(std::string(name_) + "::step: no parameter " + std::to_string(k));
-    if (params_[k].grad().defined()) update(k);
+  at::NoGradGuard no_grad;
+  if (kernel_ == Kernel::loop) {
+    for (std::size_t k : which)
+      if (params_[k].grad().defined()) update(k);
+    return;
   }
+  // One fused call over the subset. A fused call must not name a parameter twice (its kernel
+  // would update it from two threads at once), so a second mention starts the next call: the
+  // parameter is updated twice, in the order the loop would.
+  std::vector<std::size_t> batch;
+  std::vector<bool> in_batch(params_.size(), false);
+  for (std::size_t k : which) {
+    if (!params_[k].grad().defined()) continue;
+    if (in_batch[k]) {
+      update_fused(batch);
+      for (std::size_t j : batch) in_batch[j] = false;
+      batch.clear();
+    }
+    batch.push_back(k);
+    in_batch[k] = true;
+  }
+  if (!batch.empty()) update_fused(batch);
 }
 
 std::unique_ptr<Optimizer> make_optimizer(const OptimizerOptions& options,

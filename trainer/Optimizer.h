@@ -2,7 +2,9 @@
 /// \file
 /// The optimizer a training step updates the parameters with (trainer/Stepper.h steps it, and
 /// nothing else does): Adam (trainer/FusedAdam.h, the default) or SGD with momentum
-/// (trainer/FusedSgd.h), each with torch::optim's arithmetic in one fused loop per parameter.
+/// (trainer/FusedSgd.h), each with torch::optim's arithmetic: on the CPU in one fused loop per
+/// parameter (Engram's own), on a device (CUDA) with PyTorch's fused multi-tensor kernels, one call
+/// per step over every parameter that has a gradient (Optimizer::Kernel).
 ///
 /// \code
 ///   auto opt = engram::trainer::make_optimizer({"sgd", /*learning_rate=*/0.1, /*momentum=*/0.9},
@@ -11,6 +13,10 @@
 ///   loss.backward();
 ///   opt->step();
 ///   checkpoint.tensors = opt->state_tensors();     // "sgd.0.momentum", ...
+///
+///   model->to(torch::kCUDA);                        // the same on a device: the fused kernels
+///   auto on_gpu = engram::trainer::make_optimizer({"adam", 1e-3}, model->parameters());
+///   on_gpu->load_state_tensors(saved);              // a CPU run's state continues there
 /// \endcode
 
 #include <ATen/core/Tensor.h>
@@ -31,9 +37,21 @@ class MissingState : public std::invalid_argument {
   using std::invalid_argument::invalid_argument;
 };
 
-/// The parameters and the loops over them; each optimizer supplies one parameter's update.
+/// The parameters and the loops over them; each optimizer supplies one parameter's update (the
+/// loop) and one update of several parameters at once (the fused kernels).
 class Optimizer {
  public:
+  /// How step() updates the parameters. Both give torch::optim's results to float rounding (not
+  /// bit for bit: the kernels round some constants and products differently).
+  enum class Kernel {
+    automatic,  ///< `loop` for CPU parameters, `fused` for parameters on any other device
+    loop,       ///< Engram's loop per parameter over raw float buffers: CPU parameters only
+    /// PyTorch's fused multi-tensor kernels (at::_fused_adam_, at::_fused_sgd_): one call per
+    /// step() over every parameter with a gradient, on any device; they have CPU kernels too,
+    /// which is how the tests compare it with `loop` on a machine without a GPU.
+    fused,
+  };
+
   virtual ~Optimizer() = default;
   /// Resets every gradient to undefined (backward then hands its gradient tensors over).
   void zero_grad();
@@ -41,9 +59,14 @@ class Optimizer {
   void step();
   /// One update of the parameters with these indices (the constructor's order) that have a
   /// gradient: out-of-order backprop updates some later than the others (trainer/DataParallel.h).
-  /// Each parameter's update is the one step() would make. Throws std::out_of_range for an index
-  /// past the parameters.
+  /// Each parameter's update is the one step() would make (the fused kernel: one call over these
+  /// parameters; an index named twice is updated twice, as the loop does). Throws
+  /// std::out_of_range for an index past the parameters, before updating any.
   void step(const std::vector<std::size_t>& which);
+  /// The kernel the constructor chose: Kernel::loop or Kernel::fused, never automatic.
+  Kernel kernel() const { return kernel_; }
+  /// The device every parameter is on (the CPU when there are none).
+  const at::Device& device() const { return device_; }
   /// Its state as named tensors (the live tensors, not copies), what a training checkpoint saves
   /// (trainer/TrainingState.h): "adam.K.exp_avg", "adam.K.exp_avg_sq", "adam.steps"; or
   /// "sgd.K.momentum".
@@ -55,16 +78,23 @@ class Optimizer {
 
  protected:
   /// Throws std::invalid_argument, naming the optimizer (`name`), for a parameter that is not a
-  /// contiguous float32 CPU tensor.
-  Optimizer(std::vector<at::Tensor> params, const char* name);
+  /// contiguous float32 tensor, parameters on more than one device, or Kernel::loop for
+  /// parameters that are not on the CPU.
+  Optimizer(std::vector<at::Tensor> params, const char* name, Kernel kernel = Kernel::automatic);
   const std::vector<at::Tensor>& params() const { return params_; }
 
  private:
-  /// Parameter k's update from its gradient, which is defined; called without autograd.
+  /// Parameter k's update from its gradient, which is defined; called without autograd, by the
+  /// loop kernel only.
   virtual void update(std::size_t k) = 0;
+  /// The update of parameters `ks` (distinct, each with a defined gradient, at least one) in one
+  /// fused call; called without autograd, by the fused kernel only.
+  virtual void update_fused(const std::vector<std::size_t>& ks) = 0;
 
   std::vector<at::Tensor> params_;
   const char* name_;
+  at::Device device_{at::kCPU};
+  Kernel kernel_ = Kernel::loop;
 };
 
 /// Which optimizer and its settings.
@@ -75,8 +105,9 @@ struct OptimizerOptions {
 };
 
 /// The names make_optimizer() knows: trainer::optimizer_names() (trainer/TrainingOptions.h).
-/// The optimizer `options` names over `params` (contiguous float32 CPU tensors). Throws
-/// std::invalid_argument for another name or a parameter of another kind.
+/// The optimizer `options` names over `params` (contiguous float32 tensors on one device; the loop
+/// kernel on the CPU, the fused kernels elsewhere). Throws std::invalid_argument for another name
+/// or parameters of another kind.
 std::unique_ptr<Optimizer> make_optimizer(const OptimizerOptions& options,
                                           std::vector<at::Tensor> params);
 

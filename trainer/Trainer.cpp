@@ -6,6 +6,7 @@
 #include "nn/Runtime.h"
 #include "trainer/BatchSampler.h"
 #include "trainer/DataParallel.h"
+#include "trainer/Device.h"
 #include "trainer/MemoryTechniques.h"
 #include "trainer/ProgressBar.h"
 #include "trainer/Stepper.h"
@@ -13,6 +14,7 @@
 #include "trainer/TrainingState.h"
 
 #include <ATen/ATen.h>
+#include <c10/core/DeviceGuard.h>
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
@@ -37,10 +39,43 @@ struct TrainingSession::RuntimeScope {
   nn::RuntimeGuard guard;
 };
 
+/// The session's device as the current one (a CUDA device's index) while the session lasts.
+struct TrainingSession::DeviceScope {
+  explicit DeviceScope(const c10::Device& device) : guard(device) {}
+  c10::DeviceGuard guard;
+};
+
+void Workload::to_device(const c10::Device& device) {
+  if (!device.is_cpu())
+    throw std::invalid_argument("this model trains on the CPU only, not on " + device.str());
+}
+
+namespace {
+
+/// Throws std::invalid_argument unless every parameter of `workload` lives on `device`.
+void check_parameters_on(Workload& workload, const c10::Device& device) {
+  std::size_t index = 0;
+  for (const at::Tensor& p : workload.parameters()) {
+    if (p.device() != device)
+      throw std::invalid_argument("training on " + device.str() + ", but parameter " +
+                                  std::to_string(index) + " of the model is on " +
+                                  p.device().str());
+    ++index;
+  }
+}
+
+}  // namespace
+
 TrainingSession::TrainingSession(Workload& workload, const TrainingOptions& options,
                                  Workload* planning)
     : workload_(workload), options_(options) {
   validate(options_);
+  check_device_support(options_);
+  const c10::Device device = resolve_device(options_.device);
+  workload.to_device(device);
+  check_parameters_on(workload, device);
+  device_ = std::make_unique<DeviceScope>(device);
+  if (options_.deterministic) make_deterministic();
   const std::size_t n = workload.num_examples();
   if (n == 0) throw std::runtime_error("no training examples");
   set_compute_threads(options_.threads);

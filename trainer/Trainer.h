@@ -41,7 +41,11 @@ class Stepper;
 
 class TrainingSession {
  public:
-  /// Validates `options` (InvalidOption), sets the compute threads, sets up the memory
+  /// Validates `options` (InvalidOption), checks what its device supports
+  /// (trainer/TrainingOptions.h's check_device_support), moves the workload there
+  /// (Workload::to_device; std::invalid_argument for a model that cannot move), makes
+  /// that device the current one for the session (and CUDA deterministic with
+  /// options.deterministic), sets the compute threads, sets up the memory
   /// techniques and creates the Stepper. Recompute and swap are planned by measuring steps on
   /// `planning` (a scratch copy of the model, for models whose state a step moves) or, when it
   /// is nullptr, on `workload` itself, over its first `options.batch` examples; InvalidOption
@@ -77,8 +81,10 @@ class TrainingSession {
 
  private:
   struct RuntimeScope;
+  struct DeviceScope;
   Workload& workload_;
   TrainingOptions options_;
+  std::unique_ptr<DeviceScope> device_;
   std::unique_ptr<MemoryTechniques> memory_;
   std::unique_ptr<RuntimeScope> runtime_;
   std::unique_ptr<BatchSampler> sampler_;

@@ -1,5 +1,6 @@
 #include "trainer/TrainingOptions.h"
 
+#include "trainer/Device.h"
 #include "trainer/Threads.h"
 
 #include "common/Errors.h"
@@ -39,6 +40,7 @@ void validate(const TrainingOptions& o, long min_steps) {
                         "before any update, and ooo updates the first layers during the next "
                         "forward");
   check_threads_option(o.threads);
+  check_device_name(o.device);
   if (o.ooo_threads != 1 && o.ooo_threads != 2)
     throw InvalidOption("ooo_threads",
                         "must be 1 (plain backward) or 2 (weight gradients on a "
@@ -103,6 +105,26 @@ void validate(const MemoryOptions& o) {
     throw InvalidOption("memory.budget_bytes",
                         "needs recompute, swap or algo among the techniques");
   check_swap_bandwidth(o.swap_bandwidth, "memory.swap_bandwidth");
+}
+
+void check_device_support(const TrainingOptions& o) {
+  const c10::Device device = resolve_device(o.device);
+  if (device.is_cpu()) return;
+  const TechniqueChoice chosen(o.memory.techniques);
+  if (!chosen.chosen().empty())
+    throw InvalidOption("memory.techniques",
+                        "must be none on " + o.device + ": " + chosen.name() +
+                            " acts on host memory (the CPU's activations, spill files and "
+                            "arenas)");
+  if (o.ooo_threads != 1)
+    throw InvalidOption("ooo_threads",
+                        "must be 1 on " + o.device +
+                            ": the second weight-gradient thread computes on the CPU");
+  if (o.world_size() > 1)
+    throw InvalidOption("device",
+                        "is " + o.device + " in a job of " + std::to_string(o.world_size()) +
+                            " ranks: data-parallel training sums host tensors over Gloo, so "
+                            "its ranks train on the CPU");
 }
 
 }  // namespace engram::trainer

@@ -61,6 +61,13 @@ struct TrainingOptions {
   /// Intra-op threads (and OpenBLAS's); 0: every core. The models' small matrices often train
   /// fastest on one.
   int threads = 1;
+  /// Where the model, its batches, the optimizer's state and the step live: "cpu", "cuda" or
+  /// "cuda:N" (trainer/Device.h). The model's train function builds its model there.
+  std::string device = "cpu";
+  /// Bit-for-bit repeatable computation on CUDA (trainer/Device.h's make_deterministic): cuDNN's
+  /// and ATen's deterministic algorithms, cuBLAS's fixed workspace. CPU runs repeat themselves
+  /// either way.
+  bool deterministic = false;
   /// Out-of-order backprop in one process: 2 runs the weight gradients on a second thread
   /// (nn::ThreadedScheduler) while the input-gradient chain goes on, each thread computing with
   /// one intra-op thread (threads must then be 1); 1: the plain backward.
@@ -102,12 +109,20 @@ std::string default_checkpoint_path(const std::string& out_path);
 /// (0 for the loop itself; the models' train commands ask for at least 1), batch < 1,
 /// a learning rate that is not a positive finite number, an unknown optimizer, a momentum
 /// outside [0, 1), a negative or non-finite grad_clip,
-/// threads outside 0..1024, log_every < 1, an unknown memory technique, a negative budget or
+/// threads outside 0..1024, a device name that is not cpu, cuda or cuda:N, log_every < 1, an unknown memory technique, a negative budget or
 /// bandwidth, two store techniques (relu and a registered one), a budget without recompute,
 /// swap or algo, a negative checkpoint_every, checkpoint_every
 /// or resume without a checkpoint_path.
 void validate(const TrainingOptions& options, long min_steps = 0);
 /// The memory part alone (fields named "memory.techniques", ...).
 void validate(const MemoryOptions& options);
+
+/// What a session on `options.device` can do, checked before any work: the device itself
+/// (trainer/Device.h's resolve_device: UsageError naming what is missing when it asks for a GPU
+/// this process does not see), and, on CUDA, InvalidOption for what runs on the CPU only so far:
+/// the memory techniques (they act on host memory: memory.techniques must be none), a second
+/// weight-gradient thread (ooo_threads 2) and a job of several ranks (the gradient exchange over
+/// Gloo sums host tensors).
+void check_device_support(const TrainingOptions& options);
 
 }  // namespace engram::trainer

@@ -64,6 +64,12 @@ class Workload {
   virtual ~Workload() = default;
   /// Trainable parameters, in a stable order.
   virtual std::vector<at::Tensor> parameters() = 0;
+  /// Moves the model's parameters and buffers to `device` (in place: the parameters stay the
+  /// same tensors) and makes the batches of make_batch() there from then on. The training
+  /// session calls it with its device (TrainingOptions::device) before it creates the optimizer;
+  /// models are built on the CPU, so their initial weights do not depend on the device. The
+  /// default refuses any device but the CPU (std::invalid_argument).
+  virtual void to_device(const c10::Device& device);
   /// Number of examples the trainer samples batches from.
   virtual std::size_t num_examples() const = 0;
   /// The batch of the examples with these indices. The default keeps the indices only, and

@@ -63,19 +63,21 @@ Command register_bench_memory(CLI::App& parent) {
          "Throttle the spill file to this many bytes per second, at least 1e6 (0: unthrottled)")
       ->capture_default_str();
   sub->add_flag("--explain", mo->explain, "Print the swap/recompute and algorithm plans of each row");
+  FlagTable flags{{"workload", "--workload"},     {"techniques", "--techniques"},
+                  {"json_path", "--json"},        {"trace_path", "--trace"},
+                  {"steps", "--steps"},           {"batch", "--batch"},
+                  {"image_size", "--image-size"}, {"width", "--width"},
+                  {"hidden", "--hidden"},         {"impl", "--impl"},
+                  {"seed", "--seed"},             {"threads", "--threads"},
+                  {"python", "--python"},         {"budget", "--budget"},
+                  {"swap_bandwidth", "--swap-bandwidth"}};
+  add_device_flag(sub, mo->device, flags);
   return {sub,
           [mo](std::ostream& out, std::ostream&) {
             bench::run_memory_bench(*mo, out);
             return 0;
           },
-          {{"workload", "--workload"},     {"techniques", "--techniques"},
-           {"json_path", "--json"},        {"trace_path", "--trace"},
-           {"steps", "--steps"},           {"batch", "--batch"},
-           {"image_size", "--image-size"}, {"width", "--width"},
-           {"hidden", "--hidden"},         {"impl", "--impl"},
-           {"seed", "--seed"},             {"threads", "--threads"},
-           {"python", "--python"},         {"budget", "--budget"},
-           {"swap_bandwidth", "--swap-bandwidth"}}};
+          flags};
 }
 
 }  // namespace engram::cli

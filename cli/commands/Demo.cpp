@@ -1,5 +1,6 @@
 // engram demo: the whole NPI workflow on addition (cli/Demo.h).
 #include "cli/Command.h"
+#include "cli/Flags.h"
 #include "cli/Demo.h"
 
 #include <CLI/CLI.hpp>
@@ -17,8 +18,10 @@ Command register_demo(CLI::App& parent) {
       ->capture_default_str();
   demo->add_option("--threads", options->threads, "Intra-op threads, 0 for all cores")
       ->capture_default_str();
+  FlagTable flags{{"dir", "--dir"}, {"threads", "--threads"}};
+  add_device_flag(demo, options->device, flags);
   return {demo, [options](std::ostream& out, std::ostream&) { return run_demo(*options, out); },
-          {{"dir", "--dir"}, {"threads", "--threads"}}};
+          flags};
 }
 
 }  // namespace engram::cli

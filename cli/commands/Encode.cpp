@@ -1,5 +1,6 @@
 // engram encode and engram classify: a source file through a trained TBCNN.
 #include "cli/Command.h"
+#include "cli/Flags.h"
 #include "tbcnn/Tbcnn.h"
 
 #include <CLI/CLI.hpp>
@@ -14,7 +15,8 @@ const FlagTable kFlags{{"model_path", "--model"},
                        {"file", "--file"},
                        {"pivot", "--pivot"},
                        {"function", "--function"},
-                       {"threads", "--threads"}};
+                       {"threads", "--threads"},
+                       {"device", "--device"}};
 
 /// Both kinds of parse error: a region the parser could not read (ERROR) and a token it had to
 /// insert (MISSING: `def f(:` has no ERROR node, only a missing ')').
@@ -50,6 +52,8 @@ void add_file_flags(CLI::App* sub, tbcnn::EncodeOptions& enc, const std::string&
   sub->add_option("--function", enc.function,
                   "Loop-task models: the loop of this function (default: the file's last)");
   sub->add_option("--threads", enc.threads, "Intra-op threads")->capture_default_str();
+  FlagTable ignored;  // kFlags names --device
+  add_device_flag(sub, enc.device, ignored);
 }
 
 }  // namespace

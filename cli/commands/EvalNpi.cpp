@@ -66,6 +66,7 @@ Command register_eval_npi(CLI::App& parent) {
   sub->add_option("--seed", eo.seed, "Random seed")->check(seed_check())->capture_default_str();
   sub->add_option("--threads", eo.threads, "Intra-op threads, 0 for all cores")
       ->capture_default_str();
+  add_device_flag(sub, eo.device, flags);
   sub->add_option("--max-steps", eo.max_steps, "Step limit (default: scales with length)");
   sub->add_option("--max-depth", eo.max_depth, "Call-depth limit (default: scales with length)");
   sub->add_flag("--json", c->json, "Print JSON: one object per length, a list for several");

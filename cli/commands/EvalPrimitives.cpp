@@ -1,5 +1,6 @@
 // engram eval primitives: exhaustive accuracy of every network in a primitive library.
 #include "cli/Command.h"
+#include "cli/Flags.h"
 #include "primitives/Primitives.h"
 
 #include <CLI/CLI.hpp>
@@ -13,11 +14,12 @@ namespace {
 struct EvalPrimitives {
   std::string model;
   int threads = 1;
+  std::string device = "cpu";
   bool json = false;
 };
 
 int run_eval_primitives(const EvalPrimitives& c, std::ostream& out) {
-  const auto reports = primitives::evaluate_primitives(c.model, c.threads);
+  const auto reports = primitives::evaluate_primitives(c.model, c.threads, c.device);
   if (c.json) {
     out << primitives::family_reports_json(reports) << "\n";
     return 0;
@@ -40,9 +42,11 @@ Command register_eval_primitives(CLI::App& parent) {
   sub->add_option("--model", c->model, "Primitive library file")->required();
   sub->add_option("--threads", c->threads, "Intra-op threads, 0 for all cores")
       ->capture_default_str();
+  FlagTable flags{{"threads", "--threads"}};
+  add_device_flag(sub, c->device, flags);
   sub->add_flag("--json", c->json, "Print JSON");
   return {sub, [c](std::ostream& out, std::ostream&) { return run_eval_primitives(*c, out); },
-          {{"threads", "--threads"}}};
+          flags};
 }
 
 }  // namespace engram::cli

@@ -35,6 +35,9 @@ int run_eval_tbcnn(const EvalTbcnn& c, std::ostream& out) {
 Command register_eval_tbcnn(CLI::App& parent) {
   auto c = std::make_shared<EvalTbcnn>();
   auto& et = c->options;
+  FlagTable flags{{"model_path", "--model"},      {"corpus_path", "--corpus"},
+                  {"split", "--split"},           {"statements_per_file", "--statements"},
+                  {"threads", "--threads"},       {"vectors_path", "--vectors"}};
   CLI::App* sub = parent.add_subcommand("tbcnn", "Accuracy and top-5 of a TBCNN on a corpus split");
   sub->add_option("--model", et.model_path, "Model file")->required();
   sub->add_option("--corpus", et.corpus_path, "Corpus file")->required();
@@ -44,17 +47,12 @@ Command register_eval_tbcnn(CLI::App& parent) {
       ->capture_default_str();
   sub->add_option("--threads", et.threads, "Intra-op threads, 0 for all cores")
       ->capture_default_str();
+  add_device_flag(sub, et.device, flags);
   sub->add_option("--vectors", et.vectors_path,
                   "Write every example's vector, label and prediction here (JSON)");
   sub->add_flag("--json", c->json, "Print JSON");
   return {sub,
-          [c](std::ostream& out, std::ostream&) { return run_eval_tbcnn(*c, out); },
-          {{"model_path", "--model"},
-           {"corpus_path", "--corpus"},
-           {"split", "--split"},
-           {"statements_per_file", "--statements"},
-           {"threads", "--threads"},
-           {"vectors_path", "--vectors"}}};
+          [c](std::ostream& out, std::ostream&) { return run_eval_tbcnn(*c, out); }, flags};
 }
 
 }  // namespace engram::cli

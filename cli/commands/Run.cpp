@@ -42,6 +42,7 @@ int run_pipeline(Run& c, std::ostream& out) {
   auto& po = c.pipeline;
   po.input = c.options.input;
   po.threads = c.options.threads;
+  po.device = c.options.device;
   po.max_steps = c.options.max_steps;
   po.max_depth = c.options.max_depth;
   auto source = primitives::open_primitive_source(c.primitive.given());
@@ -98,6 +99,7 @@ Command register_run(CLI::App& parent) {
   run->footer(kProgramHelp);
   run->add_option("--threads", ro.threads, "Intra-op threads, 0 for all cores")
       ->capture_default_str();
+  add_device_flag(run, ro.device, flags);
   run->add_option("--max-steps", ro.max_steps, "Step limit (default: scales with length)");
   run->add_option("--max-depth", ro.max_depth, "Call-depth limit (default: scales with length)");
   run->add_flag("--json", c->json, "Print the call tree and result as JSON");

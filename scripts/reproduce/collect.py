@@ -29,7 +29,17 @@ def machine():
                     break
     except OSError:
         pass
-    return {"cpu": model, "cores": os.cpu_count(), "system": platform.platform()}
+    found = {"cpu": model, "cores": os.cpu_count(), "system": platform.platform()}
+    # A GPU machine's device (the runs there name it): nvidia-smi's name, memory and driver.
+    try:
+        gpu = subprocess.run(["nvidia-smi", "--query-gpu=name,memory.total,driver_version",
+                              "--format=csv,noheader"], capture_output=True, text=True,
+                             timeout=30).stdout.strip().splitlines()
+        if gpu:
+            found["gpu"] = gpu[0]
+    except (OSError, subprocess.SubprocessError):
+        pass
+    return found
 
 
 def thin(lines, at_most=100):

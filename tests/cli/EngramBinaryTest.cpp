@@ -6,7 +6,6 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
-#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -75,6 +74,38 @@ TEST_F(EngramBinaryTest, AnInvalidOptionNamesItsFlag) {
                                "--out", dir_.file("m.pt"), "--lr", "-1"});
   expect_one_error_line(p, 2);
   EXPECT_EQ(p.err, "engram: error: --lr must be a positive number\n");
+}
+
+// --device cuda on a machine that shows this process no GPU: every command that computes says so
+// as a usage error naming the flag, before any work (no model, no demo folder written). Skipped
+// where a GPU is visible.
+TEST_F(EngramBinaryTest, CudaWithoutAGpuIsAUsageErrorBeforeAnyWork) {
+  if (std::filesystem::exists("/dev/nvidiactl"))
+    GTEST_SKIP() << "this machine has an NVIDIA driver: a GPU may be visible";
+  const std::string data = dir_.file("d.jsonl");
+  ASSERT_EQ(run({"data", "gen", "--task", "addition", "--out", data, "--traces", "8"}).code, 0);
+  const std::string model = dir_.file("m.pt");
+  const std::vector<std::vector<std::string>> commands{
+      {"train", "npi", "--task", "addition", "--data", data, "--out", model, "--device", "cuda"},
+      {"eval", "npi", "--model", model, "--task", "addition", "--length", "3", "--device",
+       "cuda:1"},
+      {"run", "--model", model, "--task", "addition", "--input", "1+2", "--device", "cuda"},
+      {"demo", "--dir", dir_.file("demo"), "--device", "cuda"},
+      {"bench", "memory", "--workload", "resnet", "--json", dir_.file("b.json"), "--device",
+       "cuda"}};
+  for (const auto& args : commands) {
+    const ProgramResult p = run(args);
+    expect_one_error_line(p, 2);
+    EXPECT_EQ(p.err.rfind("engram: error: --device is cuda", 0), 0u) << p.err;
+    EXPECT_NE(p.err.find("no CUDA device is visible"), std::string::npos) << p.err;
+  }
+  EXPECT_FALSE(std::filesystem::exists(model));
+  EXPECT_FALSE(std::filesystem::exists(dir_.file("demo")));
+  EXPECT_FALSE(std::filesystem::exists(dir_.file("b.json")));
+  const ProgramResult bad = run({"train", "npi", "--task", "addition", "--data", data, "--out",
+                                 model, "--device", "gpu"});
+  expect_one_error_line(bad, 2);
+  EXPECT_EQ(bad.err.rfind("engram: error: --device must be cpu, cuda or cuda:N", 0), 0u) << bad.err;
 }
 
 TEST_F(EngramBinaryTest, DataGenTracesInAllExcludesPerLengthAndMustBePositive) {

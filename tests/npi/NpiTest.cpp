@@ -8,6 +8,7 @@
 #include "npi/NpiData.h"
 #include "npi/NpiModel.h"
 #include "npi/NpiWorkload.h"
+#include "tests/support/DeviceRuns.h"
 #include "tests/support/TempDir.h"
 #include "trainer/Trainer.h"
 
@@ -387,6 +388,43 @@ TEST_F(NpiTest, EngramLayersLossAndGradientsEqualTorchLayers) {
       SCOPED_TRACE(p.key());
       ASSERT_TRUE(p.value().grad().defined());
       EXPECT_LT(relative_difference(p.value().grad(), expected[p.key()].grad()), 1e-5);
+    }
+  }
+}
+
+// On a GPU: a few SGD steps of both layer implementations on packed batches of several traces
+// land where the CPU's land, and the interpreter on the GPU takes the CPU's decisions.
+TEST_F(NpiTest, OnCudaAFewStepsMatchTheCpuAndTheInterpreterAgrees) {
+  ENGRAM_SKIP_WITHOUT_CUDA();
+  const Task& task = addition();
+  const auto set = datasets::generate_traces(task, {2, 6, 2, 7});
+  const NpiDataset data(task, set.traces);
+  trainer::TrainingOptions options;
+  options.optimizer = "sgd";
+  options.learning_rate = 0.1;
+  for (const char* impl : {"engram", "torch"}) {
+    SCOPED_TRACE(impl);
+    auto run = [&](const std::string& device, NpiModel& model) {
+      NpiWorkload workload(model, data);
+      return testing::run_on(workload, options, device, {0, 3, 5, 8, 9}, 3);
+    };
+    torch::manual_seed(0);
+    NpiModel on_cpu(with_layers(NpiConfig::for_task(task), impl));
+    torch::manual_seed(0);
+    NpiModel on_gpu(with_layers(NpiConfig::for_task(task), impl));
+    const auto cpu = run("cpu", on_cpu);
+    const auto gpu = run("cuda", on_gpu);
+    const auto [loss, parameter] =
+        testing::largest_differences(cpu, gpu, std::string("npi ") + impl);
+    EXPECT_LT(loss, 1e-4);
+    EXPECT_LT(parameter, 1e-4);
+    const std::vector<std::string> inputs{"58+67", "999+1", "12345+678"};
+    const auto on_device = interpret(on_gpu, task, inputs);
+    on_gpu->to(torch::kCPU);
+    const auto on_host = interpret(on_gpu, task, inputs);
+    for (std::size_t i = 0; i < inputs.size(); ++i) {
+      EXPECT_EQ(on_device[i].output, on_host[i].output) << inputs[i];
+      EXPECT_TRUE(on_device[i].calls == on_host[i].calls) << inputs[i];
     }
   }
 }

@@ -1,7 +1,9 @@
 #include "primitives/PrimitiveNet.h"
+#include "primitives/PrimitiveWorkload.h"
 #include "primitives/Primitives.h"
 
 #include "datasets/ListTask.h"
+#include "tests/support/DeviceRuns.h"
 #include "tests/support/TempDir.h"
 #include "trainer/Checkpoint.h"
 
@@ -40,6 +42,28 @@ TEST(PrimitiveNet, MapsEveryInputToLogitsOverItsResults) {
   EXPECT_EQ(net->forward(examples.inputs).sizes(), (std::vector<int64_t>{100, 2}));
   auto params = net->named_parameters();
   EXPECT_NE(params.find("input1.weight"), nullptr) << "the parameter has its own embedding";
+}
+
+// On a GPU: a few SGD steps of a primitive's network land where the CPU's land.
+TEST(PrimitiveNet, OnCudaAFewStepsMatchTheCpu) {
+  ENGRAM_SKIP_WITHOUT_CUDA();
+  const auto config = PrimitiveNetConfig::for_family("mul", 10);
+  const Examples examples = all_examples(config);
+  trainer::TrainingOptions options;
+  options.optimizer = "sgd";
+  options.learning_rate = 0.1;
+  std::vector<std::size_t> batch;
+  for (std::size_t i = 0; i < 100; i += 7) batch.push_back(i);
+  auto run = [&](const std::string& device) {
+    torch::manual_seed(0);
+    PrimitiveWorkload workload(PrimitiveNet(config), examples);
+    return testing::run_on(workload, options, device, batch, 3);
+  };
+  const auto cpu = run("cpu");
+  const auto gpu = run("cuda");
+  const auto [loss, parameter] = testing::largest_differences(cpu, gpu, "primitive mul");
+  EXPECT_LT(loss, 1e-4);
+  EXPECT_LT(parameter, 1e-4);
 }
 
 class PrimitiveLibraryTest : public ::testing::Test {

@@ -5,6 +5,7 @@
 #include "memory/MemoryTracker.h"
 #include "memory/UnitPlanner.h"
 #include "trainer/Trainer.h"
+#include "tests/support/DeviceRuns.h"
 
 #include <gtest/gtest.h>
 #include <torch/torch.h>
@@ -86,6 +87,32 @@ TEST(ResNetWorkloadTest, DataThatDoesNotFitIsRejected) {
   EXPECT_THROW(ResNetWorkload(tiny_resnet(), images), std::invalid_argument);
   ResNetWorkload workload(tiny_resnet(), tiny_images());
   EXPECT_THROW(workload.batch({5}), std::out_of_range);
+}
+
+// On a GPU: three SGD steps (cuDNN's convolutions, TF32 off) land where the CPU's land, and with
+// --deterministic two CUDA runs are bit for bit the same.
+TEST(ResNetWorkloadTest, OnCudaAFewStepsMatchTheCpuAndDeterministicRunsRepeat) {
+  ENGRAM_SKIP_WITHOUT_CUDA();
+  trainer::TrainingOptions options;
+  options.optimizer = "sgd";
+  options.learning_rate = 0.05;
+  options.momentum = 0.9;
+  const std::vector<std::size_t> batch{0, 1, 2, 3};
+  auto run = [&](const std::string& device, bool deterministic) {
+    torch::manual_seed(0);
+    ResNetWorkload workload(tiny_resnet(), tiny_images());
+    options.deterministic = deterministic;
+    return testing::run_on(workload, options, device, batch, 3);
+  };
+  const auto cpu = run("cpu", false);
+  const auto gpu = run("cuda", true);
+  const auto [loss, parameter] = testing::largest_differences(cpu, gpu, "resnet");
+  EXPECT_LT(loss, 1e-4);
+  EXPECT_LT(parameter, 1e-4);
+  const auto again = run("cuda", true);
+  for (std::size_t i = 0; i < gpu.parameters.size(); ++i)
+    EXPECT_TRUE(torch::equal(gpu.parameters[i], again.parameters[i])) << "parameter " << i;
+  EXPECT_EQ(gpu.losses, again.losses);
 }
 
 }  // namespace

@@ -1,0 +1,192 @@
+#include "bench/DeviceMemoryBench.h"
+
+#include "bench/BenchSupport.h"
+#include "common/AtomicFile.h"
+#include "common/Subprocess.h"
+#include "memory/CudaMemoryTracker.h"
+#include "resnet/ResNetWorkload.h"
+#include "trainer/Device.h"
+#include "trainer/Stepper.h"
+#include "trainer/Trainer.h"
+
+#include <c10/cuda/CUDAFunctions.h>
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <numeric>
+#include <string>
+#include <vector>
+
+namespace engram::bench {
+namespace {
+
+using json = nlohmann::json;
+using memory::Tag;
+using Clock = std::chrono::steady_clock;
+
+constexpr double kLearningRate = 1e-3;  // as the CPU rows and the peers
+constexpr long kDefaultBatch = 32;
+
+json by_tag(const std::array<std::int64_t, memory::kNumTags>& bytes) {
+  json j = json::object();
+  for (std::size_t t = 0; t < memory::kNumTags; ++t)
+    j[memory::tag_name(static_cast<Tag>(t))] = bytes[t];
+  return j;
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0.0 : v[v.size() / 2];
+}
+
+}  // namespace
+
+void run_device_memory_bench(const MemoryBenchOptions& o, std::ostream& out) {
+  const c10::Device device = trainer::resolve_device(o.device);
+  const long batch = o.batch > 0 ? o.batch : kDefaultBatch;
+  // Before the first CUDA tensor, so that every byte and segment is seen.
+  memory::CudaMemoryTracker& tracker = memory::CudaMemoryTracker::install(device.index());
+  if (!memory::CudaMemoryTracker::hooked())
+    throw std::runtime_error("the CUDA allocator's trace hook is not attached (" +
+                             memory::CudaMemoryTracker::hook_status() + ")");
+
+  const resnet::ResNetOptions model_options = resnet::ResNetOptions().widths(
+      {o.width, 2 * int64_t{o.width}, 4 * int64_t{o.width}, 8 * int64_t{o.width}});
+  resnet::SyntheticImages images;
+  images.num_examples = static_cast<std::size_t>(batch);
+  images.image_size = o.image_size;
+  images.seed = o.seed;
+  torch::manual_seed(o.seed);
+  resnet::ResNetWorkload workload(resnet::ResNet(model_options), images);
+  {
+    memory::TagGuard tag(Tag::parameter);
+    workload.to_device(device);
+  }
+  const auto params = workload.parameters();
+  std::int64_t parameter_count = 0;
+  for (const auto& p : params) parameter_count += p.numel();
+  std::vector<std::size_t> examples(static_cast<std::size_t>(batch));
+  std::iota(examples.begin(), examples.end(), 0);
+
+  trainer::TrainingOptions to;
+  to.learning_rate = kLearningRate;
+  to.grad_clip = 0;
+  to.batch = static_cast<int>(batch);
+  to.threads = o.threads;
+  to.seed = o.seed;
+  to.device = o.device;
+  trainer::TrainingSession session(workload, to);
+  auto step = [&] {
+    const double loss = session.step(examples).loss.item<double>();
+    c10::cuda::device_synchronize();
+    // Gradients that autograd allocated (torch's own backward kernels) counted as gradients, as
+    // the CPU bench's retag does; nn/ layers tag theirs as they store them.
+    for (const auto& p : params) tracker.retag(p.grad(), Tag::gradient);
+    return loss;
+  };
+  std::vector<double> losses{step()};  // warm-up: optimizer state, cuDNN's plans
+
+  std::vector<double> ms;
+  std::vector<std::int64_t> peaks, activation_peaks, reserved_at_peak, reserved_peaks,
+      fragmentation;
+  memory::DeviceMemoryWindow last;
+  for (long i = 0; i < o.steps; ++i) {
+    c10::cuda::device_synchronize();
+    tracker.begin_window();
+    const auto start = Clock::now();
+    losses.push_back(step());
+    ms.push_back(std::chrono::duration<double, std::milli>(Clock::now() - start).count());
+    last = tracker.end_window();
+    peaks.push_back(last.peak_bytes);
+    activation_peaks.push_back(last.activation_peak_bytes);
+    reserved_at_peak.push_back(last.reserved_at_peak_bytes);
+    reserved_peaks.push_back(last.reserved_peak_bytes);
+    fragmentation.push_back(last.fragmentation_bytes);
+  }
+  auto largest = [](const std::vector<std::int64_t>& v) {
+    return v.empty() ? std::int64_t{0} : *std::max_element(v.begin(), v.end());
+  };
+  const std::size_t worst = static_cast<std::size_t>(
+      std::max_element(peaks.begin(), peaks.end()) - peaks.begin());
+  json row{{"technique", "none"},
+           {"device", trainer::describe_device(device)},
+           {"peak_bytes", largest(peaks)},
+           {"peak_bytes_per_step", peaks},
+           {"activation_peak_bytes", largest(activation_peaks)},
+           {"activation_peak_bytes_per_step", activation_peaks},
+           {"reserved_at_peak_bytes", reserved_at_peak.at(worst)},
+           {"reserved_peak_bytes", largest(reserved_peaks)},
+           {"fragmentation_bytes", fragmentation.at(worst)},
+           {"fragmentation_bytes_per_step", fragmentation},
+           {"live_bytes_by_tag_at_step_start", by_tag(last.start_live_by_tag)},
+           {"unmodelled_allocations", tracker.unmodelled_allocations()},
+           {"step_ms", median(ms)},
+           {"step_ms_per_step", ms},
+           {"losses", losses}};
+  json config{{"model", "resnet18-cifar"},
+              {"batch", batch},
+              {"image_size", o.image_size},
+              {"channels", images.channels},
+              {"num_classes", images.num_classes},
+              {"widths", model_options.widths()},
+              {"blocks_per_stage", model_options.blocks_per_stage()},
+              {"parameters", parameter_count},
+              {"impl", "engram"}};
+  json report{{"benchmark", "memory"},
+              {"workload", "resnet"},
+              {"device", trainer::describe_device(device)},
+              {"allocator_hook", memory::CudaMemoryTracker::hook_status()},
+              {"config", config},
+              {"steps", o.steps},
+              {"rows", json::array({row})}};
+
+  if (!o.skip_peer) {
+    std::string widths;
+    for (const auto w : model_options.widths()) widths += (widths.empty() ? "" : ",") + std::to_string(w);
+    const ScratchDir dir("bench-cuda-peer");
+    json peer = peer_json(run_peer(
+        {o.python, peer_script("resnet_cuda_peer.py"), "--batch", std::to_string(batch),
+         "--image-size", std::to_string(o.image_size), "--widths", widths, "--blocks-per-stage",
+         std::to_string(model_options.blocks_per_stage()), "--num-classes",
+         std::to_string(images.num_classes), "--seed", std::to_string(o.seed), "--threads",
+         std::to_string(o.threads), "--steps", std::to_string(o.steps), "--device",
+         "cuda:" + std::to_string(device.index())},
+        dir));
+    if (peer.at("parameters").get<std::int64_t>() != parameter_count)
+      throw std::runtime_error("the Python peer built a different network (" +
+                               peer.at("parameters").dump() + " parameters, " +
+                               std::to_string(parameter_count) + " in C++)");
+    auto& r = report["rows"][0];
+    r["peak_ratio_vs_torch"] = static_cast<double>(r.at("peak_bytes").get<std::int64_t>()) /
+                               static_cast<double>(peer.at("peak_bytes").get<std::int64_t>());
+    r["time_ratio_vs_torch"] = r.at("step_ms").get<double>() / peer.at("step_ms").get<double>();
+    report["peer"] = peer;
+  }
+  if (!o.trace_path.empty())
+    memory::write_chrome_trace(o.trace_path, last, "engram bench memory resnet " + o.device);
+  write_file_atomically(o.json_path, report.dump(2) + "\n");
+
+  const auto& r = report["rows"][0];
+  auto mib = [](const json& bytes) {
+    char text[32];
+    std::snprintf(text, sizeof text, "%.1f", static_cast<double>(bytes.get<std::int64_t>()) / 1048576.0);
+    return std::string(text);
+  };
+  out << "resnet18-cifar, batch " << batch << ", " << report["device"].get<std::string>() << "\n";
+  out << "  peak " << mib(r["peak_bytes"]) << " MiB, activation peak "
+      << mib(r["activation_peak_bytes"]) << " MiB, reserved at the peak "
+      << mib(r["reserved_at_peak_bytes"]) << " MiB (fragmentation " << mib(r["fragmentation_bytes"])
+      << " MiB), step " << r["step_ms"].get<double>() << " ms\n";
+  if (report.contains("peer")) {
+    const auto& p = report["peer"];
+    out << "  PyTorch eager: max_memory_allocated " << mib(p["peak_bytes"]) << " MiB, step "
+        << p["step_ms"].get<double>() << " ms; ours / torch: peak "
+        << r["peak_ratio_vs_torch"].get<double>() << ", time "
+        << r["time_ratio_vs_torch"].get<double>() << "\n";
+  }
+  out << "wrote " << o.json_path << "\n";
+}
+
+}  // namespace engram::bench

@@ -1,0 +1,28 @@
+#pragma once
+/// \file
+/// `engram bench memory --device cuda`: the memory and time of a ResNet training step on a GPU,
+/// measured exactly on LibTorch's CUDA caching allocator (memory/CudaMemoryTracker.h), beside
+/// PyTorch eager's own figures for the same network and batch on the same GPU in the same
+/// invocation (bench/peers/resnet_cuda_peer.py: torch.cuda.max_memory_allocated, Adam with
+/// fused=True). Called by run_memory_bench (bench/MemoryBench.h) for a device other than the CPU;
+/// only the `none` row (the memory techniques act on host memory so far) and the ResNet.
+///
+/// Per measured step (after one warm-up step): peak_bytes (live bytes' maximum, what
+/// max_memory_allocated counts), activation_peak_bytes (as on the CPU), live bytes by tag at the
+/// step's start, the allocator's reserved bytes at the live peak and their maximum, and
+/// fragmentation_bytes (reserved minus live at the peak). The row reports the largest over the
+/// steps, the median step time (CUDA synchronised at both ends), and against the peer
+/// peak_ratio_vs_torch (ours / max_memory_allocated) and time_ratio_vs_torch (ours / eager's
+/// median step).
+
+#include "bench/MemoryBench.h"
+
+#include <ostream>
+
+namespace engram::bench {
+
+/// Measures and writes the report (options.json_path; the Chrome trace of the last step at
+/// options.trace_path); the caller validated the options and resolved the device.
+void run_device_memory_bench(const MemoryBenchOptions& options, std::ostream& out);
+
+}  // namespace engram::bench

@@ -1,0 +1,102 @@
+// Devices as options name them: the names accepted, a GPU this process does not see refused as a
+// usage error naming what is missing, what a CUDA session refuses, and the default Workload.
+#include "common/Errors.h"
+#include "trainer/Device.h"
+#include "trainer/TrainingOptions.h"
+#include "trainer/Workload.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+
+namespace engram::trainer {
+namespace {
+
+TEST(DeviceTest, NamesAreCpuCudaOrCudaWithAnIndex) {
+  for (const std::string name : {"cpu", "cuda", "cuda:0", "cuda:7", "cuda:123"})
+    EXPECT_NO_THROW(check_device_name(name)) << name;
+  for (const std::string name : {"", "gpu", "CUDA", "cuda:", "cuda:x", "cuda:-1", "cuda:1234",
+                                 "cuda0", " cuda", "cpu:0", "mps"}) {
+    try {
+      check_device_name(name);
+      ADD_FAILURE() << "accepted '" << name << "'";
+    } catch (const InvalidOption& e) {
+      EXPECT_EQ(e.option(), "device");
+      EXPECT_NE(std::string(e.what()).find("cpu, cuda or cuda:N"), std::string::npos) << e.what();
+    }
+  }
+  EXPECT_EQ(resolve_device("cpu"), c10::Device(c10::kCPU));
+}
+
+TEST(DeviceTest, CudaWithoutAVisibleGpuIsAUsageErrorNamingWhatIsMissing) {
+  if (cuda_device_count() > 0) GTEST_SKIP() << "a CUDA device is visible: nothing is missing";
+  for (const std::string name : {"cuda", "cuda:0", "cuda:3"}) {
+    try {
+      resolve_device(name);
+      ADD_FAILURE() << name << " resolved without a GPU";
+    } catch (const InvalidOption& e) {
+      EXPECT_EQ(e.option(), "device");
+      EXPECT_NE(std::string(e.what()).find("no CUDA device is visible"), std::string::npos)
+          << e.what();
+    }
+  }
+  TrainingOptions options;
+  options.device = "cuda";
+  EXPECT_THROW(check_device_support(options), InvalidOption);
+}
+
+TEST(DeviceTest, AnIndexBeyondTheVisibleGpusIsAUsageError) {
+  const int count = cuda_device_count();
+  if (count == 0) GTEST_SKIP() << "no CUDA device: the index check needs one";
+  try {
+    resolve_device("cuda:" + std::to_string(count));
+    ADD_FAILURE() << "an index past the devices resolved";
+  } catch (const InvalidOption& e) {
+    EXPECT_NE(std::string(e.what()).find("sees " + std::to_string(count)), std::string::npos)
+        << e.what();
+  }
+  EXPECT_EQ(resolve_device("cuda").index(), 0);
+}
+
+TEST(DeviceTest, ACudaSessionRefusesWhatRunsOnTheCpuOnly) {
+  if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device: the checks come after it";
+  TrainingOptions options;
+  options.device = "cuda";
+  EXPECT_NO_THROW(check_device_support(options));
+  options.memory.techniques = {"relu"};
+  EXPECT_THROW(check_device_support(options), InvalidOption);
+  options.memory.techniques = {};
+  options.ooo_threads = 2;
+  EXPECT_THROW(check_device_support(options), InvalidOption);
+}
+
+TEST(DeviceTest, CpuOptionsNeedNoGpuAndValidateRefusesABadName) {
+  TrainingOptions options;
+  EXPECT_NO_THROW(check_device_support(options));
+  options.memory.techniques = {"relu"};
+  EXPECT_NO_THROW(check_device_support(options));
+  options.device = "gpu";
+  try {
+    validate(options);
+    ADD_FAILURE() << "validate accepted --device gpu";
+  } catch (const InvalidOption& e) {
+    EXPECT_EQ(e.option(), "device");
+  }
+}
+
+/// A workload that knows nothing of devices.
+class CpuOnly final : public Workload {
+ public:
+  std::vector<at::Tensor> parameters() override { return {}; }
+  std::size_t num_examples() const override { return 1; }
+  StepOutput forward(const Batch&) override { return {}; }
+};
+
+TEST(DeviceTest, AWorkloadThatCannotMoveRefusesAnyDeviceButTheCpu) {
+  CpuOnly workload;
+  EXPECT_NO_THROW(workload.to_device(c10::Device(c10::kCPU)));
+  EXPECT_THROW(workload.to_device(c10::Device(c10::kCUDA, 0)), std::invalid_argument);
+}
+
+}  // namespace
+}  // namespace engram::trainer
