@@ -81,16 +81,17 @@ void run_device_memory_bench(const MemoryBenchOptions& o, std::ostream& out) {
   auto step = [&] {
     const double loss = session.step(examples).loss.item<double>();
     c10::cuda::device_synchronize();
-    // Gradients that autograd allocated (torch's own backward kernels) counted as gradients, as
-    // the CPU bench's retag does; nn/ layers tag theirs as they store them.
+    // Every gradient counted as a gradient from its first byte (the window's replay applies the
+    // final tag), as the CPU bench's retag does: on CUDA the layers' own retag reaches only the
+    // CPU tracker, and autograd allocates the others.
     for (const auto& p : params) tracker.retag(p.grad(), Tag::gradient);
     return loss;
   };
   std::vector<double> losses{step()};  // warm-up: optimizer state, cuDNN's plans
 
   std::vector<double> ms;
-  std::vector<std::int64_t> peaks, activation_peaks, reserved_at_peak, reserved_peaks,
-      fragmentation;
+  std::vector<std::int64_t> peaks, activation_peaks, activation_above_start, reserved_at_peak,
+      reserved_peaks, fragmentation;
   memory::DeviceMemoryWindow last;
   for (long i = 0; i < o.steps; ++i) {
     c10::cuda::device_synchronize();
@@ -101,6 +102,15 @@ void run_device_memory_bench(const MemoryBenchOptions& o, std::ostream& out) {
     last = tracker.end_window();
     peaks.push_back(last.peak_bytes);
     activation_peaks.push_back(last.activation_peak_bytes);
+    // What the step's activations add to what was live before it but is no parameter, gradient
+    // or optimizer state: the cuBLAS handles' workspaces, made by the warm-up step's first
+    // products and kept by the allocator for the process's life.
+    const auto& at_start = last.start_live_by_tag;
+    const std::int64_t persistent =
+        last.start_live_bytes - at_start[static_cast<std::size_t>(Tag::parameter)] -
+        at_start[static_cast<std::size_t>(Tag::gradient)] -
+        at_start[static_cast<std::size_t>(Tag::optimizer_state)];
+    activation_above_start.push_back(last.activation_peak_bytes - persistent);
     reserved_at_peak.push_back(last.reserved_at_peak_bytes);
     reserved_peaks.push_back(last.reserved_peak_bytes);
     fragmentation.push_back(last.fragmentation_bytes);
@@ -116,6 +126,7 @@ void run_device_memory_bench(const MemoryBenchOptions& o, std::ostream& out) {
            {"peak_bytes_per_step", peaks},
            {"activation_peak_bytes", largest(activation_peaks)},
            {"activation_peak_bytes_per_step", activation_peaks},
+           {"activation_peak_above_step_start_bytes", largest(activation_above_start)},
            {"reserved_at_peak_bytes", reserved_at_peak.at(worst)},
            {"reserved_peak_bytes", largest(reserved_peaks)},
            {"fragmentation_bytes", fragmentation.at(worst)},

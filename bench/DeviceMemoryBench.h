@@ -8,8 +8,10 @@
 /// only the `none` row (the memory techniques act on host memory so far) and the ResNet.
 ///
 /// Per measured step (after one warm-up step): peak_bytes (live bytes' maximum, what
-/// max_memory_allocated counts), activation_peak_bytes (as on the CPU), live bytes by tag at the
-/// step's start, the allocator's reserved bytes at the live peak and their maximum, and
+/// max_memory_allocated counts), activation_peak_bytes (as on the CPU: live bytes minus
+/// parameters, gradients and optimizer state, so it includes the cuBLAS handles' workspaces that
+/// live from the first step on) and activation_peak_above_step_start_bytes (without what was
+/// live at the step's start besides those), live bytes by tag at the step's start, the allocator's reserved bytes at the live peak and their maximum, and
 /// fragmentation_bytes (reserved minus live at the peak). The row reports the largest over the
 /// steps, the median step time (CUDA synchronised at both ends), and against the peer
 /// peak_ratio_vs_torch (ours / max_memory_allocated) and time_ratio_vs_torch (ours / eager's

@@ -6,7 +6,7 @@
 #   1. reports the machine (nvidia-smi, torch, its CUDA and C++ ABI, nvcc, the compiler),
 #   2. unpacks the bundle, picks a compiler that links the shared libstdc++ and configures
 #      build-gpu/ against the LibTorch of the machine's python3,
-#   3. builds everything (ninja -k 0: every compile error in one log),
+#   3. builds what the GPU checks need first (engram and the test executables holding them),
 #   4. runs the CUDA kernels' test (bit for bit against the CPU kernels) and cuDNN's algorithms'
 #      test (nn/cuda/: every algorithm against a direct convolution), then every test that needs
 #      a GPU, verbose (device-tests.log: each model's CUDA run against the CPU's, with the largest
@@ -14,8 +14,9 @@
 #   5. measures on the GPU: scripts/reproduce/gpu_memory_resnet.sh (`bench memory --device cuda`,
 #      ResNet-18 at batch 32 and 256 beside PyTorch eager) and gpu_npi_addition.sh (addition
 #      trained and evaluated on the GPU),
-#   6. runs the unit, then the integration tests, and last the kernel benchmarks
-#      (relu_cuda.sh, cudnn_conv.sh), whose code changes least,
+#   6. builds the rest (ninja -k 0: every compile error in one log), runs the unit, then the
+#      integration tests, and last the kernel benchmarks (relu_cuda.sh, cudnn_conv.sh), whose
+#      code changes least,
 # each stage within what is left of a deadline, so that the run ends, with its logs, before the
 # machine's limit. Logs and results go to DIR ($OUT where the device tool sets it).
 #   scripts/gpu-check.sh [--out DIR] [--deadline SECONDS] [--prefix DIR]
@@ -54,7 +55,8 @@ stage() {
     return 124
   fi
   say "$name (at most ${budget}s): $*"
-  timeout --kill-after=5 "$budget" "$@" >> "$log" 2>&1
+  # The command's output into the run's log, or into STAGE_LOG where the caller names one.
+  timeout --kill-after=5 "$budget" "$@" >> "${STAGE_LOG:-$log}" 2>&1
   local rc=$?
   say "$name: exit $rc"
   return $rc
@@ -115,34 +117,38 @@ stage configure 180 cmake -S "$root" -B "$root/build-gpu" -G Ninja -DCMAKE_BUILD
   -DENGRAM_PYTHON="$(command -v python3)" -DENGRAM_DEPS_PREFIX="$prefix" \
   -DCMAKE_CUDA_ARCHITECTURES=90 || exit 1
 
-# Everything at once (ninja -k 0: every compile error in one log, the tail in its own file),
-# then the checks in the order of what they add: the CUDA kernels' and cuDNN's tests, the tests
-# that train on the GPU (each model against the CPU, the tracker against the allocator's own
-# counts, determinism), the GPU measurements, the whole suite, and last the kernel benchmarks
-# measured at earlier commits.
-stage build-all 300 ninja -C "$root/build-gpu" -j "$jobs" -k 0
-build_rc=$?
-grep -E -A6 "error:|FAILED:" "$log" | head -400 > "$out/build-errors.log"
-xml=$root/build-gpu/check-xml
-mkdir -p "$xml"
+# First what the GPU checks need (the binary, the test executables holding the tests that need a
+# GPU), then those checks in the order of what they add: the CUDA kernels' and cuDNN's tests, the
+# tests that train on the GPU (each model against the CPU, the tracker against the allocator's
+# own counts, determinism; verbose, with their largest differences), the GPU measurements; then
+# the rest of the build (ninja -k 0: every compile error in one log), the whole suite, and last
+# the kernel benchmarks, whose code changes least. Eight files at most come back from $OUT:
+# gpu-check.log (build errors and the suite's summary at its end), device-tests.log and the
+# results files.
 bin=$root/build-gpu
+stage build-device 300 ninja -C "$bin" -j "$jobs" engram engram_tests_trainer engram_tests_nn \
+  engram_tests_memory engram_tests_npi engram_tests_primitives engram_tests_tbcnn \
+  engram_tests_resnet engram_tests_memory_cuda engram_tests_nn_cudnn
+xml=$bin/check-xml
+mkdir -p "$xml"
 [ -x "$bin/tests/memory/engram_tests_memory_cuda" ] &&
   stage test-cuda 60 "$bin/tests/memory/engram_tests_memory_cuda" \
     --gtest_output="xml:$xml/cuda-test.xml"
 [ -x "$bin/tests/nn/engram_tests_nn_cudnn" ] &&
   stage test-cudnn 120 "$bin/tests/nn/engram_tests_nn_cudnn" --gtest_output="xml:$xml/cudnn-test.xml"
-# The tests that need a GPU (they skip without one), verbose: their largest differences.
-stage test-device 180 ctest --test-dir "$bin" -R "$device_tests" -j 4 --timeout 120 -V \
-  > "$out/device-tests.log" 2>&1
+STAGE_LOG=$out/device-tests.log stage test-device 180 ctest --test-dir "$bin" -R "$device_tests" \
+  -j 4 --timeout 120 -V
 export ENGRAM_BIN=$bin/cli/engram ENGRAM_REPRO_ANY_BINARY=1
 ENGRAM_REPRO_COMMIT=${ENGRAM_REPRO_COMMIT:-$(git -C "$root" rev-parse --short=12 HEAD 2> /dev/null || echo unknown)}
 export ENGRAM_REPRO_COMMIT
 if [ -x "$ENGRAM_BIN" ]; then
   stage memory-resnet 150 bash "$root/scripts/reproduce/gpu_memory_resnet.sh" \
     --out "$out/gpu_memory_resnet.json"
-  stage npi-addition 200 bash "$root/scripts/reproduce/gpu_npi_addition.sh" \
+  stage npi-addition 240 bash "$root/scripts/reproduce/gpu_npi_addition.sh" \
     --out "$out/gpu_npi_addition.json"
 fi
+stage build-all 300 ninja -C "$bin" -j "$jobs" -k 0
+build_rc=$?
 if [ $build_rc -eq 0 ]; then
   # Without the notebooks' tests: the GPU machine's python3 has no matplotlib, and the notebooks
   # draw committed results on the CPU (CI runs them).
@@ -150,7 +156,6 @@ if [ $build_rc -eq 0 ]; then
     --timeout 120 --output-on-failure
   stage ctest-integration 300 ctest --test-dir "$bin" -L integration \
     -E '^notebooks_' -j "$jobs" --timeout 300 --output-on-failure
-  grep -E "tests passed|Failed|\*\*\*|Not Run|ctest-" "$log" | tail -80 > "$out/ctest-summary.log"
 fi
 if [ -x "$bin/bench/engram_relu_cuda_bench" ]; then
   ENGRAM_RELU_CUDA_BENCH=$bin/bench/engram_relu_cuda_bench \
@@ -160,4 +165,14 @@ if [ -x "$bin/bench/engram_cudnn_conv_bench" ]; then
   ENGRAM_CUDNN_CONV_BENCH=$bin/bench/engram_cudnn_conv_bench \
     stage bench-cudnn 120 bash "$root/scripts/reproduce/cudnn_conv.sh" --out "$out/gpu_cudnn_conv.json"
 fi
+# Partial files of a stage cut short would take the place of a results file among the eight.
+rm -f "$out"/*.partial "$out"/*.tmp
+{
+  echo "== build errors"
+  grep -E -A6 "error:|FAILED:" "$log" | head -200
+  echo "== the suite"
+  grep -E "tests passed|Failed|\*\*\*|Not Run|ctest-" "$log" | tail -80
+} > "$out/summary.txt"
+cat "$out/summary.txt" >> "$log"
+rm "$out/summary.txt"
 say "done"

@@ -99,9 +99,14 @@ def store_trace(src, dst):
 
 
 def head():
-    git = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
-                         cwd=os.path.dirname(os.path.abspath(__file__)))
-    return git.stdout.strip()
+    """The checkout's commit, or "" where there is none (a tree without .git, no git: the GPU
+    machine's copy, whose runs name their commit in ENGRAM_REPRO_COMMIT)."""
+    try:
+        git = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
+                             text=True, cwd=os.path.dirname(os.path.abspath(__file__)))
+    except OSError:
+        return ""
+    return git.stdout.strip() if git.returncode == 0 else ""
 
 
 def bench_run(work, name):

@@ -156,7 +156,7 @@ TEST_F(LstmDeviceTest, OnACudaDeviceTheModuleMatchesTheCpuKernel) {
     top_cpu = lstm->step(step_x, h_cpu, c_cpu);
   }
 
-  const at::Device cuda(torch::kCUDA);
+  const at::Device cuda(torch::kCUDA, 0);  // tensors report their index: cuda:0, not cuda
   lstm->to(cuda);
   const auto params = lstm->parameters();
   for (std::size_t k = 0; k < params.size(); ++k) {
