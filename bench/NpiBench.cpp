@@ -10,6 +10,7 @@
 #include "npi/NpiModel.h"
 #include "npi/NpiWorkload.h"
 #include "trainer/BatchSampler.h"
+#include "trainer/Device.h"
 #include "trainer/Stepper.h"
 #include "trainer/Threads.h"
 #include "trainer/Trainer.h"
@@ -201,6 +202,7 @@ void validate(const NpiBenchOptions& options) {
   if (options.steps < 1) throw InvalidOption("steps", "must be at least 1");
   if (options.threads < 1) throw InvalidOption("threads", "must be at least 1");
   nn::check_width(options.hidden, "hidden");
+  trainer::resolve_device(options.device);  // a GPU this process does not see: before any work
   if (options.batch_sizes.empty() ||
       std::any_of(options.batch_sizes.begin(), options.batch_sizes.end(),
                   [](int b) { return b < 1; }))
@@ -256,6 +258,7 @@ struct Inputs {
     trainer::TrainingOptions t = npi::TrainOptions::default_training();
     t.threads = o.threads;
     t.seed = o.seed;
+    t.device = o.device;
     return t;
   }
 };
@@ -268,6 +271,7 @@ json report_header(const Inputs& in) {
               {"task", in.task.name()},
               {"hidden", o.hidden},
               {"threads", o.threads},
+              {"device", o.device},
               {"seed", o.seed},
               {"steps", o.steps},
               {"warmup_steps", kWarmupSteps},
@@ -321,15 +325,21 @@ json measure_row(Inputs& in, trainer::TrainingOptions& training, std::size_t bat
          {"cpp_torch_layers_last_loss", torch_layers.last_loss},
          // > 1: the nn/ layers train faster than plain torch modules.
          {"layers_speedup_vs_torch", torch_layers.seconds / cpp.seconds}};
-  // The matrix-product floor: the step's products at the best rate torch::mm reaches here.
+  // The matrix-product floor: the step's products at the best rate torch::mm reaches here (on
+  // the CPU; a GPU's step is not bound by it, and its CPU time is the host's share only).
   const double gflop = npi_step_matmul_flops(in.config, cpp.mean_rows, cpp.mean_sequences) / 1e9;
-  const double gflops = measured_matmul_gflops(std::lround(cpp.mean_rows), in.config.hidden);
-  const double floor_ms = 1e3 * gflop / gflops;
   r["mean_sequences"] = cpp.mean_sequences;
   r["matmul_gflop_per_step"] = gflop;
-  r["matmul_peak_gflops"] = gflops;
-  r["matmul_floor_ms_per_step"] = floor_ms;
-  r["cpp_cpu_ms_over_floor"] = r["cpp_cpu_ms_per_step"].get<double>() / floor_ms;
+  r["matmul_peak_gflops"] = nullptr;
+  r["matmul_floor_ms_per_step"] = nullptr;
+  r["cpp_cpu_ms_over_floor"] = nullptr;
+  if (in.options.device == "cpu") {
+    const double gflops = measured_matmul_gflops(std::lround(cpp.mean_rows), in.config.hidden);
+    const double floor_ms = 1e3 * gflop / gflops;
+    r["matmul_peak_gflops"] = gflops;
+    r["matmul_floor_ms_per_step"] = floor_ms;
+    r["cpp_cpu_ms_over_floor"] = r["cpp_cpu_ms_per_step"].get<double>() / floor_ms;
+  }
   cpp_seconds = cpp.seconds;
   cpp_cpu_seconds = cpp.cpu_seconds;
   return r;
@@ -354,7 +364,8 @@ void add_peer(Inputs& in, const std::string& peer_path, std::size_t batch,
                                      "--lr",      std::to_string(in.training.learning_rate),
                                      "--clip",    std::to_string(in.training.grad_clip),
                                      "--indices", indices_path,
-                                     "--init",    in.manifest_path()},
+                                     "--init",    in.manifest_path(),
+                                     "--device",  o.device},
                                     in.dir);
   const json peer = peer_json(text);
   const double traces_per_step = static_cast<double>(batch);
@@ -367,8 +378,9 @@ void add_peer(Inputs& in, const std::string& peer_path, std::size_t batch,
   r["python_cpu_ms_per_step"] = 1e3 * python_cpu / o.steps;
   r["cpu_ratio"] = python_cpu / cpp_cpu_seconds;
   // No implementation that computes these products can beat Python by more than this.
-  r["python_cpu_ms_over_floor"] =
-      r["python_cpu_ms_per_step"].get<double>() / r["matmul_floor_ms_per_step"].get<double>();
+  if (!r["matmul_floor_ms_per_step"].is_null())
+    r["python_cpu_ms_over_floor"] =
+        r["python_cpu_ms_per_step"].get<double>() / r["matmul_floor_ms_per_step"].get<double>();
   r["python_phases_ms"] = peer.at("phases_ms");
   r["python_first_loss"] = python_first;
   const double cpp_first = r["cpp_first_loss"].get<double>();
@@ -414,6 +426,7 @@ void print_report(const NpiBenchOptions& options, const json& report, std::ostre
       out << "batch " << r["batch"].get<long>()
           << " Python ms/step: " << phases_text(r["python_phases_ms"]) << "\n";
     }
+    if (r["matmul_floor_ms_per_step"].is_null()) continue;  // a GPU's run: no CPU floor
     out << "batch " << r["batch"].get<long>()
         << " matrix products: " << fixed(r["matmul_gflop_per_step"].get<double>(), 3)
         << " GFLOP/step, at " << fixed(r["matmul_peak_gflops"].get<double>(), 1)

@@ -23,6 +23,10 @@ struct NpiBenchOptions {
   long steps = 20;                      ///< timed optimizer steps per batch size (after warm-up)
   std::vector<int> batch_sizes{1, 32};  ///< traces per step, one measurement each
   int threads = 1;                      ///< intra-op threads for both implementations
+  /// Where both implementations and the peer train (trainer/Device.h). On CUDA the matrix-product
+  /// floor, a CPU figure, is left out (null), and the times are wall times of steps that end
+  /// reading their loss back (a synchronisation).
+  std::string device = "cpu";
   int hidden = 256;
   std::uint64_t seed = 1;
   std::string python = torch_python();  ///< with the pinned torch (common/PythonEnv.h)

@@ -5,8 +5,10 @@
 #include "common/Errors.h"
 #include "common/FileChecks.h"
 #include "datasets/CodeTree.h"
+#include "memory/CudaMemoryTracker.h"
 #include "memory/MemoryTracker.h"
 #include "tbcnn/Tbcnn.h"
+#include "trainer/Device.h"
 
 #include <tree_sitter/api.h>
 #include <nlohmann/json.hpp>
@@ -85,6 +87,7 @@ void run_tbcnn_bench(const TbcnnBenchOptions& options, std::ostream& out) {
   if (options.corpus_path.empty()) throw InvalidOption("corpus_path", "is required");
   if (options.steps < 1) throw InvalidOption("steps", "must be at least 1");
   if (options.repeats < 1) throw InvalidOption("repeats", "must be at least 1");
+  const c10::Device device = trainer::resolve_device(options.device);  // before any work
   if (same_file(options.json_path, options.corpus_path))
     throw InvalidOption("json_path", "is the corpus file: writing it would destroy the corpus");
   if (!options.json_path.empty()) check_writable(options.json_path);  // fail before the work
@@ -113,10 +116,13 @@ void run_tbcnn_bench(const TbcnnBenchOptions& options, std::ostream& out) {
   });
   const double mb = static_cast<double>(bytes) / 1e6;
 
-  // Training throughput and peak memory.
+  // Training throughput and peak memory: host memory's on the CPU, the device's on CUDA.
   auto& tracker = memory::MemoryTracker::install();
+  memory::CudaMemoryTracker* gpu =
+      device.is_cuda() ? &memory::CudaMemoryTracker::install(device.index()) : nullptr;
   tracker.reset_peak();
-  const auto before = tracker.live_bytes();
+  if (gpu != nullptr) gpu->reset_peak();
+  const auto before = gpu != nullptr ? gpu->live_bytes() : tracker.live_bytes();
   ScratchDir dir("bench-tbcnn");
   tbcnn::TrainTbcnnOptions t = tbcnn::train_defaults(options.model);  // as `engram train tbcnn`
   t.corpus_path = options.corpus_path;
@@ -125,8 +131,9 @@ void run_tbcnn_bench(const TbcnnBenchOptions& options, std::ostream& out) {
   t.training.batch = options.batch;
   t.training.threads = options.threads;
   t.training.seed = options.seed;
+  t.training.device = options.device;
   const auto trained = tbcnn::train_tbcnn(t);
-  const auto peak = tracker.peak_bytes() - before;
+  const auto peak = (gpu != nullptr ? gpu->peak_bytes() : tracker.peak_bytes()) - before;
 
   json report{{"benchmark", "tbcnn"},
               {"machine", machine_json()},
@@ -141,6 +148,7 @@ void run_tbcnn_bench(const TbcnnBenchOptions& options, std::ostream& out) {
                 {"steps", options.steps},
                 {"batch", options.batch},
                 {"threads", options.threads},
+                {"device", trainer::describe_device(device)},
                 {"repeats", options.repeats},
                 {"seed", options.seed}}},
               {"parse",
@@ -155,7 +163,8 @@ void run_tbcnn_bench(const TbcnnBenchOptions& options, std::ostream& out) {
                 {"nodes_per_s", trained.nodes_per_second},
                 {"seconds", trained.seconds},
                 {"examples", trained.examples},
-                {"peak_bytes", peak}}}};
+                {"peak_bytes", peak},
+                {"peak_memory", device.is_cuda() ? "device" : "host"}}}};
   {
     AtomicFile file(options.json_path);
     file.stream() << report.dump(2) << "\n";

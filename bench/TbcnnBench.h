@@ -24,6 +24,9 @@ struct TbcnnBenchOptions {
   long steps = 100;  ///< training steps timed
   int batch = 32;
   int threads = 1;
+  /// Where the training steps run (trainer/Device.h); on CUDA the peak is the device's, counted
+  /// by memory/CudaMemoryTracker.h.
+  std::string device = "cpu";
   int repeats = 3;  ///< parse passes over the files; the fastest counts
   std::uint64_t seed = 1;
 };

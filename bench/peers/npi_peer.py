@@ -204,6 +204,9 @@ def main():
                         help="max global gradient norm (the C++ session's); 0: none")
     parser.add_argument("--indices", help="JSON list of lists of trace indices, one per step")
     parser.add_argument("--init", help="manifest of initial weights (.json beside a .bin)")
+    parser.add_argument("--device", default="cpu",
+                        help="where the model trains: cpu, cuda or cuda:N (batches are made on "
+                             "the CPU and copied there, as in C++)")
     args = parser.parse_args()
     versions = {"torch_version": torch.__version__, "python_version": platform.python_version()}
     if args.probe:
@@ -230,9 +233,11 @@ def main():
     else:
         batches = sample_batches(data.num_traces(), args.batch, total, args.seed)
 
+    device = torch.device(args.device)
     model = NpiModel(cfg)
     if args.init:
         load_parameters(model, args.init)
+    model.to(device)
     params = list(model.parameters())
     optimizer = torch.optim.Adam(params, lr=args.lr, foreach=True)
 
@@ -246,6 +251,9 @@ def main():
             cpu_start = time.process_time()
         t0 = time.perf_counter()
         b = data.batch(batches[i])
+        if device.type != "cpu":
+            # The packed lengths stay on the CPU, where the LSTM reads them.
+            b = {k: v if k == "batch_sizes" else v.to(device) for k, v in b.items()}
         t1 = time.perf_counter()
         optimizer.zero_grad()
         loss, _ = forward(model, b)

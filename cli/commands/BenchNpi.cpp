@@ -24,19 +24,16 @@ Command register_bench_npi(CLI::App& parent) {
   sub->add_option("--python", bo->python, "Interpreter with torch for the peer")
       ->capture_default_str();
   sub->add_flag("--no-peer", bo->skip_peer, "Measure C++ only");
+  FlagTable flags{{"json_path", "--json"}, {"task", "--task"},       {"steps", "--steps"},
+                  {"batch_sizes", "--batch"}, {"threads", "--threads"}, {"hidden", "--hidden"},
+                  {"seed", "--seed"},        {"python", "--python"}};
+  add_device_flag(sub, bo->device, flags);
   return {sub,
           [bo](std::ostream& out, std::ostream&) {
             bench::run_npi_bench(*bo, out);
             return 0;
           },
-          {{"json_path", "--json"},
-           {"task", "--task"},
-           {"steps", "--steps"},
-           {"batch_sizes", "--batch"},
-           {"threads", "--threads"},
-           {"hidden", "--hidden"},
-           {"seed", "--seed"},
-           {"python", "--python"}}};
+          flags};
 }
 
 }  // namespace engram::cli

@@ -1,6 +1,7 @@
 // engram bench tbcnn: parse throughput beside raw tree-sitter, TBCNN training throughput.
 #include "bench/TbcnnBench.h"
 #include "cli/Command.h"
+#include "cli/Flags.h"
 
 #include <CLI/CLI.hpp>
 
@@ -24,20 +25,16 @@ Command register_bench_tbcnn(CLI::App& parent) {
   sub->add_option("--threads", tbo->threads, "Intra-op threads")->capture_default_str();
   sub->add_option("--repeats", tbo->repeats, "Parse passes (the fastest counts)")
       ->capture_default_str();
+  FlagTable flags{{"json_path", "--json"}, {"corpus_path", "--corpus"}, {"src_dir", "--src"},
+                  {"language", "--lang"},  {"model", "--model"},        {"steps", "--steps"},
+                  {"batch", "--batch"},    {"threads", "--threads"},    {"repeats", "--repeats"}};
+  add_device_flag(sub, tbo->device, flags);
   return {sub,
           [tbo](std::ostream& out, std::ostream&) {
             bench::run_tbcnn_bench(*tbo, out);
             return 0;
           },
-          {{"json_path", "--json"},
-           {"corpus_path", "--corpus"},
-           {"src_dir", "--src"},
-           {"language", "--lang"},
-           {"model", "--model"},
-           {"steps", "--steps"},
-           {"batch", "--batch"},
-           {"threads", "--threads"},
-           {"repeats", "--repeats"}}};
+          flags};
 }
 
 }  // namespace engram::cli

@@ -92,7 +92,11 @@ TEST_F(EngramBinaryTest, CudaWithoutAGpuIsAUsageErrorBeforeAnyWork) {
       {"run", "--model", model, "--task", "addition", "--input", "1+2", "--device", "cuda"},
       {"demo", "--dir", dir_.file("demo"), "--device", "cuda"},
       {"bench", "memory", "--workload", "resnet", "--json", dir_.file("b.json"), "--device",
-       "cuda"}};
+       "cuda"},
+      {"bench", "npi", "--json", dir_.file("b.json"), "--device", "cuda"},
+      {"bench", "tbcnn", "--json", dir_.file("b.json"), "--corpus", dir_.file("c.corpus"),
+       "--device", "cuda"},
+      {"eval", "primitives", "--model", dir_.file("p.pt"), "--device", "cuda"}};
   for (const auto& args : commands) {
     const ProgramResult p = run(args);
     expect_one_error_line(p, 2);
