@@ -32,9 +32,28 @@ std::vector<std::pair<std::string, std::string>> configuration(
            << ", memory";
   for (const auto& t : o.memory.techniques) training << ' ' << t;
   training << " budget " << o.memory.budget_bytes << ", curriculum " << o.curriculum;
-  return {{"the model's parameter shapes", shapes.str()},
-          {"the number of training examples", std::to_string(workload.num_examples())},
-          {"the training options", training.str()}};
+  std::vector<std::pair<std::string, std::string>> items{
+      {"the model's parameter shapes", shapes.str()}};
+  // What the model's train function read (TrainingOptions::identity: its configuration on the
+  // first line, then "NAME VALUE" lines, the data files' bytes and checksum among them): each
+  // host reads its own copy of the data, so the ranks compare what they read, not only how much.
+  std::istringstream identity(o.identity);
+  bool first = true;
+  for (std::string line; std::getline(identity, line); first = false) {
+    const auto space = line.find(' ');
+    if (first) {
+      items.emplace_back("the model's configuration", line);
+    } else if (space != std::string::npos) {
+      const std::string name = line.substr(0, space);
+      items.emplace_back(name == "data" || name == "corpus"
+                             ? "the contents of the " + name + " file (bytes:FNV-1a)"
+                             : "the " + name + " option",
+                         line.substr(space + 1));
+    }
+  }
+  items.emplace_back("the number of training examples", std::to_string(workload.num_examples()));
+  items.emplace_back("the training options", training.str());
+  return items;
 }
 
 /// The layers' sum over replicas, on the communicator.

@@ -2,7 +2,8 @@
 # `engram train` as a data-parallel job, end to end, on loopback:
 #   1. torchrun --nproc_per_node 2 --no_python engram train npi ...           (one "node")
 #   2. two torchrun invocations with --nnodes 2 on 127.0.0.1                  (two "nodes")
-#      -> both train and write the same model file, byte for byte.
+#      -> both train and write the same model file, byte for byte; the same two nodes each given
+#      its own data, the copies differing (another seed) -> both stop at start naming the data.
 #   3. the memory techniques (relu, recompute, swap) on 2 ranks: lossless, so the same model again;
 #      primitives (whose stop-when-exact callback runs on one rank) and TBCNN train on 2 ranks.
 #   4. two ranks started by hand (torchrun's variables); rank 1 is killed with SIGKILL mid-
@@ -41,6 +42,28 @@ done
 for p in "${pids[@]}"; do wait "$p" || { cat node0.log node1.log; fail "two-node torchrun"; }; done
 cmp one_node.pt two_nodes.pt || fail "one node and two nodes wrote different models"
 echo "torchrun: one node and two nodes wrote the same model ($(stat -c %s one_node.pt) bytes)"
+
+# Each node reads its own copy of the data: copies that differ (another seed, the same task,
+# lengths and count) stop both ranks at start, naming what differs, and no model is written.
+"$engram" data gen --task addition --out other.jsonl --per-length 4 --max-len 8 --seed 7 >/dev/null
+pids=()
+mixed_port=$(free_port)
+for node in 0 1; do
+  data=traces.jsonl
+  [ $node = 1 ] && data=other.jsonl
+  timeout 120 "$torchrun" --nnodes 2 --node_rank $node --nproc_per_node 1 \
+    --master_addr 127.0.0.1 --master_port "$mixed_port" --no_python \
+    "$engram" train npi --task addition --data "$data" --steps 12 --batch 2 --hidden 32 \
+    --seed 3 --out mixed.pt > mixed$node.log 2>&1 &
+  pids+=($!)
+done
+for p in "${pids[@]}"; do
+  if wait "$p"; then cat mixed0.log mixed1.log; fail "ranks with different data trained"; fi
+done
+grep -q "the ranks disagree on the contents of the data file" mixed0.log mixed1.log ||
+  { cat mixed0.log mixed1.log; fail "the refusal does not name the data"; }
+[ ! -e mixed.pt ] || fail "ranks with different data wrote a model"
+echo "torchrun: nodes with different data stop at start, naming it"
 
 "$torchrun" --nproc_per_node 2 --master_addr 127.0.0.1 --master_port $(free_port) \
   --no_python "$engram" "${train[@]}" --memory relu,recompute,swap \
