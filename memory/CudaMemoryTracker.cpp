@@ -348,6 +348,7 @@ CudaMemoryTracker& CudaMemoryTracker::install(int device_index) {
     // Never deleted: the hook may call it until the process ends.
     tracker = new CudaMemoryTracker(device_index, model_from_torch());
     g_trackers[static_cast<std::size_t>(device_index)].store(tracker, std::memory_order_release);
+    add_span_sink(tracker);
   }
   attach_hook_once();
   return *tracker;
@@ -614,6 +615,11 @@ void CudaMemoryTracker::record_span(Span span) {
 std::int64_t CudaMemoryTracker::now_ns() const {
   std::lock_guard<std::mutex> lock(mutex_);
   return ledger_.now_ns();
+}
+
+std::int64_t CudaMemoryTracker::window_start_steady_ns() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return ledger_.window_open_ ? ledger_.window_start_ns_ : -1;
 }
 
 }  // namespace engram::memory

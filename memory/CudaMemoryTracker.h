@@ -44,8 +44,8 @@
 /// Allocations and segments from before install() are not counted, nor their frees; install()
 /// before the first CUDA allocation for figures that match torch's.
 ///
-/// SpanGuard records into the CPU MemoryTracker's window only; record_span() here takes spans
-/// explicitly. write_chrome_trace() (MemoryTracker.h) takes a DeviceMemoryWindow as it is a
+/// SpanGuard's spans go into an installed tracker's open window as into the CPU tracker's (the
+/// tracker registers itself as a SpanSink); record_span() takes others. write_chrome_trace() (MemoryTracker.h) takes a DeviceMemoryWindow as it is a
 /// MemoryWindow (live bytes by tag; the reserved figures are not drawn).
 ///
 /// This header includes no CUDA header (torch's only through MemoryTracker.h, for the shared
@@ -207,8 +207,9 @@ struct CudaAllocatorModel {
   bool should_split(std::uint64_t block, std::uint64_t rounded) const;
 };
 
-/// The live, peak and reserved bytes of one CUDA device's caching allocator (file comment).
-class CudaMemoryTracker {
+/// The live, peak and reserved bytes of one CUDA device's caching allocator (file comment). An
+/// installed tracker is a SpanSink: SpanGuard's spans (the step's phases) go into its windows.
+class CudaMemoryTracker : public SpanSink {
  public:
   /// The installed tracker of device `device_index` (created by the first call for that device)
   /// with the process's allocator settings. The first call in the process attaches the allocator
@@ -266,7 +267,9 @@ class CudaMemoryTracker {
   void begin_window();
   DeviceMemoryWindow end_window();
   bool window_open() const;
-  void record_span(Span span);
+  void record_span(Span span) override;
+  /// SpanSink: when the open window began on the steady clock, or -1.
+  std::int64_t window_start_steady_ns() const override;
   std::int64_t now_ns() const;
 
  private:

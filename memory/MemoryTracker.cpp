@@ -8,6 +8,7 @@
 #include <c10/util/Exception.h>
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <cstring>
@@ -362,23 +363,59 @@ Phase PhaseGuard::current() { return g_phase.load(); }
 
 // begin_ns_ holds the steady clock when the span began (not window-relative), so that a span that
 // outlives a discarded window is clipped to the window that sees its end.
+namespace {
+
+constexpr std::size_t kMaxSpanSinks = 16;
+std::array<std::atomic<SpanSink*>, kMaxSpanSinks> g_span_sinks{};
+std::atomic<std::size_t> g_span_sink_count{0};
+
+/// Whether any registered sink has an open window.
+bool sinks_recording() {
+  const std::size_t n = g_span_sink_count.load(std::memory_order_acquire);
+  for (std::size_t i = 0; i < n; ++i) {
+    const SpanSink* sink = g_span_sinks[i].load(std::memory_order_acquire);
+    if (sink != nullptr && sink->window_start_steady_ns() >= 0) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+void add_span_sink(SpanSink* sink) {
+  static std::mutex mutex;
+  std::lock_guard<std::mutex> lock(mutex);
+  const std::size_t n = g_span_sink_count.load();
+  if (n == kMaxSpanSinks) throw std::length_error("add_span_sink: at most 16 sinks");
+  g_span_sinks[n].store(sink, std::memory_order_release);
+  g_span_sink_count.store(n + 1, std::memory_order_release);
+}
+
 SpanGuard::SpanGuard(const char* name, const char* category) : name_(name), category_(category) {
   MemoryTracker* tracker = g_tracker.load(std::memory_order_relaxed);
-  if (tracker != nullptr && tracker->window_open()) begin_ns_ = steady_ns();
-}
+  if ((tracker != nullptr && tracker->window_open()) || sinks_recording()) begin_ns_ = steady_ns();}
 
 SpanGuard::~SpanGuard() {
   if (begin_ns_ < 0) return;
+  const std::int64_t end = steady_ns();
+  auto span_since = [&](std::int64_t start) {
+    Span span;
+    span.name = name_;
+    span.category = category_;
+    span.end_ns = end - start;
+    span.begin_ns = std::clamp<std::int64_t>(begin_ns_ - start, 0, span.end_ns);
+    span.thread = thread_number();
+    return span;
+  };
   MemoryTracker* tracker = g_tracker.load(std::memory_order_relaxed);
-  if (tracker == nullptr || !tracker->window_open()) return;
-  const std::int64_t start = TrackerAccess::state(*tracker).window_start_ns.load();
-  Span span;
-  span.name = name_;
-  span.category = category_;
-  span.end_ns = steady_ns() - start;
-  span.begin_ns = std::clamp<std::int64_t>(begin_ns_ - start, 0, span.end_ns);
-  span.thread = thread_number();
-  tracker->record_span(std::move(span));
+  if (tracker != nullptr && tracker->window_open())
+    tracker->record_span(span_since(TrackerAccess::state(*tracker).window_start_ns.load()));
+  const std::size_t n = g_span_sink_count.load(std::memory_order_acquire);
+  for (std::size_t i = 0; i < n; ++i) {
+    SpanSink* sink = g_span_sinks[i].load(std::memory_order_acquire);
+    if (sink == nullptr) continue;
+    const std::int64_t start = sink->window_start_steady_ns();
+    if (start >= 0) sink->record_span(span_since(start));
+  }
 }
 
 }  // namespace engram::memory

@@ -158,6 +158,23 @@ class PhaseGuard {
 /// The span is recorded only if a window was open both when the guard was made and when it ends
 /// (a span that outlives a discarded window starts at 0 in the new one). `name` and `category`
 /// are kept as pointers: pass string literals, or strings that outlive the guard.
+/// Another tracker whose windows SpanGuard's spans also go to (memory/CudaMemoryTracker.h registers
+/// each device tracker), so that a device's window carries the step's phases as the CPU's does.
+class SpanSink {
+ public:
+  virtual ~SpanSink() = default;
+  /// The steady clock's nanoseconds (std::chrono::steady_clock) at which the sink's open window
+  /// began; -1 without an open window.
+  virtual std::int64_t window_start_steady_ns() const = 0;
+  /// Records `span` (times relative to that start) into the open window, if one is still open.
+  virtual void record_span(Span span) = 0;
+};
+
+/// Registers `sink` for the rest of the process (it must live as long); at most 16 sinks.
+/// Throws std::length_error beyond that.
+void add_span_sink(SpanSink* sink);
+
+/// Records a span into the CPU tracker's open window and every registered sink's open window.
 class SpanGuard {
  public:
   SpanGuard(const char* name, const char* category);

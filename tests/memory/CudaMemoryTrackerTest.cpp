@@ -445,6 +445,29 @@ TEST(CudaMemoryTrackerTest, DispatchReachesTheInstalledTrackerOfTheEventsDevice)
 // ---------------------------------------------------------------------------------------------
 // On a GPU: the hooked tracker against the caching allocator's statistics
 
+// An installed tracker's windows carry SpanGuard's spans (the step's phases), as the CPU
+// tracker's do; outside a window a span goes nowhere.
+TEST(CudaMemoryTrackerTest, AnInstalledTrackersWindowHoldsTheSpansOfSpanGuard) {
+  CudaMemoryTracker& tracker = CudaMemoryTracker::install(5);  // fed by no device here
+  { SpanGuard outside("before", "phase"); }
+  tracker.begin_window();
+  {
+    SpanGuard forward("forward", "phase");
+    SpanGuard inner("layer", "op");
+  }
+  const DeviceMemoryWindow w = tracker.end_window();
+  ASSERT_EQ(w.spans.size(), 2u);
+  EXPECT_EQ(w.spans[0].name, "layer");  // in order of their end
+  EXPECT_EQ(w.spans[1].name, "forward");
+  EXPECT_EQ(w.spans[1].category, "phase");
+  EXPECT_LE(w.spans[1].begin_ns, w.spans[0].begin_ns);
+  EXPECT_GE(w.spans[1].end_ns, w.spans[0].end_ns);
+  EXPECT_LE(w.spans[1].end_ns, w.duration_ns);
+  { SpanGuard after("after", "phase"); }
+  tracker.begin_window();
+  EXPECT_TRUE(tracker.end_window().spans.empty());
+}
+
 TEST(CudaMemoryTrackerGpuTest, CountsCudaTensorsAsTheAllocatorsStatistics) {
   CudaMemoryTracker& gpu = CudaMemoryTracker::install(0);
   if (!torch::cuda::is_available()) {
