@@ -279,6 +279,48 @@ def gpu_relu_cuda(res):
     return lines + table(header, rows) + gpu_source(data, "gpu_relu_cuda")
 
 
+def gpu_machine_source(data, name):
+    """The line under a table of a collect.py file run on the GPU machine."""
+    m = data["machine"]
+    return ["", f"Generated from `results/{name}.json`: commit {data['commit']}, {m['gpu']} "
+            f"(GPU, memory, driver), {m['cpu']}, {m['cores']} cores."]
+
+
+def gpu_memory_resnet(res):
+    data = res("gpu_memory_resnet")
+
+    def mb(x):
+        return f"{x / 1e6:.1f}"
+    rows = []
+    for run in data["runs"]:
+        r, p = run["rows"][0], run["peer"]
+        rows.append([run["config"]["batch"], mb(r["peak_bytes"]), mb(p["peak_bytes"]),
+                     f"{r['peak_ratio_vs_torch']:.3f}", mb(r["activation_peak_bytes"]),
+                     mb(r["reserved_at_peak_bytes"]), mb(r["fragmentation_bytes"]),
+                     f"{r['step_ms']:.2f}", f"{p['step_ms']:.2f}",
+                     f"{r['time_ratio_vs_torch']:.2f}"])
+    header = ["batch", "Engram peak MB (tracker)", "PyTorch max_memory_allocated MB",
+              "peak ratio", "activation peak MB", "reserved at the peak MB",
+              "fragmentation MB", "Engram step ms", "PyTorch eager step ms", "time ratio"]
+    device = data["runs"][0]["device"]
+    lines = [f"CIFAR ResNet-18 trained on {device}, median of {data['runs'][0]['steps']} steps "
+             "after one warm-up, Engram and PyTorch eager (Adam fused) side by side in one run:", ""]
+    return lines + table(header, rows) + gpu_machine_source(data, "gpu_memory_resnet")
+
+
+def gpu_npi_addition(res):
+    data = res("gpu_npi_addition")
+    rows = []
+    for run in data["runs"]:
+        for e in run["eval"]:
+            rows.append([run["name"], run["final_metrics"]["step"], run["train_seconds"],
+                         e["length"], e["count"], e["accuracy"], e["trace_exact"],
+                         f"{e['seconds']:.1f}"])
+    header = ["run", "steps", "train seconds", "length", "problems", "accuracy", "trace exact",
+              "eval seconds"]
+    return table(header, rows) + gpu_machine_source(data, "gpu_npi_addition")
+
+
 def gpu_cudnn_conv(res):
     data = res("gpu_cudnn_conv")
 
@@ -847,6 +889,8 @@ TABLES = {
     "memory_example_technique": memory_example_technique,
     "gpu_relu_cuda": gpu_relu_cuda,
     "gpu_cudnn_conv": gpu_cudnn_conv,
+    "gpu_memory_resnet": gpu_memory_resnet,
+    "gpu_npi_addition": gpu_npi_addition,
     "memory_swap_bandwidth": memory_swap_bandwidth,
     "memory_reuse": memory_reuse,
     "memory_algo": memory_algo,
