@@ -1,10 +1,8 @@
 #include "bench/DeviceMemoryBench.h"
 
-#include "bench/BenchSupport.h"
+#include "bench/MemoryBenchParts.h"
 #include "common/AtomicFile.h"
-#include "common/Subprocess.h"
 #include "memory/CudaMemoryTracker.h"
-#include "resnet/ResNetWorkload.h"
 #include "trainer/Device.h"
 #include "trainer/Stepper.h"
 #include "trainer/Trainer.h"
@@ -15,7 +13,6 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
-#include <numeric>
 #include <string>
 #include <vector>
 
@@ -29,18 +26,6 @@ using Clock = std::chrono::steady_clock;
 constexpr double kLearningRate = 1e-3;  // as the CPU rows and the peers
 constexpr long kDefaultBatch = 32;
 
-json by_tag(const std::array<std::int64_t, memory::kNumTags>& bytes) {
-  json j = json::object();
-  for (std::size_t t = 0; t < memory::kNumTags; ++t)
-    j[memory::tag_name(static_cast<Tag>(t))] = bytes[t];
-  return j;
-}
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? 0.0 : v[v.size() / 2];
-}
-
 }  // namespace
 
 void run_device_memory_bench(const MemoryBenchOptions& o, std::ostream& out) {
@@ -52,14 +37,8 @@ void run_device_memory_bench(const MemoryBenchOptions& o, std::ostream& out) {
     throw std::runtime_error("the CUDA allocator's trace hook is not attached (" +
                              memory::CudaMemoryTracker::hook_status() + ")");
 
-  const resnet::ResNetOptions model_options = resnet::ResNetOptions().widths(
-      {o.width, 2 * int64_t{o.width}, 4 * int64_t{o.width}, 8 * int64_t{o.width}});
-  resnet::SyntheticImages images;
-  images.num_examples = static_cast<std::size_t>(batch);
-  images.image_size = o.image_size;
-  images.seed = o.seed;
-  torch::manual_seed(o.seed);
-  resnet::ResNetWorkload workload(resnet::ResNet(model_options), images);
+  detail::PreparedWorkload w = detail::make_resnet(o, batch);
+  trainer::Workload& workload = *w.workload;
   {
     memory::TagGuard tag(Tag::parameter);
     workload.to_device(device);
@@ -67,8 +46,7 @@ void run_device_memory_bench(const MemoryBenchOptions& o, std::ostream& out) {
   const auto params = workload.parameters();
   std::int64_t parameter_count = 0;
   for (const auto& p : params) parameter_count += p.numel();
-  std::vector<std::size_t> examples(static_cast<std::size_t>(batch));
-  std::iota(examples.begin(), examples.end(), 0);
+  const std::vector<std::size_t>& examples = w.batch;
 
   trainer::TrainingOptions to;
   to.learning_rate = kLearningRate;
@@ -131,20 +109,13 @@ void run_device_memory_bench(const MemoryBenchOptions& o, std::ostream& out) {
            {"reserved_peak_bytes", largest(reserved_peaks)},
            {"fragmentation_bytes", fragmentation.at(worst)},
            {"fragmentation_bytes_per_step", fragmentation},
-           {"live_bytes_by_tag_at_step_start", by_tag(last.start_live_by_tag)},
+           {"live_bytes_by_tag_at_step_start", detail::bytes_by_tag(last.start_live_by_tag)},
            {"unmodelled_allocations", tracker.unmodelled_allocations()},
-           {"step_ms", median(ms)},
+           {"step_ms", detail::median(ms)},
            {"step_ms_per_step", ms},
            {"losses", losses}};
-  json config{{"model", "resnet18-cifar"},
-              {"batch", batch},
-              {"image_size", o.image_size},
-              {"channels", images.channels},
-              {"num_classes", images.num_classes},
-              {"widths", model_options.widths()},
-              {"blocks_per_stage", model_options.blocks_per_stage()},
-              {"parameters", parameter_count},
-              {"impl", "engram"}};
+  json config = w.config;
+  config["parameters"] = parameter_count;
   json report{{"benchmark", "memory"},
               {"workload", "resnet"},
               {"device", trainer::describe_device(device)},
@@ -154,21 +125,9 @@ void run_device_memory_bench(const MemoryBenchOptions& o, std::ostream& out) {
               {"rows", json::array({row})}};
 
   if (!o.skip_peer) {
-    std::string widths;
-    for (const auto w : model_options.widths()) widths += (widths.empty() ? "" : ",") + std::to_string(w);
-    const ScratchDir dir("bench-cuda-peer");
-    json peer = peer_json(run_peer(
-        {o.python, peer_script("resnet_cuda_peer.py"), "--batch", std::to_string(batch),
-         "--image-size", std::to_string(o.image_size), "--widths", widths, "--blocks-per-stage",
-         std::to_string(model_options.blocks_per_stage()), "--num-classes",
-         std::to_string(images.num_classes), "--seed", std::to_string(o.seed), "--threads",
-         std::to_string(o.threads), "--steps", std::to_string(o.steps), "--device",
-         "cuda:" + std::to_string(device.index())},
-        dir));
-    if (peer.at("parameters").get<std::int64_t>() != parameter_count)
-      throw std::runtime_error("the Python peer built a different network (" +
-                               peer.at("parameters").dump() + " parameters, " +
-                               std::to_string(parameter_count) + " in C++)");
+    json peer = detail::run_resnet_peer(
+        o, batch, config, "resnet_cuda_peer.py", "cuda-peer",
+        {"--steps", std::to_string(o.steps), "--device", "cuda:" + std::to_string(device.index())});
     auto& r = report["rows"][0];
     r["peak_ratio_vs_torch"] = static_cast<double>(r.at("peak_bytes").get<std::int64_t>()) /
                                static_cast<double>(peer.at("peak_bytes").get<std::int64_t>());

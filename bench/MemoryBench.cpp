@@ -1,6 +1,7 @@
 #include "bench/MemoryBench.h"
 
 #include "bench/DeviceMemoryBench.h"
+#include "bench/MemoryBenchParts.h"
 
 #include "bench/BenchSupport.h"
 #include "bench/KernelThroughput.h"
@@ -43,6 +44,10 @@
 #include <unordered_set>
 
 namespace engram::bench {
+namespace detail {
+using memory::Tag;
+using nlohmann::json;
+}  // namespace detail
 namespace {
 
 using memory::MemoryTracker;
@@ -124,15 +129,10 @@ std::string joined(const std::vector<std::string>& names) {
   return s;
 }
 
-/// A workload ready to train on one fixed batch, and what describes it in the report.
-struct PreparedWorkload {
-  std::shared_ptr<const void> data;  ///< what `workload` refers to; outlives it
-  std::unique_ptr<trainer::Workload> workload;
-  std::vector<std::size_t> batch;  ///< the examples every step trains on
-  json config;
-};
+}  // namespace
 
-/// ResNet-18 (CIFAR layout) on `batch` synthetic images, the model built under the parameter tag.
+namespace detail {
+
 PreparedWorkload make_resnet(const MemoryBenchOptions& o, long batch) {
   const resnet::ResNetOptions model_options = resnet::ResNetOptions().widths(
       {o.width, 2 * int64_t{o.width}, 4 * int64_t{o.width}, 8 * int64_t{o.width}});
@@ -158,6 +158,14 @@ PreparedWorkload make_resnet(const MemoryBenchOptions& o, long batch) {
               {"impl", "engram"}};
   return w;
 }
+
+}  // namespace detail
+
+namespace {
+
+using detail::make_resnet;
+using detail::PreparedWorkload;
+
 
 /// The addition NPI on `batch` traces drawn from the task's default training data (as
 /// `engram data gen` makes it); the model built under the parameter tag.
@@ -242,6 +250,10 @@ struct StepResults {
   std::vector<float> first_grads;
 };
 
+}  // namespace
+
+namespace detail {
+
 json bytes_by_tag(const std::array<std::int64_t, memory::kNumTags>& bytes) {
   json j = json::object();
   for (std::size_t t = 0; t < memory::kNumTags; ++t) {
@@ -249,6 +261,13 @@ json bytes_by_tag(const std::array<std::int64_t, memory::kNumTags>& bytes) {
   }
   return j;
 }
+
+}  // namespace detail
+
+namespace {
+
+using detail::bytes_by_tag;
+
 
 /// Where in a step its activation peak lies, replayed from the window's timeline.
 struct PeakAttribution {
@@ -304,11 +323,22 @@ PeakAttribution attribute_peak(const MemoryWindow& w) {
   return p;
 }
 
+}  // namespace
+
+namespace detail {
+
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   const std::size_t n = v.size();
   return n % 2 == 1 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
+
+}  // namespace detail
+
+namespace {
+
+using detail::median;
+
 
 /// The relu row's compression figures, from the store's statistics of each measured step.
 json relu_json(const std::vector<memory::CompressionStats>& steps, bool cache_decompressed) {
@@ -718,12 +748,13 @@ void compare_with_none(const std::vector<std::string>& techniques,
   }
 }
 
-/// Runs a ResNet peer script (bench/peers/) on the same network and batch, the script's own
-/// arguments after the shared ones; checks that it built the same network and records where its
-/// figures come from (`source`) and how long it took. Returns its JSON.
+}  // namespace
+
+namespace detail {
+
 json run_resnet_peer(const MemoryBenchOptions& o, long batch, const json& config,
                      const std::string& script, const std::string& source,
-                     const std::vector<std::string>& extra = {}) {
+                     const std::vector<std::string>& extra) {
   const ScratchDir dir("bench-" + source);
   std::string widths;
   for (const auto& w : config.at("widths")) {
@@ -757,6 +788,13 @@ json run_resnet_peer(const MemoryBenchOptions& o, long batch, const json& config
   }
   return peer;
 }
+
+}  // namespace detail
+
+namespace {
+
+using detail::run_resnet_peer;
+
 
 /// One line about the workload, for the table's title.
 std::string describe(const json& config) {

@@ -1,0 +1,49 @@
+#pragma once
+/// \file
+/// What `bench memory` on the CPU (bench/MemoryBench.cpp) and on a device
+/// (bench/DeviceMemoryBench.cpp) share: the ResNet workload of a row, its Python peer, and the
+/// report's small helpers. Internal to bench/ (torch and JSON included).
+
+#include "bench/MemoryBench.h"
+#include "memory/MemoryTracker.h"
+#include "trainer/Workload.h"
+
+#include <nlohmann/json.hpp>
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace engram::bench::detail {
+
+/// A workload ready to train on one fixed batch, and what describes it in the report.
+struct PreparedWorkload {
+  std::shared_ptr<const void> data;  ///< what `workload` refers to; outlives it
+  std::unique_ptr<trainer::Workload> workload;
+  std::vector<std::size_t> batch;  ///< the examples every step trains on
+  nlohmann::json config;
+};
+
+/// ResNet-18 (CIFAR layout) on `batch` synthetic images, built on the CPU from the options' seed
+/// under the parameter tag.
+PreparedWorkload make_resnet(const MemoryBenchOptions& o, long batch);
+
+/// Runs a ResNet peer script (bench/peers/) on the network `config` describes and `batch`, the
+/// script's own arguments (`extra`) after the shared ones; checks that it built the same network
+/// (std::runtime_error otherwise) and records where its figures come from (`source`) and how long
+/// it took. Returns its JSON.
+nlohmann::json run_resnet_peer(const MemoryBenchOptions& o, long batch,
+                               const nlohmann::json& config, const std::string& script,
+                               const std::string& source,
+                               const std::vector<std::string>& extra = {});
+
+/// {tag name: bytes} for every tag.
+nlohmann::json bytes_by_tag(const std::array<std::int64_t, memory::kNumTags>& bytes);
+
+/// The median (the mean of the two middle values for an even count).
+double median(std::vector<double> v);
+
+}  // namespace engram::bench::detail
