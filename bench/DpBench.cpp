@@ -1,6 +1,7 @@
 #include "bench/DpBench.h"
 
 #include "bench/LinkPrediction.h"
+#include "bench/NetnsHosts.h"
 
 #include "bench/BenchSupport.h"
 #include "common/AtomicFile.h"
@@ -24,7 +25,11 @@
 #include <torch/torch.h>
 #include <nlohmann/json.hpp>
 
+#include <sys/prctl.h>
 #include <sys/resource.h>
+#include <unistd.h>
+
+#include <csignal>
 
 #include <algorithm>
 #include <chrono>
@@ -34,6 +39,7 @@
 #include <fstream>
 #include <iomanip>
 #include <map>
+#include <optional>
 #include <thread>
 
 namespace engram::bench {
@@ -60,6 +66,10 @@ json options_json(const DpBenchOptions& o) {
           {"bucket_mb", o.bucket_mb},
           {"first_bucket_mb", o.first_bucket_mb},
           {"trace_dir", o.trace_dir},
+          {"hosts", o.hosts},
+          {"link_delay", o.link_delay},
+          {"emulate", o.emulate},
+          {"driver_pid", o.driver_pid},
           {"json_path", o.json_path}};
 }
 
@@ -82,6 +92,10 @@ DpBenchOptions options_from(const json& j) {
   j.at("bucket_mb").get_to(o.bucket_mb);
   j.at("first_bucket_mb").get_to(o.first_bucket_mb);
   j.at("trace_dir").get_to(o.trace_dir);
+  j.at("hosts").get_to(o.hosts);
+  j.at("link_delay").get_to(o.link_delay);
+  j.at("emulate").get_to(o.emulate);
+  j.at("driver_pid").get_to(o.driver_pid);
   j.at("json_path").get_to(o.json_path);
   return o;
 }
@@ -113,6 +127,12 @@ void validate(const DpBenchOptions& o) {
     if (!(b >= 0) || !std::isfinite(b))
       throw InvalidOption("link_bandwidths", "must be bytes per second (0: unthrottled)");
   if (!(o.link_latency >= 0)) throw InvalidOption("link_latency", "must not be negative");
+  if (o.hosts != "loopback" && o.hosts != "netns")
+    throw InvalidOption("hosts", "'" + o.hosts + "' is not one of loopback, netns");
+  if (!(o.link_delay >= 0) || !std::isfinite(o.link_delay))
+    throw InvalidOption("link_delay", "must be seconds, not negative");
+  if (o.link_delay > 0 && o.hosts != "netns")
+    throw InvalidOption("link_delay", "is a shaper's delay: it needs --hosts netns");
   if (o.steps < 1) throw InvalidOption("steps", "must be at least 1");
   if (o.warmup < 1) throw InvalidOption("warmup", "must be at least 1 (the buckets are learned)");
   if (o.resnet_batch < 1 || o.resnet_batch > 65536)
@@ -283,22 +303,99 @@ Communication measure_communication(parallel::Communicator& comm,
 // ------------------------------------------------------------------------------- the driver
 
 /// Rank `rank` of `world` as torchrun would start it (its variables replacing this process's),
-/// its stderr into `err_path`.
+/// its stderr into `err_path`: on loopback, or on host `rank` of `hosts`, bound to its interface.
 ChildProcess spawn_rank(const std::vector<std::string>& argv, int rank, int world, int port,
-                        const std::string& err_path) {
+                        const std::string& err_path, const NetnsHosts* hosts) {
   ProcessOptions io;
   io.stderr_path = err_path;
-  io.unset_environment = {"TORCHELASTIC_USE_AGENT_STORE"};
+  io.unset_environment = {"TORCHELASTIC_USE_AGENT_STORE", "GLOO_SOCKET_IFNAME"};
   io.set_environment = {{"RANK", std::to_string(rank)},
-                        {"LOCAL_RANK", std::to_string(rank)},
+                        {"LOCAL_RANK", std::to_string(hosts != nullptr ? 0 : rank)},
                         {"WORLD_SIZE", std::to_string(world)},
-                        {"MASTER_ADDR", "127.0.0.1"},
+                        {"MASTER_ADDR", hosts != nullptr ? hosts->address_of(0) : "127.0.0.1"},
                         {"MASTER_PORT", std::to_string(port)}};
+  if (hosts != nullptr) io.set_environment.push_back({"GLOO_SOCKET_IFNAME", hosts->interface_of(rank)});
   try {
-    return ChildProcess(argv, io);
+    return ChildProcess(hosts != nullptr ? hosts->command_on(rank, argv) : argv, io);
   } catch (const std::runtime_error& e) {
     throw std::runtime_error("rank " + std::to_string(rank) + ": " + e.what());
   }
+}
+
+/// The ranks' job on `worker`'s options (its json_path names the rows they write): on loopback,
+/// or one rank per host of `hosts`. Returns the rows; throws naming the rank that failed.
+json run_ranks(const DpBenchOptions& worker, const ScratchDir& dir, const std::string& job,
+               int port, const NetnsHosts* hosts) {
+  write_file_atomically(dir.file(job + "-options.json"), options_json(worker).dump());
+  const std::string self = std::filesystem::read_symlink("/proc/self/exe").string();
+  const std::vector<std::string> argv{self, "bench", "dp", "--worker-options",
+                                      dir.file(job + "-options.json")};
+  std::vector<ChildProcess> ranks;
+  const auto err_path = [&](int r) {
+    return dir.file(job + "-rank" + std::to_string(r) + ".stderr");
+  };
+  for (int r = 0; r < worker.ranks; ++r)
+    ranks.push_back(spawn_rank(argv, r, worker.ranks, port, err_path(r), hosts));
+  // A rank that fails ends the others, which would wait for it in their next collective.
+  if (const auto failed = wait_all(ranks)) {
+    const std::string said = last_line(read_file(err_path(static_cast<int>(*failed))));
+    throw std::runtime_error("rank " + std::to_string(*failed) +
+                             (hosts != nullptr ? " (host " + hosts->address_of(*failed) + ")" : "") +
+                             " " + ranks[*failed].outcome() + (said.empty() ? "" : ": " + said));
+  }
+  std::ifstream in(worker.json_path);
+  return json::parse(in);
+}
+
+/// The DDP peer's arguments after its script, for `links` (comma-separated bytes per second).
+std::vector<std::string> peer_arguments(const DpBenchOptions& o, const std::string& links,
+                                        const std::string& out) {
+  return {"--batch",   std::to_string(o.resnet_batch),
+          "--warmup",  std::to_string(o.warmup),
+          "--steps",   std::to_string(o.steps),
+          "--links",   links,
+          "--latency", fixed(links == "0" ? 0.0 : o.link_latency, 6),
+          "--threads", std::to_string(o.threads),
+          "--seed",    std::to_string(o.seed),
+          "--bucket-mb", fixed(o.bucket_mb, 3),
+          "--out",     out};
+}
+
+/// The DDP peer across `hosts` (one torchrun per host, one process each, static rendezvous on
+/// host 0's address) on the link they are shaped to: its rows, link_bandwidth as the shaper's.
+json run_peer_on_hosts(const DpBenchOptions& o, const NetnsHosts& hosts, double bandwidth,
+                       const ScratchDir& dir, const std::string& job, int port) {
+  const std::string out = dir.file(job + "-peer.json");
+  std::vector<ChildProcess> nodes;
+  const auto err_path = [&](int h) {
+    return dir.file(job + "-peer" + std::to_string(h) + ".stderr");
+  };
+  for (int h = 0; h < hosts.count(); ++h) {
+    std::vector<std::string> argv{o.torchrun,      "--nnodes",        std::to_string(hosts.count()),
+                                  "--node_rank",   std::to_string(h), "--nproc_per_node",
+                                  "1",             "--master_addr",   hosts.address_of(0),
+                                  "--master_port", std::to_string(port),
+                                  peer_script("ddp_peer.py")};
+    for (auto& a : peer_arguments(o, "0", out)) argv.push_back(a);
+    ProcessOptions io;
+    io.stderr_path = err_path(h);
+    io.unset_environment = {"TORCHELASTIC_USE_AGENT_STORE"};
+    io.set_environment = {{"GLOO_SOCKET_IFNAME", hosts.interface_of(h)}};
+    nodes.emplace_back(hosts.command_on(h, argv), io);
+  }
+  if (const auto failed = wait_all(nodes)) {
+    throw std::runtime_error("the DDP peer on host " + hosts.address_of(*failed) + " " +
+                             nodes[*failed].outcome() + ": " +
+                             last_line(read_file(err_path(static_cast<int>(*failed)))) +
+                             " (see --no-peer)");
+  }
+  std::ifstream in(out);
+  json peer = json::parse(in);
+  for (auto& r : peer["rows"]) {
+    r["link_bandwidth"] = bandwidth;
+    r["link_kind"] = "shaped";
+  }
+  return peer;
 }
 
 }  // namespace
@@ -317,7 +414,8 @@ void run_dp_worker(const DpBenchOptions& o, const parallel::DistEnv& env) {
     const Measured none =
         measure_schedule(m, parallel::GradSync::none, env, *comm, o, name + "-none");
     for (double bandwidth : o.link_bandwidths) {
-      comm->set_link({bandwidth, o.link_latency});
+      // A shaped link is the network's to impose: nothing is emulated over it.
+      if (o.emulate) comm->set_link({bandwidth, o.link_latency});
       std::map<std::string, Measured> by_schedule;
       for (const auto& s : o.schedules) {
         const parallel::GradSync sync = parallel::grad_sync_from_name(s);
@@ -326,7 +424,8 @@ void run_dp_worker(const DpBenchOptions& o, const parallel::DistEnv& env) {
                 ? none
                 : measure_schedule(
                       m, sync, env, *comm, o,
-                      name + "-" + std::to_string(static_cast<long>(bandwidth)) + "-" + s);
+                      name + (o.emulate ? "-" : "-shaped-") +
+                          std::to_string(static_cast<long>(bandwidth)) + "-" + s);
       }
       // The buckets of `overlap`; when it was not measured, the one bucket of everything that a
       // reducer keeps until it learns the order (as `none`'s).
@@ -334,6 +433,11 @@ void run_dp_worker(const DpBenchOptions& o, const parallel::DistEnv& env) {
           by_schedule.count("overlap") ? by_schedule["overlap"].bucket_bytes : none.bucket_bytes;
       const Communication measured = measure_communication(*comm, buckets, o);
       const double communication = measured.seconds;
+      std::size_t bucket_total = 0;
+      for (std::size_t b : buckets) bucket_total += b;
+      // What each rank's link carried per second in the back-to-back all-reduces (a ring moves
+      // 2(N-1)/N of every bucket through each link): the payload rate the link achieved.
+      const double moved = 2.0 * (o.ranks - 1) / o.ranks * static_cast<double>(bucket_total);
       for (const auto& s : o.schedules) {
         const Measured& r = by_schedule[s];
         const bool exchanges = s != "none";
@@ -341,12 +445,16 @@ void run_dp_worker(const DpBenchOptions& o, const parallel::DistEnv& env) {
         rows.push_back({{"model", name},
                         {"link_bandwidth", bandwidth},
                         {"link", link_label(bandwidth)},
-                        {"link_latency", o.link_latency},
+                        {"link_latency", o.emulate ? o.link_latency : 0.0},
+                        {"link_kind", o.emulate ? "emulated" : "shaped"},
+                        {"hosts", o.emulate ? "loopback" : "netns"},
                         {"schedule", s},
                         {"step_seconds", r.step_seconds},
                         {"compute_seconds", none.step_seconds},
                         {"communication_seconds", exchanges ? communication : 0.0},
                         {"communication_cpu_seconds", exchanges ? measured.cpu_seconds : 0.0},
+                        {"link_throughput", exchanges && communication > 0 ? moved / communication
+                                                                            : 0.0},
                         {"overlap_efficiency", bound / r.step_seconds},
                         {"bytes_per_step", exchanges ? r.bytes_per_step : 0},
                         {"buckets", r.buckets},
@@ -375,19 +483,24 @@ void run_dp_worker(const DpBenchOptions& o, const parallel::DistEnv& env) {
 
 namespace {
 
-/// Per model, schedule (but none) and target link: the step predicted from the other links'
-/// rows, the step measured there, and the relative error.
-json link_predictions(const DpBenchOptions& o, const json& rows) {
+/// Per model, schedule (but none) and target link of the rows of `kind` (emulated, shaped): the
+/// step predicted from the other links' rows, the step measured there, and the relative error;
+/// for shaped links, the sleep model's (emulated) step on the same link beside them.
+json link_predictions(const DpBenchOptions& o, const json& rows, const std::string& kind) {
   json predictions = json::array();
   for (const auto& model : o.models) {
     for (const auto& schedule : o.schedules) {
       if (schedule == "none") continue;
       std::vector<LinkPoint> fit;
-      std::map<double, double> measured;
+      std::map<double, double> measured, emulated;
       for (const auto& r : rows) {
         if (r["model"] != model || r["schedule"] != schedule) continue;
         const double b = r["link_bandwidth"].get<double>();
         const double step = r["step_seconds"].get<double>();
+        if (r["link_kind"] != kind) {
+          if (r["link_kind"] == "emulated") emulated[b] = step;
+          continue;
+        }
         if (std::find(o.predict_links.begin(), o.predict_links.end(), b) != o.predict_links.end())
           measured[b] = step;
         else
@@ -396,18 +509,55 @@ json link_predictions(const DpBenchOptions& o, const json& rows) {
       for (double target : o.predict_links) {
         const double predicted = predict_step_seconds(fit, target);
         const double actual = measured.at(target);
-        predictions.push_back({{"model", model},
-                               {"schedule", schedule},
-                               {"link_bandwidth", target},
-                               {"link", link_label(target)},
-                               {"fit_link_bandwidths", o.link_bandwidths},
-                               {"predicted_step_seconds", predicted},
-                               {"measured_step_seconds", actual},
-                               {"error", std::abs(predicted - actual) / actual}});
+        json p{{"model", model},
+               {"schedule", schedule},
+               {"link_kind", kind},
+               {"link_bandwidth", target},
+               {"link", link_label(target)},
+               {"fit_link_bandwidths", o.link_bandwidths},
+               {"predicted_step_seconds", predicted},
+               {"measured_step_seconds", actual},
+               {"error", std::abs(predicted - actual) / actual}};
+        if (kind == "shaped" && emulated.count(target) != 0) {
+          p["sleep_model_step_seconds"] = emulated[target];
+          p["sleep_model_difference"] = std::abs(emulated[target] - actual) / actual;
+        }
+        predictions.push_back(p);
       }
     }
   }
   return predictions;
+}
+
+std::string comma_separated(const std::vector<double>& values) {
+  std::string s;
+  for (double v : values) s += (s.empty() ? "" : ",") + fixed(v, 0);
+  return s;
+}
+
+void print_rows(std::ostream& out, const json& rows, const json& peer_rows) {
+  out << std::left << std::setw(8) << "model" << std::setw(11) << "link" << std::setw(10)
+      << "kind" << std::setw(9) << "schedule" << std::right << std::setw(10) << "step ms"
+      << std::setw(12) << "compute ms" << std::setw(10) << "comm ms" << std::setw(12)
+      << "efficiency" << std::setw(10) << "MB/step" << std::setw(12) << "link MB/s"
+      << "\n";
+  for (const auto& r : rows) {
+    out << std::left << std::setw(8) << r["model"].get<std::string>() << std::setw(11)
+        << r["link"].get<std::string>() << std::setw(10) << r["link_kind"].get<std::string>()
+        << std::setw(9) << r["schedule"].get<std::string>() << std::right << std::setw(10)
+        << fixed(r["step_seconds"].get<double>() * 1e3, 1) << std::setw(12)
+        << fixed(r["compute_seconds"].get<double>() * 1e3, 1) << std::setw(10)
+        << fixed(r["communication_seconds"].get<double>() * 1e3, 1) << std::setw(12)
+        << fixed(r["overlap_efficiency"].get<double>(), 2) << std::setw(10)
+        << fixed(r["bytes_per_step"].get<double>() / 1e6, 1) << std::setw(12)
+        << fixed(r["link_throughput"].get<double>() / 1e6, 1) << "\n";
+  }
+  for (const auto& r : peer_rows) {
+    out << std::left << std::setw(8) << "resnet" << std::setw(11)
+        << link_label(r["link_bandwidth"].get<double>()) << std::setw(10)
+        << r.value("link_kind", "emulated") << std::setw(9) << "DDP" << std::right
+        << std::setw(10) << fixed(r["step_seconds"].get<double>() * 1e3, 1) << "\n";
+  }
 }
 
 }  // namespace
@@ -416,108 +566,94 @@ void run_dp_bench(const DpBenchOptions& options, std::ostream& out) {
   validate(options);
   if (options.json_path.empty()) throw InvalidOption("json_path", "is required");
   check_writable(options.json_path);  // fail before the ranks' work, not after it
+  // The hosts, and a first shaper on them, before any work: what this machine cannot do (no
+  // root, no `tc`, a kernel without netem) fails now, not after the emulated links.
+  std::optional<NetnsHosts> hosts;
+  if (options.hosts == "netns") {
+    NetnsHosts::check_available();
+    hosts.emplace(options.ranks);
+    hosts->shape({options.link_bandwidths.front(), options.link_delay});
+  }
   ScratchDir dir("bench-dp");
   const int port = options.port > 0 ? options.port : parallel::free_loopback_port();
-  DpBenchOptions worker = options;
-  worker.json_path = dir.file("rows.json");
+  const bool peer_runs =
+      !options.skip_peer &&
+      std::find(options.models.begin(), options.models.end(), "resnet") != options.models.end();
   // The targets of the what-if are measured like the other links, after them.
-  worker.link_bandwidths.insert(worker.link_bandwidths.end(), options.predict_links.begin(),
-                                options.predict_links.end());
+  std::vector<double> links = options.link_bandwidths;
+  links.insert(links.end(), options.predict_links.begin(), options.predict_links.end());
+  DpBenchOptions worker = options;
+  worker.driver_pid = static_cast<int>(::getpid());
   worker.predict_links.clear();
-  write_file_atomically(dir.file("options.json"), options_json(worker).dump());
-  const std::string self = std::filesystem::read_symlink("/proc/self/exe").string();
-  const std::vector<std::string> argv{self, "bench", "dp", "--worker-options",
-                                      dir.file("options.json")};
-  std::vector<ChildProcess> ranks;
-  const auto err_path = [&](int r) { return dir.file("rank" + std::to_string(r) + ".stderr"); };
-  for (int r = 0; r < options.ranks; ++r)
-    ranks.push_back(spawn_rank(argv, r, options.ranks, port, err_path(r)));
-  // A rank that fails ends the others, which would wait for it in their next collective.
-  if (const auto failed = wait_all(ranks)) {
-    const std::string said = last_line(read_file(err_path(static_cast<int>(*failed))));
-    throw std::runtime_error("rank " + std::to_string(*failed) + " " + ranks[*failed].outcome() +
-                             (said.empty() ? "" : ": " + said));
-  }
-  json rows;
-  {
-    std::ifstream in(worker.json_path);
-    rows = json::parse(in);
-  }
+  worker.link_bandwidths = links;
+  worker.json_path = dir.file("emulated-rows.json");
+  json rows = run_ranks(worker, dir, "emulated", port, nullptr);
 
   json peer = nullptr;
-  if (!options.skip_peer &&
-      std::find(options.models.begin(), options.models.end(), "resnet") != options.models.end()) {
-    std::string links;
-    for (double b : options.link_bandwidths) links += (links.empty() ? "" : ",") + fixed(b, 0);
+  if (peer_runs) {
     const std::string peer_out = dir.file("peer.json");
-    run_peer({options.torchrun,
-              "--nproc_per_node",
-              std::to_string(options.ranks),
-              "--master_addr",
-              "127.0.0.1",
-              "--master_port",
-              std::to_string(options.port > 0 ? port + 1 : parallel::free_loopback_port()),
-              peer_script("ddp_peer.py"),
-              "--batch",
-              std::to_string(options.resnet_batch),
-              "--warmup",
-              std::to_string(options.warmup),
-              "--steps",
-              std::to_string(options.steps),
-              "--links",
-              links,
-              "--latency",
-              fixed(options.link_latency, 6),
-              "--threads",
-              std::to_string(options.threads),
-              "--seed",
-              std::to_string(options.seed),
-              "--bucket-mb",
-              fixed(options.bucket_mb, 3),
-              "--out",
-              peer_out},
-             dir);
+    std::vector<std::string> argv{
+        options.torchrun,        "--nproc_per_node",
+        std::to_string(options.ranks),
+        "--master_addr",         "127.0.0.1",
+        "--master_port",
+        std::to_string(options.port > 0 ? port + 1 : parallel::free_loopback_port()),
+        peer_script("ddp_peer.py")};
+    for (auto& a : peer_arguments(options, comma_separated(links), peer_out))
+      argv.push_back(a);
+    run_peer(argv, dir);
     std::ifstream in(peer_out);
     peer = json::parse(in);
+    for (auto& r : peer["rows"]) r["link_kind"] = "emulated";
+  }
+
+  if (hosts) {
+    // One job per link: the shaper is set between jobs, never under a running step.
+    for (std::size_t i = 0; i < links.size(); ++i) {
+      const double bandwidth = links[i];
+      hosts->shape({bandwidth, options.link_delay});
+      const std::string job = "shaped" + std::to_string(i);
+      worker.link_bandwidths = {bandwidth};
+      worker.emulate = false;
+      worker.json_path = dir.file(job + "-rows.json");
+      // Each host's network is its own: the ports are free in it.
+      for (auto& r : run_ranks(worker, dir, job, 29400 + static_cast<int>(i), &*hosts))
+        rows.push_back(r);
+      if (peer_runs) {
+        const json shaped =
+            run_peer_on_hosts(options, *hosts, bandwidth, dir, job, 29300 + static_cast<int>(i));
+        for (const auto& r : shaped["rows"]) peer["rows"].push_back(r);
+      }
+    }
   }
 
   out << "data-parallel step on " << options.ranks << " ranks (" << options.threads
       << " compute thread each), mean of " << options.steps << " steps after " << options.warmup
-      << "\n";
-  out << std::left << std::setw(8) << "model" << std::setw(11) << "link" << std::setw(9)
-      << "schedule" << std::right << std::setw(10) << "step ms" << std::setw(12) << "compute ms"
-      << std::setw(10) << "comm ms" << std::setw(12) << "efficiency" << std::setw(10) << "MB/step"
-      << "\n";
-  for (const auto& r : rows) {
-    out << std::left << std::setw(8) << r["model"].get<std::string>() << std::setw(11)
-        << r["link"].get<std::string>() << std::setw(9) << r["schedule"].get<std::string>()
-        << std::right << std::setw(10) << fixed(r["step_seconds"].get<double>() * 1e3, 1)
-        << std::setw(12) << fixed(r["compute_seconds"].get<double>() * 1e3, 1) << std::setw(10)
-        << fixed(r["communication_seconds"].get<double>() * 1e3, 1) << std::setw(12)
-        << fixed(r["overlap_efficiency"].get<double>(), 2) << std::setw(10)
-        << fixed(r["bytes_per_step"].get<double>() / 1e6, 1) << "\n";
-  }
-  if (!peer.is_null()) {
-    for (const auto& r : peer["rows"]) {
-      out << std::left << std::setw(8) << "resnet" << std::setw(11)
-          << link_label(r["link_bandwidth"].get<double>()) << std::setw(9) << "DDP" << std::right
-          << std::setw(10) << fixed(r["step_seconds"].get<double>() * 1e3, 1) << "\n";
-    }
-  }
+      << (options.hosts == "netns" ? "; shaped links: a host per rank" : "") << "\n";
+  print_rows(out, rows, peer.is_null() ? json::array() : peer["rows"]);
   json report{{"bench", "dp"}, {"options", options_json(options)}, {"rows", rows},
               {"peer", peer},  {"machine", machine_json()},        {"versions", versions_json()}};
+  report["options"].erase("emulate");
+  report["options"].erase("driver_pid");
   if (!options.predict_links.empty()) {
     report["options"]["predict_links"] = options.predict_links;
-    report["link_predictions"] = link_predictions(options, rows);
+    json predictions = link_predictions(options, rows, "emulated");
+    if (options.hosts == "netns")
+      for (const auto& p : link_predictions(options, rows, "shaped")) predictions.push_back(p);
+    report["link_predictions"] = predictions;
     out << "link what-if: predicted from " << options.link_bandwidths.size()
         << " links, then measured\n";
-    for (const auto& p : report["link_predictions"]) {
+    for (const auto& p : predictions) {
       out << std::left << std::setw(8) << p["model"].get<std::string>() << std::setw(11)
-          << p["link"].get<std::string>() << std::setw(9) << p["schedule"].get<std::string>()
-          << std::right << " predicted "
+          << p["link"].get<std::string>() << std::setw(10) << p["link_kind"].get<std::string>()
+          << std::setw(9) << p["schedule"].get<std::string>() << std::right << " predicted "
           << fixed(p["predicted_step_seconds"].get<double>() * 1e3, 1) << " ms, measured "
           << fixed(p["measured_step_seconds"].get<double>() * 1e3, 1) << " ms, error "
-          << fixed(p["error"].get<double>() * 100, 1) << "%\n";
+          << fixed(p["error"].get<double>() * 100, 1) << "%";
+      if (p.contains("sleep_model_step_seconds"))
+        out << "; sleep model " << fixed(p["sleep_model_step_seconds"].get<double>() * 1e3, 1)
+            << " ms (" << fixed(p["sleep_model_difference"].get<double>() * 100, 1) << "% off)";
+      out << "\n";
     }
   }
   report["options"].erase("json_path");
@@ -528,7 +664,14 @@ void run_dp_bench(const DpBenchOptions& options, std::ostream& out) {
 void run_dp_worker_from(const std::string& options_path, const parallel::DistEnv& env) {
   std::ifstream in(options_path);
   if (!in) throw std::runtime_error("cannot read '" + options_path + "'");
-  run_dp_worker(options_from(json::parse(in)), env);
+  const DpBenchOptions options = options_from(json::parse(in));
+  // A rank whose driver is gone (killed, whatever the signal) ends too, rather than measuring
+  // for nobody; checked after arming, in case the driver went first.
+  ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+  if (options.driver_pid > 0 && ::getppid() != options.driver_pid)
+    throw std::runtime_error("the driver (pid " + std::to_string(options.driver_pid) +
+                             ") is gone");
+  run_dp_worker(options, env);
 }
 
 }  // namespace engram::bench

@@ -19,6 +19,13 @@
 ///
 /// The driver starts the ranks as child processes of the same binary (`--worker`, torchrun's
 /// variables on loopback) and the peer through torchrun.
+///
+/// With hosts = "netns", every link is then measured a second time for real: the ranks run on
+/// hosts of their own (bench/NetnsHosts.h: network namespaces through a bridge, Gloo bound to
+/// each host's interface) and each link is a tbf shaper on every host's interface instead of the
+/// sleep model, one job per link; the DDP peer runs across the same hosts, one torchrun per host.
+/// Those rows say "link_kind": "shaped" (the others "emulated"), and the what-if is made for
+/// each kind, the shaped prediction beside the sleep model's step on the same link.
 
 #include "common/PythonEnv.h"
 #include "parallel/DistOptions.h"
@@ -56,6 +63,14 @@ struct DpBenchOptions {
   std::string python = torch_python();        ///< with the pinned torch (common/PythonEnv.h)
   std::string torchrun = torchrun_program();  ///< the pinned environment's (common/PythonEnv.h)
   bool skip_peer = false;
+  /// "loopback": the emulated links only; "netns": the links also shaped between hosts.
+  std::string hosts = "loopback";
+  double link_delay = 0;  ///< hosts = "netns": seconds each packet waits before its link (netem)
+  /// The worker's: false when the driver shaped a real link, which the rows are then labelled
+  /// with (link_bandwidths has that one link), so that nothing is emulated.
+  bool emulate = true;
+  /// The worker's: the driver's pid, so that a rank ends when its driver does.
+  int driver_pid = 0;
   int port = 0;         ///< rendezvous port on 127.0.0.1 (the peer's: port + 1); 0: free ones
   bool worker = false;  ///< this process is one rank (started by the driver)
 };

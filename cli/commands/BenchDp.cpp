@@ -15,7 +15,8 @@ Command register_bench_dp(CLI::App& parent) {
   auto worker_options = std::make_shared<std::string>();
   CLI::App* sub = parent.add_subcommand(
       "dp",
-      "Data-parallel training step on local ranks for every emulated link speed and gradient "
+      "Data-parallel training step on local ranks for every emulated (or, with --hosts netns, "
+      "shaped) link speed and gradient "
       "schedule (none, after, overlap, ooo, host), beside PyTorch DDP");
   sub->add_option("--json", o->json_path, "Write the results here");
   sub->add_option("--ranks", o->ranks, "Processes (ranks) on this machine")->capture_default_str();
@@ -31,6 +32,14 @@ Command register_bench_dp(CLI::App& parent) {
                   "from the --links measurements, then measure them and report the error")
       ->delimiter(',');
   sub->add_option("--link-latency", o->link_latency, "Emulated latency per collective, seconds")
+      ->capture_default_str();
+  sub->add_option("--hosts", o->hosts,
+                  "loopback: ranks on 127.0.0.1, links emulated; netns: also each rank on a host "
+                  "of its own (a network namespace, root only) with every link shaped by Linux "
+                  "traffic control (tbf), one job per link, the DDP peer across the same hosts")
+      ->capture_default_str();
+  sub->add_option("--link-delay", o->link_delay,
+                  "With --hosts netns: seconds each packet waits before its host's link (netem)")
       ->capture_default_str();
   sub->add_option("--schedules", o->schedules,
                   "Gradient schedules: none, after, overlap, ooo, host")
@@ -80,6 +89,8 @@ Command register_bench_dp(CLI::App& parent) {
            {"models", "--models"},
            {"link_bandwidths", "--links"},
            {"link_latency", "--link-latency"},
+           {"hosts", "--hosts"},
+           {"link_delay", "--link-delay"},
            {"predict_links", "--predict-link"},
            {"schedules", "--schedules"},
            {"steps", "--steps"},
