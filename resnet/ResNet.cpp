@@ -14,14 +14,25 @@ using nn::ReLU;
 using nn::ReLUOptions;
 using nn::Unit;
 
-ResNetStemImpl::ResNetStemImpl(int64_t in_channels_, int64_t out_channels_)
-    : in_channels(in_channels_), out_channels(out_channels_) {
+ResNetOptions resnet50_options() {
+  return ResNetOptions()
+      .widths({64, 128, 256, 512})
+      .blocks({3, 4, 6, 3})
+      .bottleneck(true)
+      .imagenet_stem(true)
+      .num_classes(1000);
+}
+
+ResNetStemImpl::ResNetStemImpl(int64_t in_channels_, int64_t out_channels_, bool imagenet_)
+    : in_channels(in_channels_), out_channels(out_channels_), imagenet(imagenet_) {
   reset();
 }
 
 void ResNetStemImpl::reset() {
   conv = register_module(
-      "conv", Conv2d(Conv2dOptions(in_channels, out_channels, 3).padding(1).bias(false)));
+      "conv", Conv2d(imagenet ? Conv2dOptions(in_channels, out_channels, 7).stride(2).padding(3)
+                                    .bias(false)
+                              : Conv2dOptions(in_channels, out_channels, 3).padding(1).bias(false)));
   bn = register_module("bn", BatchNorm2d(BatchNorm2dOptions(out_channels)));
   relu = register_module("relu", ReLU(ReLUOptions().inplace(true)));
 }
@@ -29,7 +40,8 @@ void ResNetStemImpl::reset() {
 at::Tensor ResNetStemImpl::forward(const at::Tensor& x) {
   at::Tensor out = conv(x);  // one layer per statement, as in BasicBlockImpl::forward
   out = bn(out);
-  return relu(out);
+  out = relu(out);
+  return imagenet ? at::max_pool2d(out, {3, 3}, {2, 2}, {1, 1}) : out;
 }
 
 BasicBlockImpl::BasicBlockImpl(BasicBlockOptions options_) : options(options_) { reset(); }
@@ -68,6 +80,44 @@ at::Tensor BasicBlockImpl::forward(const at::Tensor& x) {
   return relu(out);
 }
 
+BottleneckImpl::BottleneckImpl(BasicBlockOptions options_) : options(options_) { reset(); }
+
+void BottleneckImpl::reset() {
+  const int64_t in = options.in_channels(), width = options.out_channels();
+  const int64_t out = width * kExpansion, stride = options.stride();
+  TORCH_CHECK(in > 0 && width > 0 && stride > 0,
+              "resnet::Bottleneck: sizes and stride must be positive");
+  conv1 = register_module("conv1", Conv2d(Conv2dOptions(in, width, 1).bias(false)));
+  bn1 = register_module("bn1", BatchNorm2d(BatchNorm2dOptions(width)));
+  conv2 = register_module(
+      "conv2", Conv2d(Conv2dOptions(width, width, 3).stride(stride).padding(1).bias(false)));
+  bn2 = register_module("bn2", BatchNorm2d(BatchNorm2dOptions(width)));
+  conv3 = register_module("conv3", Conv2d(Conv2dOptions(width, out, 1).bias(false)));
+  bn3 = register_module("bn3", BatchNorm2d(BatchNorm2dOptions(out)));
+  relu = register_module("relu", ReLU(ReLUOptions().inplace(true)));
+  shortcut_conv = nullptr;
+  shortcut_bn = nullptr;
+  if (stride != 1 || in != out) {
+    shortcut_conv = register_module("shortcut_conv",
+                                    Conv2d(Conv2dOptions(in, out, 1).stride(stride).bias(false)));
+    shortcut_bn = register_module("shortcut_bn", BatchNorm2d(BatchNorm2dOptions(out)));
+  }
+}
+
+at::Tensor BottleneckImpl::forward(const at::Tensor& x) {
+  // One layer per statement, as in BasicBlockImpl::forward.
+  at::Tensor out = conv1(x);
+  out = bn1(out);
+  out = relu(out);
+  out = conv2(out);
+  out = bn2(out);
+  out = relu(out);
+  out = conv3(out);
+  out = bn3(out);
+  out += has_projection() ? shortcut_bn(shortcut_conv(x)) : x;
+  return relu(out);
+}
+
 ResNetImpl::ResNetImpl(ResNetOptions options_) : options(std::move(options_)) { reset(); }
 
 void ResNetImpl::reset() {
@@ -77,18 +127,31 @@ void ResNetImpl::reset() {
   TORCH_CHECK(
       options.num_classes() > 0 && options.in_channels() > 0 && options.blocks_per_stage() > 0,
       "resnet::ResNet: num_classes, in_channels and blocks_per_stage must be positive");
+  TORCH_CHECK(options.blocks().empty() || options.blocks().size() == widths.size(),
+              "resnet::ResNet: blocks must name one count per stage width");
+  for (const int64_t n : options.blocks())
+    TORCH_CHECK(n > 0, "resnet::ResNet: every stage needs at least one block");
 
-  stem = register_module("stem", ResNetStem(options.in_channels(), widths[0]));
+  stem = register_module("stem",
+                         ResNetStem(options.in_channels(), widths[0], options.imagenet_stem()));
   blocks_.clear();
   int64_t in = widths[0];
   for (std::size_t s = 0; s < widths.size(); ++s) {
     torch::nn::ModuleList stage;
-    for (int64_t b = 0; b < options.blocks_per_stage(); ++b) {
-      const int64_t stride = s > 0 && b == 0 ? 2 : 1;
-      BasicBlock block(BasicBlockOptions(in, widths[s]).stride(stride));
-      stage->push_back(block);
-      blocks_.push_back(block);
-      in = widths[s];
+    for (int64_t b = 0; b < options.blocks_in_stage(s); ++b) {
+      const BasicBlockOptions block_options =
+          BasicBlockOptions(in, widths[s]).stride(s > 0 && b == 0 ? 2 : 1);
+      if (options.bottleneck()) {
+        Bottleneck block(block_options);
+        stage->push_back(block);
+        blocks_.emplace_back(block);
+        in = widths[s] * BottleneckImpl::kExpansion;
+      } else {
+        BasicBlock block(block_options);
+        stage->push_back(block);
+        blocks_.emplace_back(block);
+        in = widths[s];
+      }
     }
     register_module("stage" + std::to_string(s + 1), stage);
   }
@@ -97,7 +160,7 @@ void ResNetImpl::reset() {
 
 at::Tensor ResNetImpl::forward(const at::Tensor& x) {
   at::Tensor h = stem(x);
-  for (auto& block : blocks_) h = block(h);
+  for (auto& block : blocks_) h = block.forward<at::Tensor>(h);
   return head(h);
 }
 
@@ -105,7 +168,7 @@ std::vector<torch::nn::AnyModule> ResNetImpl::units() const {
   std::vector<torch::nn::AnyModule> units;
   units.reserve(blocks_.size() + 1);
   units.emplace_back(stem);
-  for (const auto& block : blocks_) units.emplace_back(block);
+  for (const auto& block : blocks_) units.push_back(block);
   return units;
 }
 
@@ -113,14 +176,17 @@ std::vector<Unit> resnet_units(const ResNet& net) {
   std::vector<Unit> units;
   units.push_back({"stem",
                    [stem = net->stem](const at::Tensor& x) mutable { return stem->forward(x); },
+                   // (ImageNet's max pool of a ReLU's output is as non-negative: compressible alike.)
                    net->stem->parameters(), /*output_is_relu=*/true});
-  const int64_t per_stage = net->options.blocks_per_stage();
-  for (std::size_t b = 0; b < net->blocks().size(); ++b) {
-    const auto i = static_cast<int64_t>(b);
-    units.push_back(
-        {"stage" + std::to_string(i / per_stage + 1) + "." + std::to_string(i % per_stage),
-         [block = net->blocks()[b]](const at::Tensor& x) mutable { return block->forward(x); },
-         net->blocks()[b]->parameters(), /*output_is_relu=*/true});
+  std::size_t b = 0;
+  for (std::size_t s = 0; s < net->options.widths().size(); ++s) {
+    for (int64_t i = 0; i < net->options.blocks_in_stage(s); ++i, ++b) {
+      units.push_back({"stage" + std::to_string(s + 1) + "." + std::to_string(i),
+                       [block = net->blocks()[b]](const at::Tensor& x) mutable {
+                         return block.forward<at::Tensor>(x);
+                       },
+                       net->blocks()[b].ptr()->parameters(), /*output_is_relu=*/true});
+    }
   }
   return units;
 }

@@ -1,5 +1,6 @@
-// The CIFAR ResNet-18 of resnet/ResNet.h against the same network built from plain torch::nn
-// modules: same outputs, gradients and BatchNorm statistics from the same weights.
+// The CIFAR ResNet-18 and the ImageNet ResNet-50 of resnet/ResNet.h against the same networks
+// built from plain torch::nn modules: same outputs, gradients and BatchNorm statistics from the
+// same weights.
 #include "memory/CompressingStore.h"
 #include "nn/Runtime.h"
 #include "resnet/ResNet.h"
@@ -45,32 +46,77 @@ struct TorchBlockImpl : tnn::Module {
 };
 TORCH_MODULE(TorchBlock);
 
+// torchvision's Bottleneck (v1.5: the stride on the 3x3 convolution).
+struct TorchBottleneckImpl : tnn::Module {
+  TorchBottleneckImpl(int64_t in, int64_t width, int64_t stride) {
+    const int64_t out = width * 4;
+    conv1 = register_module("conv1", tnn::Conv2d(tnn::Conv2dOptions(in, width, 1).bias(false)));
+    bn1 = register_module("bn1", tnn::BatchNorm2d(width));
+    conv2 = register_module(
+        "conv2",
+        tnn::Conv2d(tnn::Conv2dOptions(width, width, 3).stride(stride).padding(1).bias(false)));
+    bn2 = register_module("bn2", tnn::BatchNorm2d(width));
+    conv3 = register_module("conv3", tnn::Conv2d(tnn::Conv2dOptions(width, out, 1).bias(false)));
+    bn3 = register_module("bn3", tnn::BatchNorm2d(out));
+    relu = register_module("relu", tnn::ReLU(tnn::ReLUOptions().inplace(true)));
+    if (stride != 1 || in != out) {
+      shortcut_conv = register_module(
+          "shortcut_conv", tnn::Conv2d(tnn::Conv2dOptions(in, out, 1).stride(stride).bias(false)));
+      shortcut_bn = register_module("shortcut_bn", tnn::BatchNorm2d(out));
+    }
+  }
+  at::Tensor forward(const at::Tensor& x) {
+    at::Tensor out = bn3(conv3(relu(bn2(conv2(relu(bn1(conv1(x))))))));
+    out += shortcut_conv.is_empty() ? x : shortcut_bn(shortcut_conv(x));
+    return relu(out);
+  }
+  tnn::Conv2d conv1{nullptr}, conv2{nullptr}, conv3{nullptr}, shortcut_conv{nullptr};
+  tnn::BatchNorm2d bn1{nullptr}, bn2{nullptr}, bn3{nullptr}, shortcut_bn{nullptr};
+  tnn::ReLU relu{nullptr};
+};
+TORCH_MODULE(TorchBottleneck);
+
 struct TorchStemImpl : tnn::Module {
-  TorchStemImpl(int64_t in, int64_t out) {
-    conv =
-        register_module("conv", tnn::Conv2d(tnn::Conv2dOptions(in, out, 3).padding(1).bias(false)));
+  TorchStemImpl(int64_t in, int64_t out, bool imagenet) : imagenet(imagenet) {
+    conv = register_module(
+        "conv", tnn::Conv2d(imagenet ? tnn::Conv2dOptions(in, out, 7).stride(2).padding(3).bias(false)
+                                     : tnn::Conv2dOptions(in, out, 3).padding(1).bias(false)));
     bn = register_module("bn", tnn::BatchNorm2d(out));
     relu = register_module("relu", tnn::ReLU(tnn::ReLUOptions().inplace(true)));
+    pool = register_module("pool", tnn::MaxPool2d(tnn::MaxPool2dOptions(3).stride(2).padding(1)));
   }
-  at::Tensor forward(const at::Tensor& x) { return relu(bn(conv(x))); }
+  at::Tensor forward(const at::Tensor& x) {
+    at::Tensor h = relu(bn(conv(x)));
+    return imagenet ? pool(h) : h;
+  }
+  bool imagenet;
   tnn::Conv2d conv{nullptr};
   tnn::BatchNorm2d bn{nullptr};
   tnn::ReLU relu{nullptr};
+  tnn::MaxPool2d pool{nullptr};
 };
 TORCH_MODULE(TorchStem);
 
 struct TorchResNetImpl : tnn::Module {
   explicit TorchResNetImpl(const ResNetOptions& o) {
     const auto& widths = o.widths();
-    stem = register_module("stem", TorchStem(o.in_channels(), widths[0]));
+    stem = register_module("stem", TorchStem(o.in_channels(), widths[0], o.imagenet_stem()));
     int64_t in = widths[0];
     for (std::size_t s = 0; s < widths.size(); ++s) {
       tnn::ModuleList stage;
-      for (int64_t b = 0; b < o.blocks_per_stage(); ++b) {
-        TorchBlock block(in, widths[s], s > 0 && b == 0 ? 2 : 1);
-        stage->push_back(block);
-        blocks.push_back(block);
-        in = widths[s];
+      for (int64_t b = 0; b < o.blocks_in_stage(s); ++b) {
+        const int64_t stride = s > 0 && b == 0 ? 2 : 1;
+        if (o.bottleneck()) {
+          TorchBottleneck block(in, widths[s], stride);
+          stage->push_back(block);
+          blocks.emplace_back(block);
+          in = widths[s] * 4;
+        } else {
+          TorchBlock block(in, widths[s], stride);
+          stage->push_back(block);
+          blocks.emplace_back(block);
+          in = widths[s];
+        }
       }
       register_module("stage" + std::to_string(s + 1), stage);
     }
@@ -78,11 +124,11 @@ struct TorchResNetImpl : tnn::Module {
   }
   at::Tensor forward(const at::Tensor& x) {
     at::Tensor h = stem(x);
-    for (auto& block : blocks) h = block(h);
+    for (auto& block : blocks) h = block.forward<at::Tensor>(h);
     return fc(h.mean({2, 3}));
   }
   TorchStem stem{nullptr};
-  std::vector<TorchBlock> blocks;
+  std::vector<tnn::AnyModule> blocks;
   tnn::Linear fc{nullptr};
 };
 TORCH_MODULE(TorchResNet);
@@ -110,6 +156,10 @@ double relative_difference(const at::Tensor& a, const at::Tensor& b) {
 }
 
 ResNetOptions small_options() { return ResNetOptions().widths({8, 16, 32, 64}); }
+/// ResNet-50's layout (ImageNet stem, bottlenecks, 3-4-6-3 blocks) at a small width.
+ResNetOptions small_resnet50_options() {
+  return resnet50_options().widths({4, 8, 8, 16}).num_classes(10);
+}
 
 class ResNetTest : public ::testing::Test {
  protected:
@@ -120,9 +170,10 @@ class ResNetTest : public ::testing::Test {
 
   // Forward and backward of a cross-entropy loss through both networks from the same weights,
   // in `dtype`; expects outputs, every parameter gradient and every buffer to agree.
-  void expect_equal_to_torch_modules(torch::Dtype dtype) {
+  void expect_equal_to_torch_modules(torch::Dtype dtype,
+                                     const ResNetOptions& options = small_options(),
+                                     int64_t image_size = 8) {
     SCOPED_TRACE(c10::toString(dtype));
-    const ResNetOptions options = small_options();
     ResNet ours(options);
     TorchResNet reference(options);
     ours->to(dtype);
@@ -137,7 +188,7 @@ class ResNetTest : public ::testing::Test {
     }
     copy_state(*reference, *ours);
 
-    const at::Tensor x = torch::randn({4, 3, 8, 8}, dtype);
+    const at::Tensor x = torch::randn({4, 3, image_size, image_size}, dtype);
     const at::Tensor labels = torch::randint(0, options.num_classes(), {4}, torch::kLong);
     const at::Tensor y_ours = ours(x);
     const at::Tensor y_ref = reference(x);
@@ -190,6 +241,44 @@ TEST_F(ResNetTest, GradientsEqualTorchModulesInDouble) {
 
 TEST_F(ResNetTest, GradientsEqualTorchModulesInFloat) {
   expect_equal_to_torch_modules(torch::kFloat);
+}
+
+TEST_F(ResNetTest, Resnet50LayoutGradientsEqualTorchModules) {
+  // The ImageNet stem halves twice, the stages three times more: 64 -> 2.
+  expect_equal_to_torch_modules(torch::kDouble, small_resnet50_options(), 64);
+}
+
+TEST_F(ResNetTest, Resnet50HasTorchvisionsParametersAndShapes) {
+  ResNet net(resnet50_options());
+  int64_t count = 0;
+  for (const auto& p : net->parameters()) count += p.numel();
+  EXPECT_EQ(count, 25557032);  // torchvision.models.resnet50()
+  EXPECT_EQ(net->blocks().size(), 16u);
+  const auto params = keys(net->named_parameters());
+  for (const char* name : {"stem.conv.weight", "stage1.0.conv3.weight", "stage1.0.bn3.bias",
+                           "stage1.0.shortcut_conv.weight", "stage3.5.conv2.weight",
+                           "stage4.2.bn3.weight", "fc.weight"}) {
+    EXPECT_EQ(params.count(name), 1u) << name;
+  }
+  EXPECT_EQ(params.count("stage1.1.shortcut_conv.weight"), 0u) << "identity shortcut";
+  EXPECT_EQ(net->stem->conv->options.kernel_size(), 7);
+  EXPECT_EQ(net->stem->conv->options.stride(), 2);
+  EXPECT_EQ(net->fc->options.in_features(), 2048);
+  const auto units = resnet_units(net);
+  ASSERT_EQ(units.size(), 17u);
+  EXPECT_EQ(units[4].name, "stage2.0");
+  EXPECT_EQ(units[16].name, "stage4.2");
+}
+
+TEST_F(ResNetTest, Resnet50UnitsChainToTheForwardPassAt224) {
+  ResNet net(resnet50_options().widths({4, 8, 8, 16}));
+  const at::Tensor x = torch::randn({1, 3, 224, 224});
+  at::Tensor h = x;
+  for (auto& unit : resnet_units(net)) h = unit.forward(h);
+  EXPECT_EQ(h.sizes(), (std::vector<int64_t>{1, 64, 7, 7}));  // 224 / 32, 4 x 16 channels
+  const at::Tensor logits = net->head(h);
+  EXPECT_EQ(logits.sizes(), (std::vector<int64_t>{1, 1000}));
+  EXPECT_TRUE(torch::allclose(logits, net(x)));
 }
 
 // ReLU compression is lossless: the same loss and bit-identical gradients (BatchNorm normalizes
@@ -301,6 +390,8 @@ TEST_F(ResNetTest, InvalidOptionsAreRejected) {
   EXPECT_THROW(ResNet(ResNetOptions().widths({})), c10::Error);
   EXPECT_THROW(ResNet(ResNetOptions().widths({8, 0})), c10::Error);
   EXPECT_THROW(ResNet(ResNetOptions().blocks_per_stage(0)), c10::Error);
+  EXPECT_THROW(ResNet(ResNetOptions().blocks({2, 2})), c10::Error);  // four widths
+  EXPECT_THROW(ResNet(ResNetOptions().blocks({2, 2, 0, 2})), c10::Error);
 }
 
 }  // namespace
