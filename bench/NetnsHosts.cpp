@@ -113,7 +113,7 @@ std::vector<std::vector<std::string>> shaper_commands(const std::string& device,
   }
   if (shape.bandwidth > 0) {
     const auto bits = static_cast<long long>(std::llround(shape.bandwidth * 8));
-    const auto burst = static_cast<long long>(std::max(65536.0, shape.bandwidth * 0.001));
+    const auto burst = static_cast<long long>(std::max(131072.0, shape.bandwidth * 0.001));
     std::vector<std::string> tbf{"qdisc", "add", "dev", device};
     if (parent == "parent") {
       tbf.insert(tbf.end(), {"parent", "1:1", "handle", "10:"});

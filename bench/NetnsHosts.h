@@ -39,9 +39,10 @@ struct LinkShape {
 /// The `tc` argument lists (without the leading "tc") that put `shape` on device `device`:
 /// a tbf at the rate, under a netem qdisc when there is a delay; nothing for an unshaped link
 /// (NetnsHosts::shape removes what was there first). The token bucket holds 1 ms of the rate,
-/// never less than 64 KiB, so that a segmentation-offload packet passes whole: after an idle
-/// moment the link sends that much at the speed of memory, as tbf does, which matters only for
-/// transfers not much larger. Throws std::invalid_argument for a negative or non-finite bandwidth
+/// never less than 128 KiB: a segmentation-offload packet (64 KiB of payload and its headers)
+/// must fit in it, or tbf cuts it into MTU-sized packets, and the kernel's work per byte (which
+/// runs on the ranks' cores) grows tenfold. After an idle moment the link sends one bucket at the
+/// speed of memory, which matters only for transfers not much larger. Throws std::invalid_argument for a negative or non-finite bandwidth
 /// or delay.
 std::vector<std::vector<std::string>> shaper_commands(const std::string& device,
                                                       const LinkShape& shape);

@@ -70,7 +70,7 @@ struct DistOptions {
   /// gradients backward produces first) 1 MiB so that communication starts early.
   std::size_t bucket_bytes = 25u << 20;
   std::size_t first_bucket_bytes = 1u << 20;
-  double link_bandwidth = 0;  ///< emulated link, bytes per second; 0: not emulated
+  double link_bandwidth = 0;  ///< emulated link, bytes per second on the wire; 0: not emulated
   double link_latency = 0;    ///< emulated per-collective latency, seconds
   long check_every = 100;     ///< steps between checks that every replica holds equal parameters
   /// GradSync::ooo: how many layers (those nearest the input) are updated late; -1: chosen from

@@ -7,12 +7,12 @@ namespace engram::parallel {
 double LinkModel::allreduce_seconds(std::size_t bytes, int world) const {
   if (!emulated() || world <= 1) return 0;
   const double moved = 2.0 * (world - 1) / world * static_cast<double>(bytes);
-  return latency + (bandwidth > 0 ? moved / bandwidth : 0);
+  return latency + (bandwidth > 0 ? moved / payload_rate() : 0);
 }
 
 double LinkModel::broadcast_seconds(std::size_t bytes, int world) const {
   if (!emulated() || world <= 1) return 0;
-  return latency + (bandwidth > 0 ? static_cast<double>(bytes) / bandwidth : 0);
+  return latency + (bandwidth > 0 ? static_cast<double>(bytes) / payload_rate() : 0);
 }
 
 LinkSchedule::Clock::time_point LinkSchedule::complete_at(Clock::time_point launched,

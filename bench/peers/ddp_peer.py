@@ -31,6 +31,10 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from resnet_memory_peer import ResNet, make_batch  # noqa: E402
 
 
+# parallel/LinkModel.h's kTcpPayloadShare: TCP's payload in a 1514-byte Ethernet frame.
+TCP_PAYLOAD_SHARE = 1448.0 / 1514.0
+
+
 class Link:
     """Engram's LinkModel and LinkSchedule."""
 
@@ -44,7 +48,8 @@ class Link:
         if self.bandwidth <= 0 and self.latency <= 0:
             return 0.0
         moved = 2.0 * (self.world - 1) / self.world * nbytes
-        return self.latency + (moved / self.bandwidth if self.bandwidth > 0 else 0.0)
+        return self.latency + (moved / (self.bandwidth * TCP_PAYLOAD_SHARE)
+                               if self.bandwidth > 0 else 0.0)
 
     def complete_at(self, launched, seconds):
         start = max(launched, self.free_at)

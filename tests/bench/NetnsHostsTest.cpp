@@ -12,11 +12,11 @@ namespace {
 using Args = std::vector<std::string>;
 
 TEST(NetnsHosts, ATbfAtTheRateInBitsWithABucketThatPassesAnOffloadPacket) {
-  // 100 Mb/s: 1 ms of it is 12.5 KB, below the 64 KiB floor.
+  // 100 Mb/s: 1 ms of it is 12.5 KB, below the 128 KiB floor (an offload packet must fit).
   const auto slow = shaper_commands("eth0", {12.5e6, 0});
   ASSERT_EQ(slow.size(), 1u);
   EXPECT_EQ(slow[0], (Args{"qdisc", "add", "dev", "eth0", "root", "tbf", "rate", "100000000bit",
-                           "burst", "65536", "latency", "100ms"}));
+                           "burst", "131072", "latency", "100ms"}));
   // 10 Gb/s: 1 ms of it, 1.25 MB.
   const auto fast = shaper_commands("eth0", {1.25e9, 0});
   ASSERT_EQ(fast.size(), 1u);
@@ -30,7 +30,7 @@ TEST(NetnsHosts, ADelayIsANetemRootWithTheTbfUnderIt) {
   EXPECT_EQ(both[0], (Args{"qdisc", "add", "dev", "eth0", "root", "handle", "1:", "netem",
                            "delay", "1500us"}));
   EXPECT_EQ(both[1], (Args{"qdisc", "add", "dev", "eth0", "parent", "1:1", "handle", "10:", "tbf",
-                           "rate", "1000000000bit", "burst", "125000", "latency", "100ms"}));
+                           "rate", "1000000000bit", "burst", "131072", "latency", "100ms"}));
   const auto delay_only = shaper_commands("eth0", {0, 0.002});
   ASSERT_EQ(delay_only.size(), 1u);
   EXPECT_EQ(delay_only[0].back(), "2000us");

@@ -61,7 +61,7 @@ TEST(DistUnit, BucketsFollowTheOrderAndTheCapsAsDdp) {
 }
 
 TEST(DistUnit, LinkModelIsARingAllReduce) {
-  const parallel::LinkModel link{/*bandwidth=*/100e6, /*latency=*/0};
+  const parallel::LinkModel link{/*bandwidth=*/100e6, /*latency=*/0, /*payload_share=*/1};
   // A ring all-reduce moves 2(N-1)/N of the buffer through each rank's link: 10 MB on 2 ranks
   // crosses once, 0.1 s at 100 MB/s; on 4 ranks 1.5 times.
   EXPECT_NEAR(link.allreduce_seconds(10'000'000, 2), 0.1, 1e-12);
@@ -70,6 +70,14 @@ TEST(DistUnit, LinkModelIsARingAllReduce) {
   EXPECT_NEAR(slow.allreduce_seconds(123, 2), 0.002, 1e-12);
   EXPECT_EQ(parallel::LinkModel{}.allreduce_seconds(10'000'000, 2), 0);
   EXPECT_EQ(link.allreduce_seconds(10'000'000, 1), 0);
+}
+
+TEST(DistUnit, LinkModelCarriesTcpPayloadAtItsShareOfTheWire) {
+  // By default a link's bandwidth is the wire's: 1448 payload bytes in every 1514-byte frame.
+  const parallel::LinkModel wire{/*bandwidth=*/100e6, /*latency=*/0};
+  EXPECT_NEAR(wire.payload_rate(), 100e6 * 1448 / 1514, 1e-3);
+  EXPECT_NEAR(wire.allreduce_seconds(10'000'000, 2), 0.1 * 1514 / 1448, 1e-12);
+  EXPECT_NEAR(wire.broadcast_seconds(10'000'000, 2), 0.1 * 1514 / 1448, 1e-12);
 }
 
 TEST(DistUnit, LinkScheduleSerialisesCollectives) {

@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
-# Two nodes as two hosts: each rank in its own network namespace with its own address, the two
-# joined by a veth pair (the kernel's TCP between them, not loopback), torchrun's rendezvous on
-# the first host's address and Gloo bound to each host's interface (GLOO_SOCKET_IFNAME):
-#   1. `torchrun --nnodes 2 --node_rank 0|1 --master_addr 10.77.0.1 ...` in the two namespaces
-#      writes the model the one-node job (two ranks on loopback) writes, byte for byte;
-#   2. the second host's link taken down mid-training (ip link set ... down): rank 0 exits 1
-#      within --dist-timeout with one line naming rank 1, and no model file is left.
+# Two nodes as two hosts: each rank in its own network namespace with its own address (the
+# kernel's TCP between them, not loopback), torchrun's rendezvous on the first host's address and
+# Gloo bound to each host's interface (GLOO_SOCKET_IFNAME):
+#   1. `torchrun --nnodes 2 --node_rank 0|1 --master_addr 10.79.0.1 ...` on two hosts that
+#      scripts/netns-torchrun.sh makes (through a bridge, links shaped to 1 Gb/s) writes the model
+#      the one-node job (two ranks on loopback) writes, byte for byte;
+#   2. on two namespaces joined by a veth pair, the second host's link taken down mid-training
+#      (ip link set ... down): rank 0 exits 1 within --dist-timeout with one line naming rank 1,
+#      and no model file is left.
 # The namespaces and the link are removed whatever happens. Needs root and iproute2's `ip`:
 # without them it says which and skips (ctest: exit 77).
 # Usage: netns_nodes.sh ENGRAM_BINARY WORK_DIR
@@ -59,24 +61,13 @@ timeout 120 "$torchrun" --nproc_per_node 2 --master_addr 127.0.0.1 --master_port
   --no_python "$engram" "${train[@]}" --out one_node.pt > one_node.log 2>&1 ||
   { cat one_node.log; fail "torchrun --nproc_per_node 2 on loopback"; }
 
-# node NODE OUT ARGS...: this node's torchrun in its namespace, Gloo on its interface.
-node() {
-  local n=$1 out=$2
-  shift 2
-  local ns=$ns0 ifname=$if0
-  [ "$n" = 1 ] && ns=$ns1 ifname=$if1
-  ip netns exec "$ns" env GLOO_SOCKET_IFNAME="$ifname" timeout 120 "$torchrun" --nnodes 2 \
-    --node_rank "$n" --nproc_per_node 1 --master_addr "$addr0" --master_port 29577 \
-    --no_python "$engram" "$@" > "$out" 2>&1
-}
-node 0 host0.log "${train[@]}" --out two_hosts.pt &
-p0=$!
-node 1 host1.log "${train[@]}" --out two_hosts.pt &
-p1=$!
-wait "$p0" || { cat host0.log host1.log; fail "host 0's torchrun"; }
-wait "$p1" || { cat host0.log host1.log; fail "host 1's torchrun"; }
+# The same job as two nodes on two hosts (scripts/netns-torchrun.sh makes them: a bridge, each
+# host's link shaped to 1 Gb/s), each node's torchrun in its namespace, Gloo on its interface.
+bash "$(dirname "$0")/../../scripts/netns-torchrun.sh" --nodes 2 --rate 125000000 --timeout 120 \
+  -- "$engram" "${train[@]}" --out two_hosts.pt > two_hosts.log 2>&1 ||
+  { cat two_hosts.log; fail "scripts/netns-torchrun.sh --nodes 2"; }
 cmp one_node.pt two_hosts.pt || fail "two hosts and one node wrote different models"
-echo "two hosts ($addr0, $addr1): the one-node job's model, byte for byte"
+echo "two hosts (scripts/netns-torchrun.sh, 1 Gb/s links): the one-node job's model, byte for byte"
 
 # The second host's link down mid-training.
 long=(train npi --task addition --data traces.jsonl --steps 1000000 --batch 2 --hidden 32
