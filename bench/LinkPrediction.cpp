@@ -24,9 +24,18 @@ double predict_step_seconds(const std::vector<LinkPoint>& fit, double bandwidth)
   // The segment that holds x, or the nearest one at either end.
   std::size_t i = 1;
   while (i + 1 < points.size() && points[i].first < x) ++i;
-  const auto& [x0, y0] = points[i - 1];
-  const auto& [x1, y1] = points[i];
-  const double y = y0 + (y1 - y0) * (x - x0) / (x1 - x0);
+  const auto line_at = [&](std::size_t a, std::size_t b) {
+    const auto& [xa, ya] = points[a];
+    const auto& [xb, yb] = points[b];
+    return ya + (yb - ya) * (x - xa) / (xb - xa);
+  };
+  double y = line_at(i - 1, i);  // the chord
+  const bool inside = points[i - 1].first <= x && x <= points[i].first;
+  if (inside && i >= 2 && i + 1 < points.size()) {
+    // A convex function lies under its chord and over its neighbouring segments extended.
+    const double below = std::max(line_at(i - 2, i - 1), line_at(i, i + 1));
+    if (below < y) y = (y + below) / 2;
+  }
   return std::max(y, points.front().second);
 }
 
