@@ -117,7 +117,7 @@ void run_device_memory_bench(const MemoryBenchOptions& o, std::ostream& out) {
   json config = w.config;
   config["parameters"] = parameter_count;
   json report{{"benchmark", "memory"},
-              {"workload", "resnet"},
+              {"workload", o.workload},
               {"device", trainer::describe_device(device)},
               {"allocator_hook", memory::CudaMemoryTracker::hook_status()},
               {"config", config},

@@ -133,12 +133,25 @@ std::string joined(const std::vector<std::string>& names) {
 
 namespace detail {
 
+bool is_resnet(const std::string& workload) {
+  return workload == "resnet" || workload == "resnet50";
+}
+
+int image_size_of(const MemoryBenchOptions& o) {
+  if (o.image_size > 0) return o.image_size;
+  return o.workload == "resnet50" ? 224 : 32;
+}
+
 PreparedWorkload make_resnet(const MemoryBenchOptions& o, long batch) {
-  const resnet::ResNetOptions model_options = resnet::ResNetOptions().widths(
-      {o.width, 2 * int64_t{o.width}, 4 * int64_t{o.width}, 8 * int64_t{o.width}});
+  const bool resnet50 = o.workload == "resnet50";
+  const std::vector<int64_t> widths{o.width, 2 * int64_t{o.width}, 4 * int64_t{o.width},
+                                    8 * int64_t{o.width}};
+  const resnet::ResNetOptions model_options =
+      resnet50 ? resnet::resnet50_options().widths(widths) : resnet::ResNetOptions().widths(widths);
   resnet::SyntheticImages images;
   images.num_examples = static_cast<std::size_t>(batch);
-  images.image_size = o.image_size;
+  images.image_size = image_size_of(o);
+  images.num_classes = model_options.num_classes();
   images.seed = o.seed;
   PreparedWorkload w;
   torch::manual_seed(o.seed);
@@ -148,14 +161,19 @@ PreparedWorkload make_resnet(const MemoryBenchOptions& o, long batch) {
   }
   w.batch.resize(static_cast<std::size_t>(batch));
   std::iota(w.batch.begin(), w.batch.end(), 0);
-  w.config = {{"model", "resnet18-cifar"},
+  w.config = {{"model", resnet50 ? "resnet50-imagenet" : "resnet18-cifar"},
               {"batch", batch},
-              {"image_size", o.image_size},
+              {"image_size", images.image_size},
               {"channels", images.channels},
               {"num_classes", images.num_classes},
               {"widths", model_options.widths()},
               {"blocks_per_stage", model_options.blocks_per_stage()},
               {"impl", "engram"}};
+  if (resnet50) {
+    w.config["blocks"] = model_options.blocks();
+    w.config["bottleneck"] = true;
+    w.config["imagenet_stem"] = true;
+  }
   return w;
 }
 
@@ -163,6 +181,7 @@ PreparedWorkload make_resnet(const MemoryBenchOptions& o, long batch) {
 
 namespace {
 
+using detail::is_resnet;
 using detail::make_resnet;
 using detail::PreparedWorkload;
 
@@ -534,7 +553,7 @@ json swap_to_json(const std::vector<memory::SwapStats>& scheduled,
 json measure(const MemoryBenchOptions& o, long batch, const std::string& technique,
              std::int64_t budget_bytes, MemoryTracker& tracker, MemoryWindow& last, json& config,
              StepResults& results, std::ostream& explain_out, int warmup_steps) {
-  PreparedWorkload w = o.workload == "resnet" ? make_resnet(o, batch) : make_npi(o, batch);
+  PreparedWorkload w = is_resnet(o.workload) ? make_resnet(o, batch) : make_npi(o, batch);
   config = w.config;
   auto params = w.workload->parameters();
   std::int64_t param_count = 0;
@@ -554,7 +573,7 @@ json measure(const MemoryBenchOptions& o, long batch, const std::string& techniq
   to.memory.swap_bandwidth = o.swap_bandwidth;
   std::optional<PreparedWorkload> scratch;
   if (trainer::chosen_techniques(to.memory.techniques).plans())
-    scratch.emplace(o.workload == "resnet" ? make_resnet(o, batch) : make_npi(o, batch));
+    scratch.emplace(is_resnet(o.workload) ? make_resnet(o, batch) : make_npi(o, batch));
   trainer::TrainingSession session(*w.workload, to, scratch ? scratch->workload.get() : nullptr);
   scratch.reset();
   GradientRetag retag(params, tracker);
@@ -765,7 +784,7 @@ json run_resnet_peer(const MemoryBenchOptions& o, long batch, const json& config
                                 "--batch",
                                 std::to_string(batch),
                                 "--image-size",
-                                std::to_string(o.image_size),
+                                std::to_string(config.at("image_size").get<long>()),
                                 "--widths",
                                 widths,
                                 "--blocks-per-stage",
@@ -776,6 +795,14 @@ json run_resnet_peer(const MemoryBenchOptions& o, long batch, const json& config
                                 std::to_string(o.seed),
                                 "--threads",
                                 std::to_string(o.threads)};
+  if (config.contains("blocks")) {
+    std::string blocks;
+    for (const auto& b : config.at("blocks"))
+      blocks += (blocks.empty() ? "" : ",") + std::to_string(b.get<long>());
+    args.insert(args.end(), {"--blocks", blocks});
+  }
+  if (config.value("bottleneck", false)) args.push_back("--bottleneck");
+  if (config.value("imagenet_stem", false)) args.push_back("--imagenet-stem");
   args.insert(args.end(), extra.begin(), extra.end());
   const auto wall_start = Clock::now();
   json peer = peer_json(run_peer(args, dir));
@@ -830,7 +857,7 @@ std::string difference(const json& value) {
 }  // namespace
 
 const std::vector<std::string>& memory_workloads() {
-  static const std::vector<std::string> names{"npi", "resnet"};
+  static const std::vector<std::string> names{"npi", "resnet", "resnet50"};
   return names;
 }
 
@@ -895,8 +922,8 @@ void validate_options(const MemoryBenchOptions& options) {
   // error naming what is missing.
   const c10::Device device = trainer::resolve_device(options.device);
   if (!device.is_cpu()) {
-    if (options.workload != "resnet")
-      throw InvalidOption("workload", "must be resnet on " + options.device);
+    if (!is_resnet(options.workload))
+      throw InvalidOption("workload", "must be resnet or resnet50 on " + options.device);
     if (options.techniques != std::vector<std::string>{"none"})
       throw InvalidOption("techniques", "must be none on " + options.device +
                                             ": the memory techniques act on host memory");
@@ -923,8 +950,8 @@ void validate_options(const MemoryBenchOptions& options) {
   if (options.batch < 0 || options.batch > 65536)
     throw InvalidOption("batch", "must be between 1 and 65536 (0: the workload's default)");
   if (options.threads < 1) throw InvalidOption("threads", "must be at least 1");
-  if (options.image_size < 1 || options.image_size > 1024)
-    throw InvalidOption("image_size", "must be between 1 and 1024");
+  if (options.image_size < 0 || options.image_size > 1024)
+    throw InvalidOption("image_size", "must be between 1 and 1024 (0: the workload's default)");
   if (options.width < 1 || options.width > 1024)
     throw InvalidOption("width", "must be between 1 and 1024");
   nn::check_width(options.hidden, "hidden");
@@ -1002,7 +1029,7 @@ json measure_rows(const MemoryBenchOptions& options, long batch, MemoryTracker& 
 /// PyTorch's figures for the same model and batch (resnet, unless skipped): torch.profiler's
 /// activation peak, each row's ratio to it, and with recompute torch.utils.checkpoint's step.
 void add_peers(const MemoryBenchOptions& options, long batch, json& report) {
-  const bool resnet = options.workload == "resnet";
+  const bool resnet = is_resnet(options.workload);
   if (resnet && !options.skip_peer) {
     json peer = run_resnet_peer(options, batch, report["config"], "resnet_memory_peer.py",
                                 "torch.profiler");
@@ -1135,7 +1162,7 @@ void run_memory_bench(const MemoryBenchOptions& options, std::ostream& out) {
     run_device_memory_bench(options, out);
     return;
   }
-  const bool resnet = options.workload == "resnet";
+  const bool resnet = is_resnet(options.workload);
   const long batch =
       options.batch > 0 ? options.batch : (resnet ? kDefaultResNetBatch : kDefaultNpiBatch);
 

@@ -55,7 +55,8 @@
 /// (format_overhead).
 ///
 /// Workloads: "resnet", the CIFAR ResNet-18 of resnet/ResNet.h on synthetic images
-/// (resnet/ResNetWorkload.h), made inside each step; "npi", the addition NPI on `batch` traces
+/// (resnet/ResNetWorkload.h), made inside each step; "resnet50", ResNet-50 in its ImageNet layout
+/// (resnet50_options(), 1000 classes) on 224x224 synthetic images by default; "npi", the addition NPI on `batch` traces
 /// drawn from the task's default training data, whose data set (those traces only) is live
 /// activation bytes at every step's start (see live_bytes_by_tag_at_step_start).
 ///
@@ -88,13 +89,13 @@
 namespace engram::bench {
 
 struct MemoryBenchOptions {
-  std::string workload;  ///< "npi" or "resnet"
+  std::string workload;  ///< "npi", "resnet" or "resnet50"
   std::vector<std::string> techniques{"none"};
   std::string json_path;   ///< where the JSON goes (written atomically)
   std::string trace_path;  ///< Chrome trace of the last measured step; empty: none
   long steps = 3;          ///< measured steps after the warm-up
   long batch = 0;          ///< 0: the workload's default (npi: 8 traces, resnet: 32 images)
-  int image_size = 32;     ///< resnet: height and width of the synthetic images
+  int image_size = 0;      ///< resnet: images' height and width; 0: 32 (resnet), 224 (resnet50)
   int width = 64;          ///< resnet: channels of the first stage; each later stage doubles it
   int hidden = 256;        ///< npi: LSTM width
   std::string impl = "engram";  ///< npi: "engram" (nn/) or "torch" (plain torch modules)

@@ -30,6 +30,8 @@ struct PreparedWorkload {
 /// ResNet-18 (CIFAR layout) on `batch` synthetic images, built on the CPU from the options' seed
 /// under the parameter tag.
 PreparedWorkload make_resnet(const MemoryBenchOptions& o, long batch);
+/// The ResNet workloads: "resnet" (the CIFAR ResNet-18) and "resnet50" (ImageNet's ResNet-50).
+bool is_resnet(const std::string& workload);
 
 /// Runs a ResNet peer script (bench/peers/) on the network `config` describes and `batch`, the
 /// script's own arguments (`extra`) after the shared ones; checks that it built the same network

@@ -12,8 +12,9 @@
 #      a GPU, verbose (device-tests.log: each model's CUDA run against the CPU's, with the largest
 #      differences; the CUDA memory tracker against the allocator's own counts; determinism),
 #   5. measures on the GPU: scripts/reproduce/gpu_memory_resnet.sh (`bench memory --device cuda`,
-#      ResNet-18 at batch 32 and 256 beside PyTorch eager) and gpu_npi_addition.sh (addition
-#      trained and evaluated on the GPU),
+#      ResNet-18 at batch 32 and 256 beside PyTorch eager), gpu_memory_resnet50.sh (ResNet-50 at
+#      224x224, batch 64 and 128, the same way) and gpu_npi_addition.sh (addition trained and
+#      evaluated on the GPU),
 #   6. builds the rest (ninja -k 0: every compile error in one log), runs the unit, then the
 #      integration tests, and last the kernel benchmarks (relu_cuda.sh, cudnn_conv.sh), whose
 #      code changes least,
@@ -144,6 +145,8 @@ export ENGRAM_REPRO_COMMIT
 if [ -x "$ENGRAM_BIN" ]; then
   stage memory-resnet 150 bash "$root/scripts/reproduce/gpu_memory_resnet.sh" \
     --out "$out/gpu_memory_resnet.json"
+  stage memory-resnet50 150 bash "$root/scripts/reproduce/gpu_memory_resnet50.sh" \
+    --out "$out/gpu_memory_resnet50.json"
   stage npi-addition 240 bash "$root/scripts/reproduce/gpu_npi_addition.sh" \
     --out "$out/gpu_npi_addition.json"
 fi

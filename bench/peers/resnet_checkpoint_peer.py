@@ -63,6 +63,7 @@ from resnet_memory_peer import (  # noqa: E402
     ResNet,
     gradient_allocations,
     make_batch,
+    network_arguments,
     network_parser,
     profiled_step,
     running_peak,
@@ -98,11 +99,12 @@ class CheckpointedResNet(ResNet):
 def build(technique, widths, args):
     """A fresh model from the seed (identical weights for every technique) and its Adam."""
     torch.manual_seed(args.seed)
-    network = (widths, args.blocks_per_stage, args.num_classes, args.in_channels)
+    network, keywords = network_arguments(args)
     if technique == "none":
-        model = ResNet(*network)
+        model = ResNet(*network, **keywords)
     else:
-        model = CheckpointedResNet(*network, reentrant=technique == "checkpoint_reentrant")
+        model = CheckpointedResNet(*network, **keywords,
+                                   reentrant=technique == "checkpoint_reentrant")
     model.train()
     return model, torch.optim.Adam(model.parameters(), lr=LEARNING_RATE)
 

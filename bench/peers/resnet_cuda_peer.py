@@ -24,7 +24,8 @@ import time
 import torch
 import torch.nn.functional as F
 
-from resnet_memory_peer import LEARNING_RATE, ResNet, make_batch, network_parser, versions
+from resnet_memory_peer import (LEARNING_RATE, build_resnet, make_batch, network_arguments,
+                                network_parser, versions)
 
 
 def step(model, optimizer, args, device):
@@ -52,8 +53,7 @@ def main():
     torch.cuda.set_device(device)
     torch.set_num_threads(args.threads)
     torch.manual_seed(args.seed)
-    widths = [int(w) for w in args.widths.split(",")]
-    model = ResNet(widths, args.blocks_per_stage, args.num_classes, args.in_channels).to(device)
+    model = build_resnet(args).to(device)
     model.train()
     optimizer = torch.optim.Adam(model.parameters(), lr=LEARNING_RATE, fused=True)
 
@@ -83,7 +83,7 @@ def main():
         "parameter_bytes": sum(p.numel() * p.element_size() for p in model.parameters()),
         "batch": args.batch,
         "image_size": args.image_size,
-        "widths": widths,
+        "widths": network_arguments(args)[0][0],
         "cudnn_benchmark": torch.backends.cudnn.benchmark,
         "tf32_matmul": torch.backends.cuda.matmul.allow_tf32,
         "tf32_cudnn": torch.backends.cudnn.allow_tf32,

@@ -51,14 +51,22 @@ ALL_PHASES = ("idle", "forward", "backward", "optimizer")
 
 
 class Stem(nn.Module):
-    def __init__(self, cin, cout):
+    """resnet::ResNetStemImpl: CIFAR's 3x3 convolution, or ImageNet's 7x7 (stride 2) and a 3x3
+    max pool (stride 2)."""
+
+    def __init__(self, cin, cout, imagenet=False):
         super().__init__()
-        self.conv = nn.Conv2d(cin, cout, 3, padding=1, bias=False)
+        self.imagenet = imagenet
+        if imagenet:
+            self.conv = nn.Conv2d(cin, cout, 7, stride=2, padding=3, bias=False)
+        else:
+            self.conv = nn.Conv2d(cin, cout, 3, padding=1, bias=False)
         self.bn = nn.BatchNorm2d(cout)
         self.relu = nn.ReLU(inplace=True)
 
     def forward(self, x):
-        return self.relu(self.bn(self.conv(x)))
+        h = self.relu(self.bn(self.conv(x)))
+        return F.max_pool2d(h, 3, stride=2, padding=1) if self.imagenet else h
 
 
 class BasicBlock(nn.Module):
@@ -82,19 +90,54 @@ class BasicBlock(nn.Module):
         return self.relu(out)
 
 
-class ResNet(nn.Module):
-    """resnet::ResNetImpl: stem, stage1..stageN of BasicBlocks, global average pool, fc."""
+class Bottleneck(nn.Module):
+    """resnet::BottleneckImpl (torchvision's Bottleneck, the stride on the 3x3 convolution)."""
 
-    def __init__(self, widths, blocks_per_stage, num_classes, in_channels):
+    expansion = 4
+
+    def __init__(self, cin, width, stride):
         super().__init__()
-        self.stem = Stem(in_channels, widths[0])
+        cout = width * self.expansion
+        self.conv1 = nn.Conv2d(cin, width, 1, bias=False)
+        self.bn1 = nn.BatchNorm2d(width)
+        self.conv2 = nn.Conv2d(width, width, 3, stride=stride, padding=1, bias=False)
+        self.bn2 = nn.BatchNorm2d(width)
+        self.conv3 = nn.Conv2d(width, cout, 1, bias=False)
+        self.bn3 = nn.BatchNorm2d(cout)
+        self.relu = nn.ReLU(inplace=True)
+        self.projection = stride != 1 or cin != cout
+        if self.projection:
+            self.shortcut_conv = nn.Conv2d(cin, cout, 1, stride=stride, bias=False)
+            self.shortcut_bn = nn.BatchNorm2d(cout)
+
+    def forward(self, x):
+        out = self.relu(self.bn1(self.conv1(x)))
+        out = self.relu(self.bn2(self.conv2(out)))
+        out = self.bn3(self.conv3(out))
+        out += self.shortcut_bn(self.shortcut_conv(x)) if self.projection else x
+        return self.relu(out)
+
+
+class ResNet(nn.Module):
+    """resnet::ResNetImpl: stem, stage1..stageN of BasicBlocks (or Bottlenecks), global average
+    pool, fc. `blocks` names each stage's count (default: blocks_per_stage each)."""
+
+    def __init__(self, widths, blocks_per_stage, num_classes, in_channels, blocks=None,
+                 bottleneck=False, imagenet_stem=False):
+        super().__init__()
+        self.stem = Stem(in_channels, widths[0], imagenet_stem)
         self.blocks = []
         cin = widths[0]
         for s, width in enumerate(widths):
             stage = nn.ModuleList()
-            for b in range(blocks_per_stage):
-                stage.append(BasicBlock(cin, width, 2 if s > 0 and b == 0 else 1))
-                cin = width
+            for b in range(blocks[s] if blocks else blocks_per_stage):
+                stride = 2 if s > 0 and b == 0 else 1
+                if bottleneck:
+                    stage.append(Bottleneck(cin, width, stride))
+                    cin = width * Bottleneck.expansion
+                else:
+                    stage.append(BasicBlock(cin, width, stride))
+                    cin = width
             self.add_module(f"stage{s + 1}", stage)
             self.blocks.extend(stage)
         self.fc = nn.Linear(cin, num_classes)
@@ -226,11 +269,28 @@ def network_parser(description):
     parser.add_argument("--image-size", type=int, default=32)
     parser.add_argument("--widths", default="64,128,256,512")
     parser.add_argument("--blocks-per-stage", type=int, default=2)
+    parser.add_argument("--blocks", default="", help="blocks of each stage, comma-separated")
+    parser.add_argument("--bottleneck", action="store_true")
+    parser.add_argument("--imagenet-stem", action="store_true")
     parser.add_argument("--num-classes", type=int, default=10)
     parser.add_argument("--in-channels", type=int, default=3)
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--threads", type=int, default=1)
     return parser
+
+
+def network_arguments(args):
+    """ResNet's positional and keyword arguments for the network the command line names."""
+    widths = [int(w) for w in args.widths.split(",")]
+    blocks = [int(b) for b in args.blocks.split(",")] if args.blocks else None
+    return ((widths, args.blocks_per_stage, args.num_classes, args.in_channels),
+            {"blocks": blocks, "bottleneck": args.bottleneck,
+             "imagenet_stem": args.imagenet_stem})
+
+
+def build_resnet(args):
+    positional, keywords = network_arguments(args)
+    return ResNet(*positional, **keywords)
 
 
 def versions():
@@ -245,8 +305,7 @@ def main():
 
     torch.set_num_threads(args.threads)
     torch.manual_seed(args.seed)
-    widths = [int(w) for w in args.widths.split(",")]
-    model = ResNet(widths, args.blocks_per_stage, args.num_classes, args.in_channels)
+    model = build_resnet(args)
     model.train()
     optimizer = torch.optim.Adam(model.parameters(), lr=LEARNING_RATE)
 
@@ -280,7 +339,7 @@ def main():
         "profiled_step_ms": ms,
         "batch": args.batch,
         "image_size": args.image_size,
-        "widths": widths,
+        "widths": network_arguments(args)[0][0],
         "threads": torch.get_num_threads(),
         **versions(),
     }))

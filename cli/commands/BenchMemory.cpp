@@ -18,8 +18,8 @@ void add_workload_flags(CLI::App* sub, bench::MemoryBenchOptions& mo) {
   sub->add_option("--batch", mo.batch,
                   "Examples per step (default: 8 traces for npi, 32 images for resnet)")
       ->check(CLI::Range(1L, 65536L));
-  sub->add_option("--image-size", mo.image_size, "resnet: image height and width")
-      ->capture_default_str();
+  sub->add_option("--image-size", mo.image_size,
+                  "resnet, resnet50: image height and width (default: 32, 224)");
   sub->add_option("--width", mo.width,
                   "resnet: channels of the first stage (stages: 1x, 2x, 4x, 8x)")
       ->capture_default_str();
@@ -40,7 +40,9 @@ Command register_bench_memory(CLI::App& parent) {
       "memory",
       "Training-step memory (peak, activation peak) per memory technique, exactly counted, "
       "beside PyTorch's profiler (resnet)");
-  sub->add_option("--workload", mo->workload, "Workload: npi or resnet")->required();
+  sub->add_option("--workload", mo->workload,
+                  "Workload: npi, resnet (the CIFAR ResNet-18) or resnet50 (ImageNet's ResNet-50)")
+      ->required();
   sub->add_option("--techniques", mo->techniques,
                   "Comma-separated memory techniques, one row each: " +
                       trainer::memory_techniques_help() +

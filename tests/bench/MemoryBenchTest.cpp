@@ -30,7 +30,8 @@ class MemoryBenchTest : public ::testing::Test {
   }
 
   /// Checks what every report holds and returns its only row.
-  json expect_report(const json& j, const std::string& workload, long steps) {
+  json expect_report(const json& j, const std::string& workload, long steps,
+                     bool peer = false) {
     EXPECT_EQ(j.at("benchmark"), "memory");
     EXPECT_EQ(j.at("workload"), workload);
     EXPECT_FALSE(j.at("machine").at("cpu").get<std::string>().empty());
@@ -41,7 +42,7 @@ class MemoryBenchTest : public ::testing::Test {
     EXPECT_EQ(j.at("threads"), 1);
     EXPECT_EQ(j.at("steps"), steps);
     EXPECT_GT(j.at("config").at("parameters").get<long>(), 0);
-    EXPECT_TRUE(j.at("peer").is_null()) << "--no-peer";
+    EXPECT_EQ(j.at("peer").is_null(), !peer) << "--no-peer, or not";
     const json& results = j.at("results");
     EXPECT_EQ(results.size(), 1u);
     const json row = results.at(0);
@@ -53,7 +54,7 @@ class MemoryBenchTest : public ::testing::Test {
     EXPECT_GE(row.at("activation_peak_bytes_counting_gradient_temporaries").get<long>(),
               activation);
     EXPECT_GT(row.at("step_ms").get<double>(), 0.0);
-    EXPECT_TRUE(row.at("activation_peak_ratio_vs_profiler").is_null());
+    EXPECT_EQ(row.at("activation_peak_ratio_vs_profiler").is_null(), !peer);
     // Every step makes the same allocations.
     const auto per_step = row.at("activation_peak_bytes_per_step").get<std::vector<long>>();
     EXPECT_EQ(per_step, std::vector<long>(static_cast<std::size_t>(steps), activation));
@@ -96,6 +97,24 @@ TEST_F(MemoryBenchTest, ResNetAtATinySizeWritesFiguresAndATrace) {
   // The Stepper's phases (trainer/Stepper.h), each a span of the trace.
   EXPECT_EQ(phases, (std::set<std::string>{"batch", "forward", "backward", "clip", "optimizer"}));
   EXPECT_TRUE(counter);
+}
+
+// ResNet-50's layout (bottlenecks, the ImageNet stem, 1000 classes) at a small width, beside the
+// torch.profiler peer, which must build the same network (the parameter counts are compared).
+TEST_F(MemoryBenchTest, ResNet50AtASmallWidthWritesFiguresBesideThePeer) {
+  const std::string json_path = dir_.file("m.json");
+  const ProgramResult p = bench({"--workload", "resnet50", "--batch", "2", "--image-size", "64",
+                                 "--width", "4", "--steps", "1", "--json", json_path});
+  ASSERT_EQ(p.code, 0) << p.err;
+  const json j = json::parse(read_file(json_path));
+  const json row = expect_report(j, "resnet50", 1, /*peer=*/true);
+  const json& config = j.at("config");
+  EXPECT_EQ(config.at("model"), "resnet50-imagenet");
+  EXPECT_EQ(config.at("blocks"), json({3, 4, 6, 3}));
+  EXPECT_EQ(config.at("num_classes"), 1000);
+  EXPECT_EQ(config.at("image_size"), 64);
+  EXPECT_EQ(j.at("peer").at("parameters"), config.at("parameters"));
+  EXPECT_GT(row.at("activation_peak_ratio_vs_profiler").get<double>(), 0);
 }
 
 TEST_F(MemoryBenchTest, NpiAtATinySizeWritesFigures) {

@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Measurement (on a GPU machine): ResNet-50 in its ImageNet layout (224x224 synthetic images,
+# 1000 classes) trained on the GPU at batch 64 and 128 with no memory technique: Engram's tracked
+# peak beside PyTorch's torch.cuda.max_memory_allocated for the same network and batch, the
+# allocator's reserved bytes, and the step time against PyTorch eager's, in the same run. The
+# reference point of the memory techniques on device memory (what `none` holds at a batch a GPU
+# user runs). Timings and peaks are recorded, never asserted.
+# Writes results/gpu_memory_resnet50.json (the device among the machine's facts);
+# scripts/gpu-check.sh runs it. --quick: batch 2 at 64x64, two steps (the script's own check).
+source "$(dirname "$0")/common.sh"
+out=${out:-$root/results/gpu_memory_resnet50.json}
+batches="64 128"
+steps=5
+size=()
+if [ "$quick" = 1 ]; then
+  batches="2"
+  steps=2
+  size=(--image-size 64)
+fi
+for b in $batches; do
+  run_logged bench bench memory --workload resnet50 --device cuda --batch "$b" --steps "$steps" \
+    "${size[@]}" --json "$work/batch$b.json" > "$work/batch$b.txt"
+  cat "$work/batch$b.txt" >&2
+done
+ENGRAM_ROOT="$root" BATCHES="$batches" /usr/bin/env python3 - "$out" "$work" <<'PY'
+import os
+import sys
+
+sys.path.insert(0, os.path.join(os.environ.get("ENGRAM_ROOT", "."), "scripts", "reproduce"))
+from collect import bench_run, write_result
+
+out, work = sys.argv[1], sys.argv[2]
+runs = []
+for b in os.environ["BATCHES"].split():
+    run, commands = bench_run(work, f"batch{b}")
+    runs.append(run)
+write_result(out, "ResNet-50 at 224x224 on the GPU without memory techniques: tracked peak, "
+             "reserved bytes and step time beside PyTorch eager's", {"runs": runs,
+                                                                    "commands": commands})
+PY
+echo "wrote $out"
