@@ -5,11 +5,12 @@
 # batch 8), schedules after, overlap and ooo, beside PyTorch DDP: every link measured twice, as
 # the sleep model emulates it on loopback and as a tbf shaper on each host's link; unshaped,
 # 1 Gb/s, 200 Mb/s and 100 Mb/s fitted, 400 Mb/s predicted from them (the what-if of each
-# kind) and measured. Needs root (network namespaces). Timings are recorded, never asserted.
+# kind) and measured; the mean of 10 steps per configuration (with 5, one slow step on a shaped
+# link moved an NPI mean by a fifth). Needs root. Timings are recorded, never asserted.
 # Writes results/dp_hosts.json. --quick: one timed step, small batches, two links.
 source "$(dirname "$0")/common.sh"
 out=${out:-$root/results/dp_hosts.json}
-args=(--hosts netns --models resnet,npi --schedules after,overlap,ooo --steps 5 --warmup 2
+args=(--hosts netns --models resnet,npi --schedules after,overlap,ooo --steps 10 --warmup 2
       --links 0,125000000,25000000,12500000 --predict-link 50000000)
 [ "$quick" = 1 ] && args=(--hosts netns --models resnet,npi --schedules overlap,ooo --steps 1
                           --warmup 1 --resnet-batch 2 --npi-batch 2 --hidden 32
