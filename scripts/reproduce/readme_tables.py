@@ -642,6 +642,55 @@ def ooo_claim(data):
             "max(compute + the collectives' CPU, communication).")
 
 
+def link_name(b):
+    bits = b * 8
+    return "unshaped" if b == 0 else f"{bits / 1e9:g} Gb/s" if bits >= 1e9 else \
+        f"{bits / 1e6:g} Mb/s"
+
+
+def dp_hosts(res):
+    """Each link emulated (sleeps on loopback) beside the same link shaped between two hosts."""
+    data = res("dp_hosts")
+    run = data["run"]
+    links = run["options"]["link_bandwidths"] + run["options"]["predict_links"]
+    step = {(r["model"], r["link_kind"], r["link_bandwidth"], r["schedule"]): r
+            for r in run["rows"]}
+    peer = {(r["link_kind"], r["link_bandwidth"]): r["step_seconds"]
+            for r in (run["peer"] or {}).get("rows", [])}
+    rows = []
+    for model in run["options"]["models"]:
+        for b in sorted(links, key=lambda b: (b != 0, -b)):
+            for s in run["options"]["schedules"]:
+                e, h = step[(model, "emulated", b, s)], step[(model, "shaped", b, s)]
+                rows.append([model, link_name(b), s, f"{e['step_seconds'] * 1e3:.0f}",
+                             f"{h['step_seconds'] * 1e3:.0f}",
+                             f"{h['step_seconds'] / e['step_seconds']:.2f}",
+                             f"{h['link_throughput'] / 1e6:.1f}"])
+            if model == "resnet" and ("shaped", b) in peer:
+                rows.append([model, link_name(b), "DDP", f"{peer[('emulated', b)] * 1e3:.0f}",
+                             f"{peer[('shaped', b)] * 1e3:.0f}",
+                             f"{peer[('shaped', b)] / peer[('emulated', b)]:.2f}", ""])
+    header = ["model", "link", "schedule", "emulated step ms", "shaped step ms",
+              "shaped / emulated", "shaped link carried MB/s"]
+    return table(header, rows) + source(res, "dp_hosts")
+
+
+def dp_hosts_predict(res):
+    data = res("dp_hosts")
+    run = data["run"]
+    rows = [[p["model"], p["schedule"], link_name(p["link_bandwidth"]),
+             f"{p['predicted_step_seconds'] * 1e3:.0f}", f"{p['measured_step_seconds'] * 1e3:.0f}",
+             f"{p['error']:.1%}", f"{p['sleep_model_step_seconds'] * 1e3:.0f}",
+             f"{p['sleep_model_difference']:.1%}"]
+            for p in run["link_predictions"] if p["link_kind"] == "shaped"]
+    header = ["model", "schedule", "target link", "predicted step ms", "measured step ms",
+              "error", "sleep model's step ms", "sleep model off by"]
+    fit = ", ".join(link_name(b) for b in run["options"]["link_bandwidths"])
+    return [f"Fitted on the shaped links ({fit}); largest error {data['max_error_shaped']:.1%}; the sleep "
+            f"model at most {data['max_sleep_model_difference']:.1%} off the shaped link.", ""] + \
+        table(header, rows) + source(res, "dp_hosts")
+
+
 def dp_predict(res):
     data = res("dp_predict")
     fit = data["run"]["options"]["link_bandwidths"]
@@ -907,6 +956,8 @@ TABLES = {
     "dp_bench": dp_bench,
     "dp_ooo": dp_ooo,
     "dp_predict": dp_predict,
+    "dp_hosts": dp_hosts,
+    "dp_hosts_predict": dp_hosts_predict,
     "dp_host": dp_host,
     "npi_ooo_threads": npi_ooo_threads,
     "fuzz": fuzz,
