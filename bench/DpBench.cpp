@@ -314,7 +314,8 @@ ChildProcess spawn_rank(const std::vector<std::string>& argv, int rank, int worl
                         {"WORLD_SIZE", std::to_string(world)},
                         {"MASTER_ADDR", hosts != nullptr ? hosts->address_of(0) : "127.0.0.1"},
                         {"MASTER_PORT", std::to_string(port)}};
-  if (hosts != nullptr) io.set_environment.push_back({"GLOO_SOCKET_IFNAME", hosts->interface_of(rank)});
+  if (hosts != nullptr)
+    io.set_environment.push_back({"GLOO_SOCKET_IFNAME", hosts->interface_of(rank)});
   try {
     return ChildProcess(hosts != nullptr ? hosts->command_on(rank, argv) : argv, io);
   } catch (const std::runtime_error& e) {
@@ -339,22 +340,24 @@ json run_ranks(const DpBenchOptions& worker, const ScratchDir& dir, const std::s
   // A rank that fails ends the others, which would wait for it in their next collective.
   if (const auto failed = wait_all(ranks)) {
     const std::string said = last_line(read_file(err_path(static_cast<int>(*failed))));
-    throw std::runtime_error("rank " + std::to_string(*failed) +
-                             (hosts != nullptr ? " (host " + hosts->address_of(*failed) + ")" : "") +
-                             " " + ranks[*failed].outcome() + (said.empty() ? "" : ": " + said));
+    const std::string host =
+        hosts != nullptr ? " (host " + hosts->address_of(static_cast<int>(*failed)) + ")" : "";
+    throw std::runtime_error("rank " + std::to_string(*failed) + host + " " +
+                             ranks[*failed].outcome() + (said.empty() ? "" : ": " + said));
   }
   std::ifstream in(worker.json_path);
   return json::parse(in);
 }
 
-/// The DDP peer's arguments after its script, for `links` (comma-separated bytes per second).
+/// The DDP peer's arguments after its script, for `links` (comma-separated bytes per second)
+/// emulated with `latency` seconds per collective.
 std::vector<std::string> peer_arguments(const DpBenchOptions& o, const std::string& links,
-                                        const std::string& out) {
+                                        double latency, const std::string& out) {
   return {"--batch",   std::to_string(o.resnet_batch),
           "--warmup",  std::to_string(o.warmup),
           "--steps",   std::to_string(o.steps),
           "--links",   links,
-          "--latency", fixed(links == "0" ? 0.0 : o.link_latency, 6),
+          "--latency", fixed(latency, 6),
           "--threads", std::to_string(o.threads),
           "--seed",    std::to_string(o.seed),
           "--bucket-mb", fixed(o.bucket_mb, 3),
@@ -376,7 +379,8 @@ json run_peer_on_hosts(const DpBenchOptions& o, const NetnsHosts& hosts, double 
                                   "1",             "--master_addr",   hosts.address_of(0),
                                   "--master_port", std::to_string(port),
                                   peer_script("ddp_peer.py")};
-    for (auto& a : peer_arguments(o, "0", out)) argv.push_back(a);
+    // Nothing emulated: the shaper is the link.
+    for (auto& a : peer_arguments(o, "0", 0.0, out)) argv.push_back(a);
     ProcessOptions io;
     io.stderr_path = err_path(h);
     io.unset_environment = {"TORCHELASTIC_USE_AGENT_STORE"};
@@ -599,7 +603,8 @@ void run_dp_bench(const DpBenchOptions& options, std::ostream& out) {
         "--master_port",
         std::to_string(options.port > 0 ? port + 1 : parallel::free_loopback_port()),
         peer_script("ddp_peer.py")};
-    for (auto& a : peer_arguments(options, comma_separated(links), peer_out))
+    for (auto& a :
+         peer_arguments(options, comma_separated(links), options.link_latency, peer_out))
       argv.push_back(a);
     run_peer(argv, dir);
     std::ifstream in(peer_out);

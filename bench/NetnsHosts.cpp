@@ -127,8 +127,7 @@ std::vector<std::vector<std::string>> shaper_commands(const std::string& device,
   return commands;
 }
 
-std::vector<std::string> stale_namespaces(const std::string& ip_netns_list,
-                                          bool (*alive)(pid_t)) {
+std::vector<std::string> stale_namespaces(const std::string& ip_netns_list, bool (*alive)(pid_t)) {
   static const std::regex owned(R"(^egdp([0-9]+)-[0-9]+-(h[0-9]+|sw)$)");
   std::vector<std::string> stale;
   std::stringstream lines(ip_netns_list);
@@ -208,7 +207,8 @@ void NetnsHosts::start_keeper() {
   std::vector<char*> argv;
   for (auto& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
-  const int failed = ::posix_spawn(&keeper_, "/bin/sh", &actions, &attributes, argv.data(), environ);
+  const int failed =
+      ::posix_spawn(&keeper_, "/bin/sh", &actions, &attributes, argv.data(), environ);
   posix_spawn_file_actions_destroy(&actions);
   posix_spawnattr_destroy(&attributes);
   ::close(fds[0]);
@@ -263,7 +263,8 @@ void NetnsHosts::shape(const LinkShape& shape) {
         if (shape.delay > 0 && said.find("unknown") != std::string::npos)
           throw std::runtime_error(
               "this kernel has no netem qdisc (CONFIG_NET_SCH_NETEM), so a link delay cannot be "
-              "shaped: " + said);
+              "shaped: " +
+              said);
         throw;
       }
     }

@@ -42,15 +42,14 @@ struct LinkShape {
 /// never less than 128 KiB: a segmentation-offload packet (64 KiB of payload and its headers)
 /// must fit in it, or tbf cuts it into MTU-sized packets, and the kernel's work per byte (which
 /// runs on the ranks' cores) grows tenfold. After an idle moment the link sends one bucket at the
-/// speed of memory, which matters only for transfers not much larger. Throws std::invalid_argument for a negative or non-finite bandwidth
-/// or delay.
+/// speed of memory, which matters only for transfers not much larger. Throws std::invalid_argument
+/// for a negative or non-finite bandwidth or delay.
 std::vector<std::vector<std::string>> shaper_commands(const std::string& device,
                                                       const LinkShape& shape);
 
 /// The names in `ip netns list` output that belong to an owner process no longer alive: names
 /// of the form egdpPID-..., where `alive(PID)` is false.
-std::vector<std::string> stale_namespaces(const std::string& ip_netns_list,
-                                          bool (*alive)(pid_t));
+std::vector<std::string> stale_namespaces(const std::string& ip_netns_list, bool (*alive)(pid_t));
 
 /// A set of hosts; not copyable or movable (the keeper holds their names).
 class NetnsHosts {

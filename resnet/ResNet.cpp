@@ -29,10 +29,10 @@ ResNetStemImpl::ResNetStemImpl(int64_t in_channels_, int64_t out_channels_, bool
 }
 
 void ResNetStemImpl::reset() {
-  conv = register_module(
-      "conv", Conv2d(imagenet ? Conv2dOptions(in_channels, out_channels, 7).stride(2).padding(3)
-                                    .bias(false)
-                              : Conv2dOptions(in_channels, out_channels, 3).padding(1).bias(false)));
+  const Conv2dOptions conv_options =
+      imagenet ? Conv2dOptions(in_channels, out_channels, 7).stride(2).padding(3).bias(false)
+               : Conv2dOptions(in_channels, out_channels, 3).padding(1).bias(false);
+  conv = register_module("conv", Conv2d(conv_options));
   bn = register_module("bn", BatchNorm2d(BatchNorm2dOptions(out_channels)));
   relu = register_module("relu", ReLU(ReLUOptions().inplace(true)));
 }
@@ -176,7 +176,7 @@ std::vector<Unit> resnet_units(const ResNet& net) {
   std::vector<Unit> units;
   units.push_back({"stem",
                    [stem = net->stem](const at::Tensor& x) mutable { return stem->forward(x); },
-                   // (ImageNet's max pool of a ReLU's output is as non-negative: compressible alike.)
+                   // (ImageNet's max pool of a ReLU's output is as non-negative.)
                    net->stem->parameters(), /*output_is_relu=*/true});
   std::size_t b = 0;
   for (std::size_t s = 0; s < net->options.widths().size(); ++s) {

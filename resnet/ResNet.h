@@ -26,9 +26,10 @@
 ///   head     global average pool (x.mean({2, 3})), Linear(last block's outputs, num_classes)
 /// A BasicBlock computes relu_(bn2(conv2(relu_(bn1(conv1(x))))) + shortcut(x)), the addition in
 /// place on bn2's output as torchvision does; its shortcut is the identity, or a 1x1 convolution
-/// (no bias, the block's stride) and a BatchNorm when the shape changes. A Bottleneck (torchvision's,
-/// the stride on its 3x3 convolution) computes relu_(bn3(conv3(relu_(bn2(conv2(relu_(bn1(conv1(x)))))))
-/// + shortcut(x)) with conv1 1x1 to the width, conv2 3x3, conv3 1x1 to 4x the width.
+/// (no bias, the block's stride) and a BatchNorm when the shape changes. A Bottleneck
+/// (torchvision's, the stride on its 3x3 convolution) computes
+/// relu_(bn3(conv3(relu_(bn2(conv2(relu_(bn1(conv1(x)))))))) + shortcut(x)) with conv1 1x1 to the
+/// width, conv2 3x3, conv3 1x1 to 4x the width.
 ///
 /// Module names (so named_parameters() and named_buffers() are stable, e.g. for checkpoints and
 /// for copying weights from torch::nn modules):

@@ -27,8 +27,8 @@ TEST(NetnsHosts, ATbfAtTheRateInBitsWithABucketThatPassesAnOffloadPacket) {
 TEST(NetnsHosts, ADelayIsANetemRootWithTheTbfUnderIt) {
   const auto both = shaper_commands("eth0", {1.25e8, 0.0015});
   ASSERT_EQ(both.size(), 2u);
-  EXPECT_EQ(both[0], (Args{"qdisc", "add", "dev", "eth0", "root", "handle", "1:", "netem",
-                           "delay", "1500us"}));
+  EXPECT_EQ(both[0], (Args{"qdisc", "add", "dev", "eth0", "root", "handle", "1:", "netem", "delay",
+                           "1500us"}));
   EXPECT_EQ(both[1], (Args{"qdisc", "add", "dev", "eth0", "parent", "1:1", "handle", "10:", "tbf",
                            "rate", "1000000000bit", "burst", "131072", "latency", "100ms"}));
   const auto delay_only = shaper_commands("eth0", {0, 0.002});

@@ -79,8 +79,9 @@ TORCH_MODULE(TorchBottleneck);
 struct TorchStemImpl : tnn::Module {
   TorchStemImpl(int64_t in, int64_t out, bool imagenet) : imagenet(imagenet) {
     conv = register_module(
-        "conv", tnn::Conv2d(imagenet ? tnn::Conv2dOptions(in, out, 7).stride(2).padding(3).bias(false)
-                                     : tnn::Conv2dOptions(in, out, 3).padding(1).bias(false)));
+        "conv", tnn::Conv2d(imagenet
+                                ? tnn::Conv2dOptions(in, out, 7).stride(2).padding(3).bias(false)
+                                : tnn::Conv2dOptions(in, out, 3).padding(1).bias(false)));
     bn = register_module("bn", tnn::BatchNorm2d(out));
     relu = register_module("relu", tnn::ReLU(tnn::ReLUOptions().inplace(true)));
     pool = register_module("pool", tnn::MaxPool2d(tnn::MaxPool2dOptions(3).stride(2).padding(1)));
