@@ -14,6 +14,23 @@ using nn::ReLU;
 using nn::ReLUOptions;
 using nn::Unit;
 
+namespace {
+
+/// A block's projection shortcut (1x1 convolution at the block's stride, no bias, and a
+/// BatchNorm) registered when the shape changes; both left empty for the identity.
+template <class Block>
+void register_shortcut(Block& block, int64_t in, int64_t out, int64_t stride) {
+  block.shortcut_conv = nullptr;
+  block.shortcut_bn = nullptr;
+  if (stride != 1 || in != out) {
+    block.shortcut_conv = block.register_module(
+        "shortcut_conv", Conv2d(Conv2dOptions(in, out, 1).stride(stride).bias(false)));
+    block.shortcut_bn = block.register_module("shortcut_bn", BatchNorm2d(BatchNorm2dOptions(out)));
+  }
+}
+
+}  // namespace
+
 ResNetOptions resnet50_options() {
   return ResNetOptions()
       .widths({64, 128, 256, 512})
@@ -57,13 +74,7 @@ void BasicBlockImpl::reset() {
   conv2 = register_module("conv2", Conv2d(Conv2dOptions(out, out, 3).padding(1).bias(false)));
   bn2 = register_module("bn2", BatchNorm2d(BatchNorm2dOptions(out)));
   relu = register_module("relu", ReLU(ReLUOptions().inplace(true)));
-  shortcut_conv = nullptr;
-  shortcut_bn = nullptr;
-  if (stride != 1 || in != out) {
-    shortcut_conv = register_module("shortcut_conv",
-                                    Conv2d(Conv2dOptions(in, out, 1).stride(stride).bias(false)));
-    shortcut_bn = register_module("shortcut_bn", BatchNorm2d(BatchNorm2dOptions(out)));
-  }
+  register_shortcut(*this, in, out, stride);
 }
 
 at::Tensor BasicBlockImpl::forward(const at::Tensor& x) {
@@ -95,13 +106,7 @@ void BottleneckImpl::reset() {
   conv3 = register_module("conv3", Conv2d(Conv2dOptions(width, out, 1).bias(false)));
   bn3 = register_module("bn3", BatchNorm2d(BatchNorm2dOptions(out)));
   relu = register_module("relu", ReLU(ReLUOptions().inplace(true)));
-  shortcut_conv = nullptr;
-  shortcut_bn = nullptr;
-  if (stride != 1 || in != out) {
-    shortcut_conv = register_module("shortcut_conv",
-                                    Conv2d(Conv2dOptions(in, out, 1).stride(stride).bias(false)));
-    shortcut_bn = register_module("shortcut_bn", BatchNorm2d(BatchNorm2dOptions(out)));
-  }
+  register_shortcut(*this, in, out, stride);
 }
 
 at::Tensor BottleneckImpl::forward(const at::Tensor& x) {
