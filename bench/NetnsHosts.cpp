@@ -85,14 +85,12 @@ constexpr const char* kKeeperScript =
     "for ns in \"$@\"; do ip netns del \"$ns\" 2>/dev/null; done\n"
     "exit 0\n";
 
+/// Removes the namespaces `names` at once: the keeper's script, its stdin already at its end.
 void remove_now(const std::vector<std::string>& names) {
-  for (const auto& ns : names) {
-    const std::string pids = run_command({"ip", "netns", "pids", ns}, /*may_fail=*/true);
-    std::stringstream in(pids);
-    for (long pid = 0; in >> pid;)
-      if (pid > 1) ::kill(static_cast<pid_t>(pid), SIGKILL);
-  }
-  for (const auto& ns : names) run_command({"ip", "netns", "del", ns}, /*may_fail=*/true);
+  if (names.empty()) return;
+  std::vector<std::string> argv{"/bin/sh", "-c", kKeeperScript, "engram-netns-keeper"};
+  argv.insert(argv.end(), names.begin(), names.end());
+  run_command(argv, /*may_fail=*/true);
 }
 
 }  // namespace
@@ -182,9 +180,7 @@ NetnsHosts::NetnsHosts(int count) : count_(count) {
       run_command({"ip", "-n", namespace_of(h), "link", "set", kHostInterface, "up"});
     }
   } catch (...) {
-    ::close(keeper_pipe_);
-    int status = 0;
-    ::waitpid(keeper_, &status, 0);
+    release();
     throw;
   }
 }
@@ -219,7 +215,9 @@ void NetnsHosts::start_keeper() {
   keeper_pipe_ = fds[1];
 }
 
-NetnsHosts::~NetnsHosts() {
+NetnsHosts::~NetnsHosts() { release(); }
+
+void NetnsHosts::release() {
   ::close(keeper_pipe_);
   // The keeper removes them; waiting for it means none is left when this returns.
   const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(60);

@@ -84,6 +84,8 @@ class NetnsHosts {
 
  private:
   void start_keeper();
+  /// Closes the keeper's pipe and waits (up to a minute) for it to remove the hosts.
+  void release();
   std::string tag_;
   int count_ = 0;
   std::vector<std::string> namespaces_;  ///< the hosts', then the switch's
