@@ -2,7 +2,9 @@
 """Assembles a reproduce run's pieces into one JSON file (standard library only).
 
 Usage: collect.py [--curves] OUT.json CLAIM WORKDIR RUN...
-where each RUN is NAME=TRAIN_SECONDS, and WORKDIR holds NAME.train.txt (engram train's output),
+       collect.py --bench-runs OUT.json CLAIM WORKDIR NAME...
+The second form writes {"runs": [...], "commands": [...]}: each NAME's `engram bench` JSON at
+WORKDIR/NAME.json (bench_run) and the commands of WORKDIR/bench.cmd. In the first, each RUN is NAME=TRAIN_SECONDS, and WORKDIR holds NAME.train.txt (engram train's output),
 NAME.metrics.jsonl and NAME.eval*.json (engram eval --json), and optionally NAME.jsonl (the
 training traces: their header, with the training lengths, is kept as the run's "data") and
 NAME.run.json (engram run --json: a query's call tree, kept as the run's "query"). --curves keeps each run's training
@@ -52,6 +54,14 @@ def thin(lines, at_most=100):
 
 def main():
     args = sys.argv[1:]
+    if args and args[0] == "--bench-runs":
+        out, claim, work, names = args[1], args[2], args[3], args[4:]
+        runs, commands = [], []
+        for name in names:
+            run, commands = bench_run(work, name)
+            runs.append(run)
+        write_result(out, claim, {"runs": runs, "commands": commands})
+        return
     curves = "--curves" in args
     args = [a for a in args if a != "--curves"]
     out, claim, work = args[0], args[1], args[2]

@@ -129,3 +129,9 @@ collect_curves() {
   /usr/bin/python3 "$root/scripts/reproduce/collect.py" --curves "$out" "$claim" "$work" \
     "${runs[@]}"
 }
+
+# collect_bench_runs CLAIM NAME...: writes $out from the `engram bench` reports $work/NAME.json
+# run under run_logged's name `bench` (collect.py --bench-runs).
+collect_bench_runs() {
+  /usr/bin/python3 "$root/scripts/reproduce/collect.py" --bench-runs "$out" "$1" "$work" "${@:2}"
+}

@@ -18,19 +18,8 @@ for b in $batches; do
     --json "$work/batch$b.json" > "$work/batch$b.txt"
   cat "$work/batch$b.txt" >&2
 done
-ENGRAM_ROOT="$root" BATCHES="$batches" /usr/bin/env python3 - "$out" "$work" <<'PY'
-import os
-import sys
-
-sys.path.insert(0, os.path.join(os.environ.get("ENGRAM_ROOT", "."), "scripts", "reproduce"))
-from collect import bench_run, write_result
-
-out, work = sys.argv[1], sys.argv[2]
-runs = []
-for b in os.environ["BATCHES"].split():
-    run, commands = bench_run(work, f"batch{b}")
-    runs.append(run)
-write_result(out, "ResNet-18 on the GPU: tracker's peak within 5% of torch.cuda.max_memory_allocated, "
-             "step time at most 1.10x PyTorch eager's", {"runs": runs, "commands": commands})
-PY
+claim="ResNet-18 on the GPU: tracker's peak within 5% of torch.cuda.max_memory_allocated,"
+claim+=" step time at most 1.10x PyTorch eager's"
+collect_bench_runs "$claim" \
+  $(for b in $batches; do echo "batch$b"; done)
 echo "wrote $out"

@@ -22,20 +22,8 @@ for b in $batches; do
     "${size[@]}" --json "$work/batch$b.json" > "$work/batch$b.txt"
   cat "$work/batch$b.txt" >&2
 done
-ENGRAM_ROOT="$root" BATCHES="$batches" /usr/bin/env python3 - "$out" "$work" <<'PY'
-import os
-import sys
-
-sys.path.insert(0, os.path.join(os.environ.get("ENGRAM_ROOT", "."), "scripts", "reproduce"))
-from collect import bench_run, write_result
-
-out, work = sys.argv[1], sys.argv[2]
-runs = []
-for b in os.environ["BATCHES"].split():
-    run, commands = bench_run(work, f"batch{b}")
-    runs.append(run)
-write_result(out, "ResNet-50 at 224x224 on the GPU without memory techniques: tracked peak, "
-             "reserved bytes and step time beside PyTorch eager's", {"runs": runs,
-                                                                    "commands": commands})
-PY
+claim="ResNet-50 at 224x224 on the GPU without memory techniques: tracked peak,"
+claim+=" reserved bytes and step time beside PyTorch eager's"
+collect_bench_runs "$claim" \
+  $(for b in $batches; do echo "batch$b"; done)
 echo "wrote $out"
