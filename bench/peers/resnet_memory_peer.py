@@ -69,7 +69,21 @@ class Stem(nn.Module):
         return F.max_pool2d(h, 3, stride=2, padding=1) if self.imagenet else h
 
 
-class BasicBlock(nn.Module):
+class Residual(nn.Module):
+    """What both blocks share: the projection shortcut (a 1x1 convolution at the block's stride
+    and a BatchNorm) when the shape changes, else the identity."""
+
+    def add_shortcut(self, cin, cout, stride):
+        self.projection = stride != 1 or cin != cout
+        if self.projection:
+            self.shortcut_conv = nn.Conv2d(cin, cout, 1, stride=stride, bias=False)
+            self.shortcut_bn = nn.BatchNorm2d(cout)
+
+    def shortcut(self, x):
+        return self.shortcut_bn(self.shortcut_conv(x)) if self.projection else x
+
+
+class BasicBlock(Residual):
     """nn::BasicBlockImpl (torchvision's BasicBlock): the addition in place on bn2's output."""
 
     def __init__(self, cin, cout, stride):
@@ -79,18 +93,15 @@ class BasicBlock(nn.Module):
         self.conv2 = nn.Conv2d(cout, cout, 3, padding=1, bias=False)
         self.bn2 = nn.BatchNorm2d(cout)
         self.relu = nn.ReLU(inplace=True)
-        self.projection = stride != 1 or cin != cout
-        if self.projection:
-            self.shortcut_conv = nn.Conv2d(cin, cout, 1, stride=stride, bias=False)
-            self.shortcut_bn = nn.BatchNorm2d(cout)
+        self.add_shortcut(cin, cout, stride)
 
     def forward(self, x):
         out = self.bn2(self.conv2(self.relu(self.bn1(self.conv1(x)))))
-        out += self.shortcut_bn(self.shortcut_conv(x)) if self.projection else x
+        out += self.shortcut(x)
         return self.relu(out)
 
 
-class Bottleneck(nn.Module):
+class Bottleneck(Residual):
     """resnet::BottleneckImpl (torchvision's Bottleneck, the stride on the 3x3 convolution)."""
 
     expansion = 4
@@ -105,16 +116,13 @@ class Bottleneck(nn.Module):
         self.conv3 = nn.Conv2d(width, cout, 1, bias=False)
         self.bn3 = nn.BatchNorm2d(cout)
         self.relu = nn.ReLU(inplace=True)
-        self.projection = stride != 1 or cin != cout
-        if self.projection:
-            self.shortcut_conv = nn.Conv2d(cin, cout, 1, stride=stride, bias=False)
-            self.shortcut_bn = nn.BatchNorm2d(cout)
+        self.add_shortcut(cin, cout, stride)
 
     def forward(self, x):
         out = self.relu(self.bn1(self.conv1(x)))
         out = self.relu(self.bn2(self.conv2(out)))
         out = self.bn3(self.conv3(out))
-        out += self.shortcut_bn(self.shortcut_conv(x)) if self.projection else x
+        out += self.shortcut(x)
         return self.relu(out)
 
 
