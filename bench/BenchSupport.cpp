@@ -3,6 +3,7 @@
 #include <malloc.h>
 #include <torch/version.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <iomanip>
@@ -89,6 +90,12 @@ json peer_json(const std::string& text) {
     throw std::runtime_error("the Python peer printed no JSON result: '" + tail(last_line(text)) +
                              "'");
   }
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const std::size_t n = v.size();
+  return n % 2 == 1 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
 std::string fixed(double value, int precision) {

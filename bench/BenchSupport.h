@@ -40,6 +40,9 @@ std::string run_peer(const std::vector<std::string>& argv, const ScratchDir& dir
 /// The JSON object on the last non-empty line of `text`; throws std::runtime_error otherwise.
 nlohmann::json peer_json(const std::string& text);
 
+/// The median (the mean of the two middle values for an even count); `v` must not be empty.
+double median(std::vector<double> v);
+
 /// `value` with `precision` digits after the point.
 std::string fixed(double value, int precision);
 

@@ -1,5 +1,6 @@
 #include "bench/DeviceMemoryBench.h"
 
+#include "bench/BenchSupport.h"
 #include "bench/MemoryBenchParts.h"
 #include "common/AtomicFile.h"
 #include "memory/CudaMemoryTracker.h"
@@ -111,7 +112,7 @@ void run_device_memory_bench(const MemoryBenchOptions& o, std::ostream& out) {
            {"fragmentation_bytes_per_step", fragmentation},
            {"live_bytes_by_tag_at_step_start", detail::bytes_by_tag(last.start_live_by_tag)},
            {"unmodelled_allocations", tracker.unmodelled_allocations()},
-           {"step_ms", detail::median(ms)},
+           {"step_ms", median(ms)},
            {"step_ms_per_step", ms},
            {"losses", losses}};
   json config = w.config;

@@ -190,6 +190,18 @@ double slowest(parallel::Communicator& comm, double value) {
   return *std::max_element(all.begin(), all.end());
 }
 
+/// The median over the timed steps of each step's slowest rank: a step of data parallelism
+/// ends when its last rank does, and the median keeps one step slowed by something else on the
+/// machine from moving the figure (a mean of 5 steps moved by a fifth with one such step).
+double median_step(parallel::Communicator& comm, const std::vector<double>& seconds) {
+  const auto n = static_cast<std::int64_t>(seconds.size());
+  at::Tensor t = at::zeros({comm.world_size(), n}, at::kDouble);
+  for (std::int64_t i = 0; i < n; ++i) t[comm.rank()][i] = seconds[static_cast<std::size_t>(i)];
+  comm.allreduce(t, "timings");
+  const at::Tensor step = std::get<0>(t.max(0)).contiguous();
+  return median({step.data_ptr<double>(), step.data_ptr<double>() + n});
+}
+
 struct Measured {
   double step_seconds = 0;
   std::size_t bytes_per_step = 0, buckets = 0, sent_early = 0;
@@ -227,13 +239,13 @@ Measured measure_schedule(Model& m, parallel::GradSync sync, const parallel::Dis
   if (auto* dp = session.data_parallel(); dp != nullptr && sync == parallel::GradSync::host)
     for (long i = 0; i < 64 && !dp->schedule().chunk_choice().settled; ++i) session.step();
   auto* tracker = memory::MemoryTracker::installed();
-  double total = 0;
+  std::vector<double> seconds;
   for (long i = 0; i < o.steps; ++i) {
     const bool traced = tracker != nullptr && i + 1 == o.steps;
     if (traced) tracker->begin_window();
     const auto start = Clock::now();
     session.step();
-    total += std::chrono::duration<double>(Clock::now() - start).count();
+    seconds.push_back(std::chrono::duration<double>(Clock::now() - start).count());
     if (traced) {
       const memory::MemoryWindow window = tracker->end_window();
       memory::write_chrome_trace(
@@ -243,7 +255,7 @@ Measured measure_schedule(Model& m, parallel::GradSync sync, const parallel::Dis
   }
   session.settle();  // ooo's last late updates, outside the timed steps
   Measured r;
-  r.step_seconds = slowest(comm, total / o.steps);
+  r.step_seconds = median_step(comm, seconds);
   const trainer::GradSchedule& schedule = session.data_parallel()->schedule();
   r.ooo = schedule.ooo_choice();
   r.chunk = schedule.chunk_choice();
@@ -270,8 +282,8 @@ double process_cpu_seconds() {
 }
 
 struct Communication {
-  double seconds = 0;      ///< per step, the slowest rank's
-  double cpu_seconds = 0;  ///< CPU this rank's collectives used per step (Gloo's threads)
+  double seconds = 0;      ///< per step, the median of the slowest rank's
+  double cpu_seconds = 0;  ///< CPU this rank's collectives used per step (Gloo's threads), mean
 };
 
 /// The buckets all-reduced back to back over the current link, no compute: seconds per step,
@@ -283,7 +295,8 @@ Communication measure_communication(parallel::Communicator& comm,
   std::vector<at::Tensor> buffers;
   for (std::size_t b : bytes)
     buffers.push_back(at::ones({static_cast<std::int64_t>(b / sizeof(float))}, at::kFloat));
-  double total = 0, cpu = 0;
+  std::vector<double> seconds;
+  double cpu = 0;
   for (long i = 0; i < o.warmup + o.steps; ++i) {
     comm.barrier();
     const double cpu_start = process_cpu_seconds();
@@ -293,11 +306,11 @@ Communication measure_communication(parallel::Communicator& comm,
       pending.push_back(comm.allreduce_async(buffers[k], "bucket " + std::to_string(k)));
     for (auto& p : pending) p->wait();
     if (i >= o.warmup) {
-      total += std::chrono::duration<double>(Clock::now() - start).count();
+      seconds.push_back(std::chrono::duration<double>(Clock::now() - start).count());
       cpu += process_cpu_seconds() - cpu_start;
     }
   }
-  return {slowest(comm, total / o.steps), slowest(comm, cpu / o.steps)};
+  return {median_step(comm, seconds), slowest(comm, cpu / o.steps)};
 }
 
 // ------------------------------------------------------------------------------- the driver
@@ -633,7 +646,7 @@ void run_dp_bench(const DpBenchOptions& options, std::ostream& out) {
   }
 
   out << "data-parallel step on " << options.ranks << " ranks (" << options.threads
-      << " compute thread each), mean of " << options.steps << " steps after " << options.warmup
+      << " compute thread each), median of " << options.steps << " steps after " << options.warmup
       << (options.hosts == "netns" ? "; shaped links: a host per rank" : "") << "\n";
   print_rows(out, rows, peer.is_null() ? json::array() : peer["rows"]);
   json report{{"bench", "dp"}, {"options", options_json(options)}, {"rows", rows},

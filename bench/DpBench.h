@@ -6,9 +6,9 @@
 /// network, per-rank batch, threads, default buckets and link emulation (a DDP communication
 /// hook with the same delay model), in the same invocation.
 ///
-/// Per configuration: the step time (the slowest rank's mean), the compute-only step (`none`),
-/// the communication alone (the same buckets all-reduced back to back over the same link, no
-/// compute), the overlap efficiency max(compute, communication) / step, and the bytes each rank
+/// Per configuration: the step time (the median over the timed steps of each step's slowest
+/// rank), the compute-only step (`none`), the communication alone (the same buckets all-reduced
+/// back to back over the same link, no compute), the overlap efficiency max(compute, communication) / step, and the bytes each rank
 /// all-reduces per step. With a trace directory, a Chrome trace per rank of the last step of
 /// each configuration (compute spans, one span per bucket's all-reduce).
 ///

@@ -344,19 +344,7 @@ PeakAttribution attribute_peak(const MemoryWindow& w) {
 
 }  // namespace
 
-namespace detail {
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const std::size_t n = v.size();
-  return n % 2 == 1 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
-}  // namespace detail
-
 namespace {
-
-using detail::median;
 
 
 /// The relu row's compression figures, from the store's statistics of each measured step.

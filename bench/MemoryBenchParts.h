@@ -45,7 +45,4 @@ nlohmann::json run_resnet_peer(const MemoryBenchOptions& o, long batch,
 /// {tag name: bytes} for every tag.
 nlohmann::json bytes_by_tag(const std::array<std::int64_t, memory::kNumTags>& bytes);
 
-/// The median (the mean of the two middle values for an even count).
-double median(std::vector<double> v);
-
 }  // namespace engram::bench::detail

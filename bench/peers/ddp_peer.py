@@ -13,12 +13,13 @@ bucket's all-reduce cannot complete before a serialised link of the given bandwi
 carried 2(N-1)/N of its bytes plus the latency after the previous bucket left it; the wait is a
 sleep in the all-reduce's completion callback, so it costs no CPU. The hook divides by the world
 size as DDP's default hook does. Rank 0 writes {"rows": [{"link_bandwidth", "step_seconds"}],
-"versions": ...} to --out: the slowest rank's mean step time per link.
+"versions": ...} to --out: per link, the median over the timed steps of each step's slowest rank.
 """
 
 import argparse
 import json
 import os
+import statistics
 import sys
 import time
 
@@ -99,7 +100,7 @@ def main():
     step = 0
     for bandwidth in [float(b) for b in args.links.split(",")]:
         link.bandwidth, link.latency = bandwidth, args.latency
-        total = 0.0
+        seconds = torch.zeros(world, args.steps, dtype=torch.float64)
         for i in range(args.warmup + args.steps):
             start = time.perf_counter()
             # The rank's own images, made inside the step as Engram's workload makes them.
@@ -109,12 +110,12 @@ def main():
             loss.backward()
             optimizer.step()
             if i >= args.warmup:
-                total += time.perf_counter() - start
+                seconds[rank, i - args.warmup] = time.perf_counter() - start
             step += 1
-        mean = torch.zeros(world, dtype=torch.float64)
-        mean[rank] = total / args.steps
-        dist.all_reduce(mean)
-        rows.append({"link_bandwidth": bandwidth, "step_seconds": float(mean.max())})
+        dist.all_reduce(seconds)
+        # As Engram's rows: the median over the steps of each step's slowest rank.
+        slowest = seconds.max(dim=0).values
+        rows.append({"link_bandwidth": bandwidth, "step_seconds": statistics.median(slowest.tolist())})
     if rank == 0:
         result = {"rows": rows, "bucket_cap_mb": args.bucket_mb, "threads": args.threads,
                   "versions": {"torch": torch.__version__, "python": sys.version.split()[0]}}

@@ -5,8 +5,9 @@
 # batch 8), schedules after, overlap and ooo, beside PyTorch DDP: every link measured twice, as
 # the sleep model emulates it on loopback and as a tbf shaper on each host's link; unshaped,
 # 1 Gb/s, 200 Mb/s and 100 Mb/s fitted, 400 Mb/s predicted from them (the what-if of each
-# kind) and measured; the mean of 10 steps per configuration (with 5, one slow step on a shaped
-# link moved an NPI mean by a fifth). Needs root. Timings are recorded, never asserted.
+# kind) and measured; per configuration, the median of 10 steps (of each step's slowest rank:
+# a mean of 5 was moved by a fifth by one slow step). Needs root. Timings are recorded, never
+# asserted.
 # Writes results/dp_hosts.json. --quick: one timed step, small batches, two links.
 source "$(dirname "$0")/common.sh"
 out=${out:-$root/results/dp_hosts.json}
