@@ -3,6 +3,7 @@
 #include "memory/MemoryTracker.h"
 
 #include <ATen/core/grad_mode.h>
+#include <c10/cuda/CUDAFunctions.h>
 
 #include <chrono>
 #include <utility>
@@ -18,8 +19,12 @@ void GradScheduler::run(WeightGradTask& task) {
     // stored (detail::accumulate_grad).
     memory::TagGuard tag(memory::Tag::workspace);
     at::NoGradGuard no_grad;
+    const bool on_device =
+        time_kernels_ && !task.parameters.empty() && task.parameters.front().is_cuda();
+    if (on_device) c10::cuda::device_synchronize();
     const auto start = std::chrono::steady_clock::now();
     task.compute();
+    if (on_device) c10::cuda::device_synchronize();
     task.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   }
   for (const auto& callback : callbacks_) callback(task);

@@ -57,6 +57,10 @@ class GradScheduler {
 
   /// Registers a callback run after each task, in the thread that ran it.
   void on_ready(ReadyCallback callback);
+  /// With `on` (a profiling step on CUDA), a task's `seconds` are its kernels' time: the device
+  /// is synchronised before and after its compute(), where otherwise only the launches would be
+  /// timed. Off by default: no synchronisation.
+  void time_kernels(bool on) { time_kernels_ = on; }
 
  protected:
   /// Runs `task` (its allocations tagged as workspace, the gradients it stores as gradients;
@@ -65,6 +69,7 @@ class GradScheduler {
 
  private:
   std::vector<ReadyCallback> callbacks_;
+  bool time_kernels_ = false;
 };
 
 /// Runs each task as soon as it is submitted: the plain backward pass.

@@ -10,6 +10,7 @@
 #include "nn/Linear.h"
 #include "nn/ReLU.h"
 #include "nn/Runtime.h"
+#include "nn/StreamScheduler.h"
 
 #include <c10/core/StorageImpl.h>
 #include "tests/support/CountingStore.h"
@@ -19,6 +20,7 @@
 
 #include <functional>
 #include <map>
+#include <memory>
 #include <string>
 #include <thread>
 #include <vector>
@@ -451,10 +453,11 @@ struct SmallNet : torch::nn::Module {
 };
 
 std::map<std::string, at::Tensor> gradients(SmallNet& net, GradScheduler* scheduler,
-                                            std::size_t* pending_after_backward = nullptr) {
+                                            std::size_t* pending_after_backward = nullptr,
+                                            const c10::Device& device = c10::kCPU) {
   torch::manual_seed(11);
-  const at::Tensor x = torch::randn({2, 2, 4, 4});
-  const at::Tensor indices = torch::tensor({1, 4}, torch::kLong);
+  const at::Tensor x = torch::randn({2, 2, 4, 4}).to(device);
+  const at::Tensor indices = torch::tensor({1, 4}, torch::kLong).to(device);
   net.zero_grad();
   {
     RuntimeGuard use(nullptr, scheduler);
@@ -517,6 +520,68 @@ TEST_F(LayersTest, WeightGradientsOnAWorkerThreadAreIdentical) {
   threaded.submit({"failing", {}, [] { throw std::runtime_error("task failed"); }});
   EXPECT_THROW(threaded.finish(), std::runtime_error);
   threaded.finish();  // reported once
+}
+
+/// The device's side of StreamScheduler, written down: what waits for what, and on which
+/// stream each task and its callbacks run.
+class RecordedStreams : public StreamScheduler::Streams {
+ public:
+  explicit RecordedStreams(std::vector<std::string>& log) : log_(log) {}
+  void side_waits_for_compute() override { log_.push_back("side waits"); }
+  void on_side(const std::function<void()>& fn) override {
+    log_.push_back("side begins");
+    fn();
+    log_.push_back("side ends");
+  }
+  void compute_waits_for_side() override { log_.push_back("compute waits"); }
+
+ private:
+  std::vector<std::string>& log_;
+};
+
+TEST_F(LayersTest, WeightGradientsOnASecondStreamWaitForTheChainAndAreWaitedFor) {
+  std::vector<std::string> log;
+  StreamScheduler streams(std::make_unique<RecordedStreams>(log));
+  // What a task captured (a saved activation) stays alive until the compute stream has waited
+  // for the side stream: only then may the allocator give its block to another stream's work.
+  auto captured = std::make_shared<int>(0);
+  std::weak_ptr<int> alive = captured;
+  streams.on_ready([&](const WeightGradTask& task) { log.push_back("ready " + task.layer); });
+  streams.submit({"a", {}, [&, keep = captured] { log.push_back("compute a"); }});
+  captured.reset();
+  streams.submit({"b", {}, [&] { log.push_back("compute b"); }});
+  EXPECT_EQ(streams.held(), 2u);
+  EXPECT_FALSE(alive.expired()) << "a task's captures went before the compute stream waited";
+  streams.finish();
+  EXPECT_EQ(streams.held(), 0u);
+  EXPECT_TRUE(alive.expired());
+  const std::vector<std::string> expected{
+      "side waits", "side begins", "compute a", "ready a", "side ends",
+      "side waits", "side begins", "compute b", "ready b", "side ends", "compute waits"};
+  EXPECT_EQ(log, expected);
+}
+
+TEST_F(LayersTest, WeightGradientsOnASecondCudaStreamAreIdentical) {
+  if (!torch::cuda::is_available()) GTEST_SKIP() << "needs a CUDA device; this process sees none";
+  SmallNet net;
+  net.to(torch::kCUDA);
+  ImmediateScheduler immediate;
+  const auto expected = gradients(net, &immediate, nullptr, torch::kCUDA);
+  StreamScheduler streams;
+  net.zero_grad();
+  const auto actual = gradients(net, &streams, nullptr, torch::kCUDA);
+  for (const auto& [name, grad] : expected)
+    EXPECT_TRUE(torch::equal(actual.at(name), grad)) << name;
+}
+
+TEST_F(LayersTest, ASecondStreamWithoutAGpuIsRefusedSayingSo) {
+  if (torch::cuda::is_available()) GTEST_SKIP() << "this process sees a CUDA device";
+  try {
+    StreamScheduler streams;
+    FAIL() << "made a CUDA stream without a device";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("sees none"), std::string::npos) << e.what();
+  }
 }
 
 TEST_F(LayersTest, WeightGradientsWaitForTheDeferredScheduler) {

@@ -1,0 +1,76 @@
+#include "nn/StreamScheduler.h"
+
+#include <ATen/cuda/CUDAEvent.h>
+#include <c10/cuda/CUDAFunctions.h>
+#include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAStream.h>
+
+#include <stdexcept>
+#include <utility>
+
+namespace engram::nn {
+namespace {
+
+class CudaStreams : public StreamScheduler::Streams {
+ public:
+  CudaStreams() : side_(c10::cuda::getStreamFromPool()) {}
+
+  void side_waits_for_compute() override {
+    at::cuda::CUDAEvent written;
+    written.record(c10::cuda::getCurrentCUDAStream());
+    written.block(side_);
+  }
+
+  void on_side(const std::function<void()>& fn) override {
+    const c10::cuda::CUDAStreamGuard guard(side_);
+    fn();
+  }
+
+  void compute_waits_for_side() override {
+    at::cuda::CUDAEvent done;
+    done.record(side_);
+    done.block(c10::cuda::getCurrentCUDAStream());
+  }
+
+ private:
+  c10::cuda::CUDAStream side_;
+};
+
+std::unique_ptr<StreamScheduler::Streams> cuda_streams() {
+  if (c10::cuda::device_count() == 0)
+    throw std::runtime_error(
+        "a second CUDA stream for the weight gradients needs a CUDA device, and this process "
+        "sees none");
+  return std::make_unique<CudaStreams>();
+}
+
+}  // namespace
+
+StreamScheduler::StreamScheduler() : StreamScheduler(cuda_streams()) {}
+
+StreamScheduler::StreamScheduler(std::unique_ptr<Streams> streams) : streams_(std::move(streams)) {}
+
+StreamScheduler::~StreamScheduler() {
+  // Tasks still held (a backward that threw) may have kernels in flight that read what they
+  // captured: the compute stream waits for them before those blocks can be reused there.
+  if (!held_.empty()) {
+    try {
+      finish();
+    } catch (const std::exception&) {
+      // A failed device: nothing left to order.
+    }
+  }
+}
+
+void StreamScheduler::submit(WeightGradTask task) {
+  streams_->side_waits_for_compute();
+  streams_->on_side([&] { run(task); });
+  held_.push_back(std::move(task));
+}
+
+void StreamScheduler::finish() {
+  streams_->compute_waits_for_side();
+  held_.clear();
+}
+
+}  // namespace engram::nn

@@ -1,0 +1,71 @@
+#pragma once
+/// \file
+/// Out-of-order backprop on one GPU (`--ooo-streams 2`; Oh et al., EuroSys 2022): the weight
+/// gradients' kernels run on a second CUDA stream while the input-gradient chain goes on on the
+/// current one, so that they fill the GPU where the chain's kernels leave it under-occupied.
+///
+/// Ordering, by events only (no device-wide synchronize):
+/// - each task's kernels wait for an event recorded on the compute stream when it is submitted
+///   (what it reads, the layer's saved input and its output gradient, is written there);
+/// - the task and its ready-callbacks run with the side stream current, so whatever a callback
+///   launches (a gradient bucket's copy, a collective) is ordered after the gradients;
+/// - finish() makes the compute stream wait for everything on the side stream, so the optimizer
+///   reads complete gradients.
+/// Memory: LibTorch's caching allocator may hand a freed block to the stream it was allocated
+/// on before another stream has finished reading it; so every task is kept, with what it
+/// captured, until the compute stream has waited for the side stream (finish()), and only then
+/// released. Gradients are the immediate scheduler's bit for bit: the same tasks accumulate in
+/// the same order, on one stream.
+///
+/// \code
+///   engram::nn::StreamScheduler scheduler;                    // on the current CUDA device
+///   engram::nn::RuntimeGuard use(nullptr, &scheduler);
+///   loss.backward();                                          // dW kernels on the side stream
+///   scheduler.finish();                                       // the compute stream waits
+/// \endcode
+
+#include "nn/GradScheduler.h"
+
+#include <functional>
+#include <memory>
+#include <vector>
+
+namespace engram::nn {
+
+class StreamScheduler : public GradScheduler {
+ public:
+  /// What the scheduler asks of the device: the CUDA streams and events in use, or a recording
+  /// in a test of the ordering without a GPU.
+  class Streams {
+   public:
+    virtual ~Streams() = default;
+    /// The side stream waits for what the compute (current) stream has enqueued so far.
+    virtual void side_waits_for_compute() = 0;
+    /// Runs `fn` with the side stream as the current stream.
+    virtual void on_side(const std::function<void()>& fn) = 0;
+    /// The compute stream waits for what the side stream has enqueued so far.
+    virtual void compute_waits_for_side() = 0;
+  };
+
+  /// A side stream from LibTorch's pool on the current CUDA device. Throws std::runtime_error
+  /// when this process sees no CUDA device.
+  StreamScheduler();
+  explicit StreamScheduler(std::unique_ptr<Streams> streams);
+  ~StreamScheduler() override;
+  StreamScheduler(const StreamScheduler&) = delete;
+  StreamScheduler& operator=(const StreamScheduler&) = delete;
+
+  /// Enqueues the task's kernels on the side stream after the compute stream's work so far.
+  void submit(WeightGradTask task) override;
+  /// The compute stream waits for the side stream; the tasks kept since the last finish() go.
+  void finish() override;
+  /// Tasks kept (their kernels enqueued, what they captured held) until the next finish().
+  std::size_t held() const { return held_.size(); }
+  const char* name() const override { return "streams"; }
+
+ private:
+  std::unique_ptr<Streams> streams_;
+  std::vector<WeightGradTask> held_;
+};
+
+}  // namespace engram::nn
