@@ -18,10 +18,12 @@
 #include "resnet/ResNet.h"
 #include "resnet/ResNetWorkload.h"
 #include "trainer/DataParallel.h"
+#include "trainer/Device.h"
 #include "trainer/Stepper.h"
 #include "trainer/Threads.h"
 #include "trainer/Trainer.h"
 
+#include <c10/cuda/CUDAFunctions.h>
 #include <torch/torch.h>
 #include <nlohmann/json.hpp>
 
@@ -62,6 +64,8 @@ json options_json(const DpBenchOptions& o) {
           {"npi_batch", o.npi_batch},
           {"hidden", o.hidden},
           {"threads", o.threads},
+          {"device", o.device},
+          {"dist_backend", o.dist_backend},
           {"seed", o.seed},
           {"bucket_mb", o.bucket_mb},
           {"first_bucket_mb", o.first_bucket_mb},
@@ -88,6 +92,8 @@ DpBenchOptions options_from(const json& j) {
   j.at("npi_batch").get_to(o.npi_batch);
   j.at("hidden").get_to(o.hidden);
   j.at("threads").get_to(o.threads);
+  j.at("device").get_to(o.device);
+  j.at("dist_backend").get_to(o.dist_backend);
   j.at("seed").get_to(o.seed);
   j.at("bucket_mb").get_to(o.bucket_mb);
   j.at("first_bucket_mb").get_to(o.first_bucket_mb);
@@ -141,6 +147,11 @@ void validate(const DpBenchOptions& o) {
     throw InvalidOption("npi_batch", "must be between 1 and 65536");
   nn::check_width(o.hidden, "hidden");
   if (o.threads < 1) throw InvalidOption("threads", "must be at least 1");
+  trainer::check_device_name(o.device, "device");
+  parallel::DistOptions backend;
+  backend.backend = o.dist_backend;
+  parallel::validate(backend);
+  parallel::resolved_backend(o.dist_backend, o.device != "cpu");  // nccl on the CPU: refused
   if (!(o.bucket_mb > 0)) throw InvalidOption("bucket_mb", "must be a positive size");
   if (!(o.first_bucket_mb > 0)) throw InvalidOption("first_bucket_mb", "must be a positive size");
 }
@@ -226,6 +237,8 @@ Measured measure_schedule(Model& m, parallel::GradSync sync, const parallel::Dis
   t.grad_clip = 0;  // as the peer: DDP has none by default
   t.seed = o.seed;
   t.threads = o.threads;
+  t.device = o.device;
+  t.dist.backend = o.dist_backend;
   t.job = env;  // the session joins the job through `comm`, which this bench holds
   t.dist.grad_sync = sync;
   t.dist.ooo_k = o.ooo_k;
@@ -239,12 +252,15 @@ Measured measure_schedule(Model& m, parallel::GradSync sync, const parallel::Dis
   if (auto* dp = session.data_parallel(); dp != nullptr && sync == parallel::GradSync::host)
     for (long i = 0; i < 64 && !dp->schedule().chunk_choice().settled; ++i) session.step();
   auto* tracker = memory::MemoryTracker::installed();
+  const bool on_cuda = o.device != "cpu";
+  if (on_cuda) c10::cuda::device_synchronize();
   std::vector<double> seconds;
   for (long i = 0; i < o.steps; ++i) {
     const bool traced = tracker != nullptr && i + 1 == o.steps;
     if (traced) tracker->begin_window();
     const auto start = Clock::now();
     session.step();
+    if (on_cuda) c10::cuda::device_synchronize();  // the step's kernels, not their launches
     seconds.push_back(std::chrono::duration<double>(Clock::now() - start).count());
     if (traced) {
       const memory::MemoryWindow window = tracker->end_window();
@@ -290,11 +306,20 @@ struct Communication {
 /// and the CPU they took from the cores the compute also runs on (on one machine the loopback
 /// transfers are CPU work).
 Communication measure_communication(parallel::Communicator& comm,
+                                    const parallel::DistEnv& comm_env,
                                     const std::vector<std::size_t>& bytes,
                                     const DpBenchOptions& o) {
+  // On the device the ranks train on (the rank's own GPU for "cuda", as the sessions').
+  at::TensorOptions where = at::TensorOptions(at::kFloat);
+  if (o.device != "cpu") {
+    trainer::TrainingOptions t;
+    t.device = o.device;
+    t.job = comm_env;
+    where = where.device(trainer::resolve_device(trainer::job_device_name(t)));
+  }
   std::vector<at::Tensor> buffers;
   for (std::size_t b : bytes)
-    buffers.push_back(at::ones({static_cast<std::int64_t>(b / sizeof(float))}, at::kFloat));
+    buffers.push_back(at::ones({static_cast<std::int64_t>(b / sizeof(float))}, where));
   std::vector<double> seconds;
   double cpu = 0;
   for (long i = 0; i < o.warmup + o.steps; ++i) {
@@ -305,6 +330,7 @@ Communication measure_communication(parallel::Communicator& comm,
     for (std::size_t k = 0; k < buffers.size(); ++k)
       pending.push_back(comm.allreduce_async(buffers[k], "bucket " + std::to_string(k)));
     for (auto& p : pending) p->wait();
+    if (o.device != "cpu") c10::cuda::device_synchronize();
     if (i >= o.warmup) {
       seconds.push_back(std::chrono::duration<double>(Clock::now() - start).count());
       cpu += process_cpu_seconds() - cpu_start;
@@ -374,6 +400,8 @@ std::vector<std::string> peer_arguments(const DpBenchOptions& o, const std::stri
           "--threads", std::to_string(o.threads),
           "--seed",    std::to_string(o.seed),
           "--bucket-mb", fixed(o.bucket_mb, 3),
+          "--device",  o.device,
+          "--backend", parallel::resolved_backend(o.dist_backend, o.device != "cpu"),
           "--out",     out};
 }
 
@@ -420,6 +448,7 @@ json run_peer_on_hosts(const DpBenchOptions& o, const NetnsHosts& hosts, double 
 void run_dp_worker(const DpBenchOptions& o, const parallel::DistEnv& env) {
   trainer::set_compute_threads(o.threads);
   parallel::DistOptions d;
+  d.backend = parallel::resolved_backend(o.dist_backend, o.device != "cpu");
   d.timeout_seconds = 600;
   // Held across the sessions, which join the job through it (parallel::join_job).
   const std::shared_ptr<parallel::Communicator> comm = parallel::join_job(env, d);
@@ -448,7 +477,7 @@ void run_dp_worker(const DpBenchOptions& o, const parallel::DistEnv& env) {
       // reducer keeps until it learns the order (as `none`'s).
       const std::vector<std::size_t>& buckets =
           by_schedule.count("overlap") ? by_schedule["overlap"].bucket_bytes : none.bucket_bytes;
-      const Communication measured = measure_communication(*comm, buckets, o);
+      const Communication measured = measure_communication(*comm, env, buckets, o);
       const double communication = measured.seconds;
       std::size_t bucket_total = 0;
       for (std::size_t b : buckets) bucket_total += b;
@@ -490,6 +519,13 @@ void run_dp_worker(const DpBenchOptions& o, const parallel::DistEnv& env) {
                                 {"layers", r.ooo.layers},
                                 {"automatic", r.ooo.automatic},
                                 {"predicted_step_seconds", r.ooo.predicted_seconds}};
+          // The model's inputs (seconds per layer, forward order), for what-ifs beyond this run.
+          json costs = json::array();
+          for (const auto& c : r.ooo.costs)
+            costs.push_back({c.forward, c.input_grad, c.weight_grad, c.allreduce});
+          rows.back()["ooo"]["layer_costs"] = costs;
+          rows.back()["ooo"]["layer_cost_fields"] = {"forward", "input_grad", "weight_grad",
+                                                     "allreduce"};
         }
       }
     }
@@ -583,6 +619,7 @@ void run_dp_bench(const DpBenchOptions& options, std::ostream& out) {
   validate(options);
   if (options.json_path.empty()) throw InvalidOption("json_path", "is required");
   check_writable(options.json_path);  // fail before the ranks' work, not after it
+  trainer::resolve_device(options.device);  // a GPU this process does not see: before any work
   // The hosts, and a first shaper on them, before any work: what this machine cannot do (no
   // root, no `tc`, a kernel without netem) fails now, not after the emulated links.
   std::optional<NetnsHosts> hosts;

@@ -56,6 +56,11 @@ struct DpBenchOptions {
   int npi_batch = 8;           ///< per rank
   int hidden = 256;            ///< NPI
   int threads = 1;             ///< intra-op threads per rank, Engram and peer alike
+  /// Where the ranks train, Engram's and the peer's: "cpu", "cuda" (each rank the GPU of its
+  /// LOCAL_RANK) or "cuda:N" (shared by the ranks, over gloo); a step is timed to the end of its
+  /// kernels (the device synchronised after it).
+  std::string device = "cpu";
+  std::string dist_backend = "auto";  ///< parallel::DistOptions::backend, Engram and peer alike
   double bucket_mb = 25;       ///< bucket capacity in MiB, Engram and DDP (bucket_cap_mb) alike
   double first_bucket_mb = 1;  ///< Engram's first bucket (DDP's is fixed at 1 MiB)
   std::uint64_t seed = 1;

@@ -113,6 +113,11 @@ TrainingFlags add_training_flags(CLI::App* command, trainer::TrainingOptions& op
                    "2: weight gradients on a second thread while the input-gradient chain goes "
                    "on (out-of-order backprop in one process; needs --threads 1)")
       ->capture_default_str();
+  command
+      ->add_option("--ooo-streams", options.ooo_streams,
+                   "2: weight-gradient kernels on a second CUDA stream while the input-gradient "
+                   "chain goes on (out-of-order backprop on one GPU)")
+      ->capture_default_str();
   f.metrics =
       command->add_option("--metrics", options.metrics_path, "Write JSON-lines metrics here");
   f.log_every = command->add_option("--log-every", options.log_every, "Steps between metrics lines")
@@ -145,6 +150,7 @@ TrainingFlags add_training_flags(CLI::App* command, trainer::TrainingOptions& op
                 {"seed", "--seed"},
                 {"threads", "--threads"},
                 {"ooo_threads", "--ooo-threads"},
+                {"ooo_streams", "--ooo-streams"},
                 {"metrics_path", "--metrics"},
                 {"log_every", "--log-every"}});
   if (!spec.memory.empty()) {
@@ -170,8 +176,12 @@ TrainingFlags add_training_flags(CLI::App* command, trainer::TrainingOptions& op
 
 void add_dist_flags(CLI::App* command, parallel::DistOptions& d, FlagTable& flags) {
   const std::string group = "Data-parallel (under torchrun, or WORLD_SIZE > 1)";
-  command->add_option("--dist-backend", d.backend, "Collectives backend: gloo (CPU) or nccl")
-      ->check(CLI::IsMember({"gloo", "nccl"}))
+  command
+      ->add_option("--dist-backend", d.backend,
+                   "Collectives backend: nccl (CUDA tensors; host ones over Gloo beside it), "
+                   "gloo (host and CUDA tensors), or auto: nccl when the model is on CUDA, gloo "
+                   "on the CPU")
+      ->check(CLI::IsMember({"auto", "gloo", "nccl"}))
       ->capture_default_str()
       ->group(group);
   command

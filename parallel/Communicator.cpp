@@ -4,10 +4,14 @@
 #include "memory/MemoryTracker.h"
 
 #include <ATen/ATen.h>
+#include <c10/cuda/CUDAFunctions.h>
 #include <c10/util/Logging.h>
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
+#include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
+
+#include <cstdlib>
 
 #include <algorithm>
 #include <atomic>
@@ -101,7 +105,14 @@ void PendingCollective::wait() {
 // ---------------------------------------------------------------------------------------------
 struct Communicator::Impl {
   c10::intrusive_ptr<c10d::Store> store;  ///< prefixed with this attempt's namespace
-  c10::intrusive_ptr<c10d::Backend> backend;
+  c10::intrusive_ptr<c10d::Backend> gloo;  ///< host tensors, barriers; CUDA tensors without NCCL
+  c10::intrusive_ptr<c10d::ProcessGroupNCCL> nccl;  ///< CUDA tensors with the nccl backend
+  /// The group that sums `t`: NCCL for a CUDA tensor when the job has it, else Gloo (which takes
+  /// CUDA tensors too, through host memory).
+  c10d::Backend& backend_for(const at::Tensor& t) {
+    if (t.is_cuda() && nccl) return *nccl;
+    return *gloo;
+  }
   LinkSchedule link;
   std::mutex link_mutex;
 
@@ -115,7 +126,16 @@ struct Communicator::Impl {
   std::vector<Clock::time_point> last_change;
 
   explicit Impl(LinkModel model) : link(model) {}
-  ~Impl() { stop_heartbeat(); }  // also when the constructor throws after starting it
+  ~Impl() {
+    stop_heartbeat();  // also when the constructor throws after starting it
+    if (nccl) {
+      try {
+        nccl->shutdown();  // its watchdog joined and communicators freed before the store goes
+      } catch (const std::exception&) {
+        // A failed job's communicators are already aborted.
+      }
+    }
+  }
 
   void start_heartbeat(const DistEnv& env, double timeout_seconds, const std::string& prefix) {
     beats.assign(env.world_size, -1);
@@ -188,11 +208,10 @@ struct Communicator::Impl {
 Communicator::Communicator(const DistEnv& env, const DistOptions& options)
     : env_(env), options_(options), link_{options.link_bandwidth, options.link_latency} {
   validate(options_);
-  if (options_.backend == "nccl") {
+  if (options_.backend == "auto")
     throw InvalidOption("dist.backend",
-                        "nccl exchanges device memory and Engram's data-parallel trainer "
-                        "keeps its gradients in host memory; use gloo");
-  }
+                        "is auto: resolve it for the model's device first "
+                        "(parallel::resolved_backend)");
   // c10d logs its own errors (a refused connection, a timeout) before throwing; Engram reports
   // each failure in one line of its own, so only fatal log lines stay.
   FLAGS_caffe2_log_level = std::max(FLAGS_caffe2_log_level, 3);
@@ -220,11 +239,33 @@ Communicator::Communicator(const DistEnv& env, const DistOptions& options)
     gloo->devices.push_back(c10d::ProcessGroupGloo::createDefaultDevice());
   }
   try {
-    impl_->backend = c10::make_intrusive<c10d::ProcessGroupGloo>(
+    impl_->gloo = c10::make_intrusive<c10d::ProcessGroupGloo>(
         c10::make_intrusive<c10d::PrefixStore>("gloo", impl_->store), env_.rank, env_.world_size,
         gloo);
   } catch (const std::exception& e) {
     throw failure("creating the Gloo process group", first_line(e));
+  }
+  if (options_.backend == "nccl") create_nccl();
+}
+
+void Communicator::create_nccl() {
+  if (c10::cuda::device_count() == 0)
+    throw std::runtime_error("rank " + std::to_string(env_.rank) +
+                             ": the nccl backend sums CUDA tensors, and this process sees no CUDA "
+                             "device");
+  // A blocking wait: wait() returns when the collective is done on the device, and throws when
+  // it has not finished within the timeout, so that a dead or hung rank ends this one within
+  // --dist-timeout, named as with Gloo, instead of the watchdog aborting the process. The
+  // compute stream still waits on the collective's event, not on the whole device.
+  ::setenv("TORCH_NCCL_BLOCKING_WAIT", "1", /*overwrite=*/0);
+  auto o = c10d::ProcessGroupNCCL::Options::create();
+  o->timeout = to_ms(options_.timeout_seconds);
+  try {
+    impl_->nccl = c10::make_intrusive<c10d::ProcessGroupNCCL>(
+        c10::make_intrusive<c10d::PrefixStore>("nccl", impl_->store), env_.rank, env_.world_size,
+        o);
+  } catch (const std::exception& e) {
+    throw failure("creating the NCCL process group", first_line(e));
   }
 }
 
@@ -258,9 +299,10 @@ std::unique_ptr<PendingCollective> Communicator::allreduce_async(at::Tensor buff
     state->link_done = impl_->link.complete_at(state->launched_at,
                                                link_.allreduce_seconds(bytes, env_.world_size));
   }
+  c10d::Backend& backend = impl_->backend_for(buffer);
   std::vector<at::Tensor> tensors{std::move(buffer)};
   try {
-    state->work = impl_->backend->allreduce(tensors);
+    state->work = backend.allreduce(tensors);
   } catch (const std::exception& e) {
     throw failure("all-reduce of " + state->name, first_line(e));
   }
@@ -277,11 +319,12 @@ void Communicator::allreduce(at::Tensor buffer, std::string name) {
 }
 
 void Communicator::broadcast(at::Tensor buffer, int root) {
+  c10d::Backend& backend = impl_->backend_for(buffer);
   std::vector<at::Tensor> tensors{std::move(buffer)};
   c10d::BroadcastOptions o;
   o.rootRank = root;
   try {
-    impl_->backend->broadcast(tensors, o)->wait();
+    backend.broadcast(tensors, o)->wait();
   } catch (const std::exception& e) {
     throw failure("broadcast from rank " + std::to_string(root), first_line(e));
   }
@@ -301,7 +344,7 @@ std::string Communicator::broadcast_text(const std::string& text, int root) {
 
 void Communicator::barrier() {
   try {
-    impl_->backend->barrier()->wait();
+    impl_->gloo->barrier()->wait();
   } catch (const std::exception& e) {
     throw failure("a barrier", first_line(e));
   }

@@ -2,8 +2,12 @@
 /// \file
 /// The ranks of a data-parallel job and the collectives between them, over PyTorch's c10d: a
 /// TCPStore rendezvous at MASTER_ADDR:MASTER_PORT (hosted by rank 0, or torchrun's agent), a
-/// ProcessGroupGloo for the collectives (the nccl backend is refused: the trainer's gradients live
-/// in host memory). The one place that includes c10d (Communicator.cpp).
+/// ProcessGroupGloo for host tensors (and for CUDA tensors with the gloo backend), and with the
+/// nccl backend a ProcessGroupNCCL for CUDA tensors beside it, as PyTorch's "cpu:gloo,cuda:nccl":
+/// each collective goes to the group of its tensor's device. NCCL runs a collective on a stream
+/// of its own that waits for what the current stream has written, and wait() makes the current
+/// stream wait for it; NCCL's wait is a blocking one, so that a hang throws within the timeout.
+/// The one place that includes c10d (Communicator.cpp).
 ///
 /// Every collective's completion is delayed as the emulated link says (parallel/LinkModel.h). A
 /// failed or timed-out collective throws PeerFailure naming the rank that stopped answering:
@@ -52,9 +56,10 @@ class PendingCollective {
 
 class Communicator {
  public:
-  /// Joins the job `env` describes (validates `options`; InvalidOption). Throws PeerFailure when
-  /// the other ranks do not join within the timeout, std::runtime_error when the backend is not
-  /// in this LibTorch or WORLD_SIZE differs between ranks.
+  /// Joins the job `env` describes (validates `options`, whose backend is gloo or nccl, never
+  /// auto: InvalidOption). Throws PeerFailure when the other ranks do not join within the
+  /// timeout, std::runtime_error when WORLD_SIZE differs between ranks or the nccl backend finds
+  /// no CUDA device.
   Communicator(const DistEnv& env, const DistOptions& options);
   ~Communicator();
   Communicator(const Communicator&) = delete;
@@ -86,6 +91,8 @@ class Communicator {
   struct Impl;
   /// The PeerFailure for a collective that threw `what`.
   PeerFailure failure(const std::string& during, const std::string& what);
+  /// The NCCL group beside the Gloo one (the nccl backend).
+  void create_nccl();
   DistEnv env_;
   DistOptions options_;
   LinkModel link_;

@@ -36,7 +36,10 @@ DistEnv env_from(const std::function<const char*(const char*)>& lookup) {
   DistEnv env;
   const auto get = [&](const char* name) -> const char* { return lookup(name); };
   if (const char* v = get("WORLD_SIZE")) env.world_size = parse_int("WORLD_SIZE", v, 1, 1 << 20);
-  if (const char* v = get("RANK")) env.rank = parse_int("RANK", v, 0, env.world_size - 1);
+  if (const char* v = get("RANK")) {
+    env.rank = parse_int("RANK", v, 0, env.world_size - 1);
+    env.launched = true;
+  }
   if (const char* v = get("LOCAL_RANK"))
     env.local_rank = parse_int("LOCAL_RANK", v, 0, env.world_size - 1);
   if (const char* v = get("MASTER_ADDR")) {
@@ -70,8 +73,8 @@ GradSync grad_sync_from_name(const std::string& name) {
 }
 
 void validate(const DistOptions& o) {
-  if (o.backend != "gloo" && o.backend != "nccl")
-    throw InvalidOption("dist.backend", "'" + o.backend + "' is not one of gloo, nccl");
+  if (o.backend != "auto" && o.backend != "gloo" && o.backend != "nccl")
+    throw InvalidOption("dist.backend", "'" + o.backend + "' is not one of auto, gloo, nccl");
   if (!std::isfinite(o.timeout_seconds) || o.timeout_seconds <= 0)
     throw InvalidOption("dist.timeout_seconds", "must be a positive number of seconds");
   if (o.bucket_bytes == 0) throw InvalidOption("dist.bucket_bytes", "must be at least 1 byte");
@@ -86,6 +89,15 @@ void validate(const DistOptions& o) {
     throw InvalidOption("dist.chunk_layers", "must be a number of layers (1 or more), or auto");
   if (o.ooo_k < -1)
     throw InvalidOption("dist.ooo_k", "must be a number of layers (0 or more), or auto");
+}
+
+std::string resolved_backend(const std::string& backend, bool on_cuda) {
+  if (backend == "auto") return on_cuda ? "nccl" : "gloo";
+  if (backend == "nccl" && !on_cuda)
+    throw InvalidOption("dist.backend",
+                        "is nccl, which sums CUDA tensors only, and the model is on the CPU: "
+                        "train on a GPU (--device cuda) or use gloo");
+  return backend;
 }
 
 std::size_t bytes_of_mib(double mib) {

@@ -32,7 +32,10 @@ struct DistEnv {
   bool agent_store = false;
   int restart_count = 0;       ///< TORCHELASTIC_RESTART_COUNT: keys of earlier attempts ignored
   std::string gloo_interface;  ///< GLOO_SOCKET_IFNAME: the network interface Gloo binds to
-  bool distributed() const { return world_size > 1; }
+  bool launched = false;       ///< RANK is set: a launcher (torchrun) started this process
+  /// A job: started by a launcher (a job of one rank too, as PyTorch DDP under torchrun
+  /// --nproc_per_node 1), or WORLD_SIZE above 1.
+  bool distributed() const { return launched || world_size > 1; }
 };
 
 /// Reads the variables through `lookup` (std::getenv, or a map in tests). Unset: one process.
@@ -63,7 +66,10 @@ const char* grad_sync_name(GradSync sync);
 GradSync grad_sync_from_name(const std::string& name);
 
 struct DistOptions {
-  std::string backend = "gloo";  ///< "gloo" (CPU) or "nccl" (CUDA builds of LibTorch with NCCL)
+  /// "gloo" (host and CUDA tensors), "nccl" (CUDA tensors; host tensors then go over a Gloo
+  /// group beside it, as PyTorch's "cpu:gloo,cuda:nccl") or "auto": nccl when the model is on
+  /// CUDA, gloo on the CPU (resolved_backend()).
+  std::string backend = "auto";
   double timeout_seconds = 300;  ///< a collective or the rendezvous waiting longer fails
   GradSync grad_sync = GradSync::overlap;
   /// Bucket capacity in bytes, as PyTorch DDP: 25 MiB, the first bucket (the last layers, whose
@@ -87,6 +93,10 @@ struct DistOptions {
 
 /// InvalidOption naming the field ("dist.backend", "dist.timeout_seconds", ...).
 void validate(const DistOptions& options);
+
+/// The backend a job on CUDA (`on_cuda`) or on the CPU uses: "auto" resolved, "gloo" and "nccl"
+/// as they are. InvalidOption("dist.backend") for nccl on the CPU: NCCL sums device memory only.
+std::string resolved_backend(const std::string& backend, bool on_cuda);
 
 /// `mib` MiB in bytes, at least 1 (bucket sizes are given in MiB, as DDP's bucket_cap_mb).
 std::size_t bytes_of_mib(double mib);

@@ -10,7 +10,10 @@
 #   4. runs the CUDA kernels' test (bit for bit against the CPU kernels) and cuDNN's algorithms'
 #      test (nn/cuda/: every algorithm against a direct convolution), then every test that needs
 #      a GPU, verbose (device-tests.log: each model's CUDA run against the CPU's, with the largest
-#      differences; the CUDA memory tracker against the allocator's own counts; determinism),
+#      differences; the CUDA memory tracker against the allocator's own counts; determinism;
+#      data parallelism on the GPU: a one-rank NCCL job against the plain process, two ranks
+#      sharing the GPU over Gloo against one process, the schedules bit-identical, the weight
+#      gradients on a second stream bit-identical to one; NCCL on every GPU where there are two),
 #   5. measures on the GPU: scripts/reproduce/gpu_memory_resnet.sh (`bench memory --device cuda`,
 #      ResNet-18 at batch 32 and 256 beside PyTorch eager), gpu_memory_resnet50.sh (ResNet-50 at
 #      224x224, batch 64 and 128, the same way) and gpu_npi_addition.sh (addition trained and
@@ -27,7 +30,7 @@ out=${OUT:-$root/build-gpu/check}
 deadline=450
 prefix=/tmp/engram-prefix
 # The tests that train or measure on a GPU (each skips, saying why, without one).
-device_tests='OnCuda|DeviceTest|CudaMemoryTracker|LstmDevice|OptimizerDevice'
+device_tests='OnCuda|DeviceTest|CudaMemoryTracker|LstmDevice|OptimizerDevice|Gpu|SecondCudaStream'
 
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -129,7 +132,7 @@ stage configure 180 cmake -S "$root" -B "$root/build-gpu" -G Ninja -DCMAKE_BUILD
 bin=$root/build-gpu
 stage build-device 300 ninja -C "$bin" -j "$jobs" engram engram_tests_trainer engram_tests_nn \
   engram_tests_memory engram_tests_npi engram_tests_primitives engram_tests_tbcnn \
-  engram_tests_resnet engram_tests_memory_cuda engram_tests_nn_cudnn
+  engram_tests_resnet engram_tests_memory_cuda engram_tests_nn_cudnn engram_tests_parallel
 xml=$bin/check-xml
 mkdir -p "$xml"
 [ -x "$bin/tests/memory/engram_tests_memory_cuda" ] &&

@@ -79,14 +79,14 @@ std::vector<std::size_t> shard_of(const std::vector<std::size_t>& global, int ra
 std::uint64_t parameter_hash(const std::vector<at::Tensor>& parameters) {
   std::uint64_t h = kFnv1aSeed;
   for (const auto& p : parameters) {
-    const at::Tensor c = p.detach().contiguous();
+    const at::Tensor c = p.detach().to(at::kCPU).contiguous();  // the bytes, wherever they live
     h = fnv1a(c.data_ptr(), c.numel() * c.element_size(), h);
   }
   return h;
 }
 
 JobScope::JobScope(const TrainingOptions& options) {
-  if (options.job.distributed()) comm_ = parallel::join_job(options.job, options.dist);
+  if (options.job.distributed()) comm_ = parallel::join_job(options.job, job_dist_options(options));
 }
 
 JobScope::~JobScope() = default;
@@ -94,7 +94,8 @@ JobScope::~JobScope() = default;
 DataParallel::DataParallel(Workload& workload, std::vector<at::Tensor> parameters,
                            const TrainingOptions& options,
                            std::function<void(const std::vector<std::size_t>&)> update_late)
-    : comm_(parallel::join_job(options.job, options.dist)), parameters_(std::move(parameters)) {
+    : comm_(parallel::join_job(options.job, job_dist_options(options))),
+      parameters_(std::move(parameters)) {
   for (const auto& [what, value] : configuration(workload, parameters_, options))
     comm_->agree(what, value);
   if (workload.num_examples() < static_cast<std::size_t>(comm_->world_size())) {

@@ -25,6 +25,7 @@
 ///   stepper.add_hooks(schedule.get());
 /// \endcode
 
+#include "parallel/OooPlan.h"
 #include "trainer/Stepper.h"
 #include "trainer/TrainingOptions.h"
 
@@ -56,6 +57,8 @@ struct OooChoice {
   std::size_t layers = 0;  ///< layers the forward passed through the gate
   /// The model's predicted step (seconds) for k = 0..layers, from the first step's measurements.
   std::vector<double> predicted_seconds;
+  /// Those measurements, per layer in forward order: the model's inputs.
+  std::vector<parallel::LayerCost> costs;
 };
 
 /// The chunk of schedule host and how it was found (parallel/ChunkSearch.h).

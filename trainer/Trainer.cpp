@@ -4,6 +4,7 @@
 #include "common/Errors.h"
 #include "memory/MemoryTracker.h"
 #include "nn/Runtime.h"
+#include "nn/StreamScheduler.h"
 #include "trainer/BatchSampler.h"
 #include "trainer/DataParallel.h"
 #include "trainer/Device.h"
@@ -71,7 +72,7 @@ TrainingSession::TrainingSession(Workload& workload, const TrainingOptions& opti
     : workload_(workload), options_(options) {
   validate(options_);
   check_device_support(options_);
-  const c10::Device device = resolve_device(options_.device);
+  const c10::Device device = resolve_device(job_device_name(options_));
   workload.to_device(device);
   check_parameters_on(workload, device);
   device_ = std::make_unique<DeviceScope>(device);
@@ -115,7 +116,7 @@ TrainingSession::TrainingSession(Workload& workload, const TrainingOptions& opti
   nn::GradScheduler* scheduler = nullptr;
   nn::ReplicaSum* replicas = nullptr;
   nn::ParameterGate* gate = nullptr;
-  if (world > 1) {
+  if (options_.job.distributed()) {
     Stepper* stepper = stepper_.get();
     data_parallel_ = std::make_unique<DataParallel>(
         workload, stepper_->parameters(), options_,
@@ -127,15 +128,19 @@ TrainingSession::TrainingSession(Workload& workload, const TrainingOptions& opti
   }
   if (options_.ooo_threads == 2) {
     // The weight gradients on a second thread, which computes with one intra-op thread too.
-    threaded_ = std::make_unique<nn::ThreadedScheduler>([] { set_compute_threads(1); });
-    scheduler = threaded_.get();
+    reordered_ = std::make_unique<nn::ThreadedScheduler>([] { set_compute_threads(1); });
+    scheduler = reordered_.get();
+  }
+  if (options_.ooo_streams == 2) {
+    reordered_ = std::make_unique<nn::StreamScheduler>();  // on the session's device, current now
+    scheduler = reordered_.get();
   }
   runtime_ = std::make_unique<RuntimeScope>(memory_->store(), scheduler, replicas, gate);
 }
 
 TrainingSession::~TrainingSession() {
   runtime_.reset();
-  threaded_.reset();  // its worker joined before anything it could touch goes
+  reordered_.reset();  // its worker joined (or its stream waited for) before what it touches goes
   stepper_.reset();
   data_parallel_.reset();
   if (memory_ && memory_->plans()) {

@@ -90,7 +90,8 @@ class TrainingSession {
   std::unique_ptr<BatchSampler> sampler_;
   std::unique_ptr<Stepper> stepper_;
   std::unique_ptr<DataParallel> data_parallel_;
-  std::unique_ptr<nn::GradScheduler> threaded_;  ///< options.ooo_threads == 2
+  /// The weight gradients on a second thread (ooo_threads 2) or CUDA stream (ooo_streams 2).
+  std::unique_ptr<nn::GradScheduler> reordered_;
   long steps_ = 0;
 };
 

@@ -49,7 +49,16 @@ void validate(const TrainingOptions& o, long min_steps) {
     throw InvalidOption("threads",
                         "must be 1 with --ooo-threads 2: each of the two threads "
                         "computes with one");
-  if (o.ooo_threads == 2 && o.world_size() > 1)
+  if (o.ooo_streams != 1 && o.ooo_streams != 2)
+    throw InvalidOption("ooo_streams",
+                        "must be 1 (one CUDA stream) or 2 (weight gradients on a second)");
+  if (o.ooo_streams == 2 && o.device == "cpu")
+    throw InvalidOption("ooo_streams",
+                        "is 2, a second CUDA stream, and the model is on the CPU: there the "
+                        "weight gradients take a second thread (--ooo-threads 2)");
+  if (o.ooo_streams == 2 && o.ooo_threads == 2)
+    throw InvalidOption("ooo_streams", "is 2 with --ooo-threads 2: choose one");
+  if (o.ooo_threads == 2 && o.job.distributed())
     throw InvalidOption("ooo_threads",
                         "is for one process; data-parallel training reorders "
                         "its backward with --grad-sync ooo");
@@ -64,6 +73,11 @@ void validate(const TrainingOptions& o, long min_steps) {
     throw InvalidOption("checkpoint_path", "is needed to resume");
   validate(o.memory);
   parallel::validate(o.dist);
+  if (o.ooo_streams == 2 && o.job.distributed())
+    throw InvalidOption("ooo_streams",
+                        "is for one process; data-parallel training reorders its backward "
+                        "with --grad-sync ooo");
+  parallel::resolved_backend(o.dist.backend, o.device != "cpu");  // nccl on the CPU: refused
 }
 
 void check_swap_bandwidth(double bytes_per_second, const std::string& field) {
@@ -108,7 +122,7 @@ void validate(const MemoryOptions& o) {
 }
 
 void check_device_support(const TrainingOptions& o) {
-  const c10::Device device = resolve_device(o.device);
+  const c10::Device device = resolve_device(job_device_name(o));
   if (device.is_cpu()) return;
   const TechniqueChoice chosen(o.memory.techniques);
   if (!chosen.chosen().empty())
@@ -120,11 +134,27 @@ void check_device_support(const TrainingOptions& o) {
     throw InvalidOption("ooo_threads",
                         "must be 1 on " + o.device +
                             ": the second weight-gradient thread computes on the CPU");
-  if (o.world_size() > 1)
+}
+
+std::string job_device_name(const TrainingOptions& o) {
+  if (o.device != "cuda" || !o.job.distributed()) return o.device;
+  const int count = cuda_device_count();
+  if (count == 0) return o.device;  // resolve_device says why there is none
+  if (o.job.local_rank >= count)
     throw InvalidOption("device",
-                        "is " + o.device + " in a job of " + std::to_string(o.world_size()) +
-                            " ranks: data-parallel training sums host tensors over Gloo, so "
-                            "its ranks train on the CPU");
+                        "is cuda in a job, where each rank takes the GPU of its LOCAL_RANK, and "
+                        "the rank with LOCAL_RANK " + std::to_string(o.job.local_rank) +
+                            " sees " + std::to_string(count) +
+                            " CUDA device(s): start at most that many ranks per host, or give "
+                            "--device cuda:N to share one GPU (over gloo; NCCL needs a GPU per "
+                            "rank)");
+  return "cuda:" + std::to_string(o.job.local_rank);
+}
+
+parallel::DistOptions job_dist_options(const TrainingOptions& o) {
+  parallel::DistOptions d = o.dist;
+  d.backend = parallel::resolved_backend(d.backend, o.device != "cpu");
+  return d;
 }
 
 }  // namespace engram::trainer

@@ -72,6 +72,10 @@ struct TrainingOptions {
   /// (nn::ThreadedScheduler) while the input-gradient chain goes on, each thread computing with
   /// one intra-op thread (threads must then be 1); 1: the plain backward.
   int ooo_threads = 1;
+  /// Out-of-order backprop on one GPU: 2 runs the weight-gradient kernels on a second CUDA
+  /// stream (nn::cuda::StreamScheduler) while the input-gradient chain goes on on the first,
+  /// events ordering what one needs of the other; 1: one stream. CUDA only.
+  int ooo_streams = 1;
   std::string metrics_path;  ///< JSON lines, one object per logged step; empty: none
   int log_every = 10;        ///< steps between metrics lines
   bool progress = false;     ///< draw a progress bar on stderr
@@ -109,7 +113,8 @@ std::string default_checkpoint_path(const std::string& out_path);
 /// (0 for the loop itself; the models' train commands ask for at least 1), batch < 1,
 /// a learning rate that is not a positive finite number, an unknown optimizer, a momentum
 /// outside [0, 1), a negative or non-finite grad_clip,
-/// threads outside 0..1024, a device name that is not cpu, cuda or cuda:N, log_every < 1, an unknown memory technique, a negative budget or
+/// threads outside 0..1024, a device name that is not cpu, cuda or cuda:N, nccl or
+/// ooo_streams 2 on the CPU, log_every < 1, an unknown memory technique, a negative budget or
 /// bandwidth, two store techniques (relu and a registered one), a budget without recompute,
 /// swap or algo, a negative checkpoint_every, checkpoint_every
 /// or resume without a checkpoint_path.
@@ -119,10 +124,18 @@ void validate(const MemoryOptions& options);
 
 /// What a session on `options.device` can do, checked before any work: the device itself
 /// (trainer/Device.h's resolve_device: UsageError naming what is missing when it asks for a GPU
-/// this process does not see), and, on CUDA, InvalidOption for what runs on the CPU only so far:
-/// the memory techniques (they act on host memory: memory.techniques must be none), a second
-/// weight-gradient thread (ooo_threads 2) and a job of several ranks (the gradient exchange over
-/// Gloo sums host tensors).
+/// this process does not see, or a rank's own GPU it does not have), and, on CUDA,
+/// InvalidOption for what runs on the CPU only so far: the memory techniques (they act on host
+/// memory: memory.techniques must be none) and a second weight-gradient thread (ooo_threads 2;
+/// ooo_streams 2 is the GPU's).
 void check_device_support(const TrainingOptions& options);
+
+/// The device this process trains on: `options.device`, except that "cuda" in a job is the
+/// rank's own GPU, cuda:LOCAL_RANK (torchrun's one GPU per rank; "cuda:N" shares one).
+std::string job_device_name(const TrainingOptions& options);
+
+/// `options.dist` with its backend resolved for the device the job trains on
+/// (parallel::resolved_backend: auto is nccl on CUDA, gloo on the CPU).
+parallel::DistOptions job_dist_options(const TrainingOptions& options);
 
 }  // namespace engram::trainer

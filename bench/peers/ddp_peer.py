@@ -84,15 +84,26 @@ def main():
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--bucket-mb", type=float, default=25.0)
+    p.add_argument("--device", default="cpu",
+                   help="cpu, cuda (the GPU of LOCAL_RANK) or cuda:N (shared by the ranks)")
+    p.add_argument("--backend", default="gloo", choices=["gloo", "nccl"])
     p.add_argument("--out", required=True)
     args = p.parse_args()
 
     torch.set_num_threads(args.threads)
-    dist.init_process_group("gloo")
+    # With NCCL the CUDA tensors go over NCCL and the timings (host tensors) over Gloo, as
+    # Engram's communicator does.
+    dist.init_process_group("cpu:gloo,cuda:nccl" if args.backend == "nccl" else "gloo")
     rank, world = dist.get_rank(), dist.get_world_size()
+    device = torch.device(args.device)
+    if args.device == "cuda":
+        device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0")))
+    if device.type == "cuda":
+        torch.cuda.set_device(device)
     torch.manual_seed(args.seed)
-    model = ResNet([64, 128, 256, 512], 2, 10, 3)
-    ddp = DistributedDataParallel(model, bucket_cap_mb=args.bucket_mb)
+    model = ResNet([64, 128, 256, 512], 2, 10, 3).to(device)
+    ddp = DistributedDataParallel(model, bucket_cap_mb=args.bucket_mb,
+                                  device_ids=[device.index] if device.type == "cuda" else None)
     link = Link(world)
     ddp.register_comm_hook(link, delayed_allreduce)
     optimizer = torch.optim.Adam(ddp.parameters(), lr=1e-3)
@@ -105,10 +116,13 @@ def main():
             start = time.perf_counter()
             # The rank's own images, made inside the step as Engram's workload makes them.
             images, labels = make_batch(args.batch, 3, 32, 10, args.seed)
+            images, labels = images.to(device), labels.to(device)
             optimizer.zero_grad(set_to_none=True)
             loss = F.cross_entropy(ddp(images), labels)
             loss.backward()
             optimizer.step()
+            if device.type == "cuda":
+                torch.cuda.synchronize(device)  # the step's kernels, not their launches
             if i >= args.warmup:
                 seconds[rank, i - args.warmup] = time.perf_counter() - start
             step += 1

@@ -58,6 +58,14 @@ Command register_bench_dp(CLI::App& parent) {
   sub->add_option("--hidden", o->hidden, "NPI LSTM width")->capture_default_str();
   sub->add_option("--threads", o->threads, "Intra-op threads per rank, Engram and DDP alike")
       ->capture_default_str();
+  sub->add_option("--device", o->device,
+                  "Where the ranks train, Engram's and DDP's: cpu, cuda (each rank the GPU of "
+                  "its LOCAL_RANK) or cuda:N (one GPU shared, with --dist-backend gloo)")
+      ->capture_default_str();
+  sub->add_option("--dist-backend", o->dist_backend,
+                  "auto (nccl on CUDA, gloo on the CPU), gloo or nccl, Engram and DDP alike")
+      ->check(CLI::IsMember({"auto", "gloo", "nccl"}))
+      ->capture_default_str();
   sub->add_option("--seed", o->seed, "Random seed")->check(seed_check())->capture_default_str();
   sub->add_option("--bucket-mb", o->bucket_mb,
                   "Gradient bucket size in MiB, Engram and DDP (bucket_cap_mb) alike")
@@ -99,6 +107,8 @@ Command register_bench_dp(CLI::App& parent) {
            {"npi_batch", "--npi-batch"},
            {"hidden", "--hidden"},
            {"threads", "--threads"},
+           {"device", "--device"},
+           {"dist_backend", "--dist-backend"},
            {"bucket_mb", "--bucket-mb"},
            {"first_bucket_mb", "--first-bucket-mb"},
            {"port", "--port"}}};

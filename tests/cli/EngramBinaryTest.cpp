@@ -94,6 +94,7 @@ TEST_F(EngramBinaryTest, CudaWithoutAGpuIsAUsageErrorBeforeAnyWork) {
       {"bench", "memory", "--workload", "resnet", "--json", dir_.file("b.json"), "--device",
        "cuda"},
       {"bench", "npi", "--json", dir_.file("b.json"), "--device", "cuda"},
+      {"bench", "dp", "--json", dir_.file("b.json"), "--device", "cuda"},
       {"bench", "tbcnn", "--json", dir_.file("b.json"), "--corpus", dir_.file("c.corpus"),
        "--device", "cuda"},
       {"eval", "primitives", "--model", dir_.file("p.pt"), "--device", "cuda"}};
@@ -159,6 +160,28 @@ TEST_F(EngramBinaryTest, WeightGradientsOnASecondThreadWriteTheSameModelBytes) {
                                  dir_.file("bad.pt"), "--ooo-threads", "2", "--threads", "2"});
   EXPECT_EQ(bad.code, 2);
   EXPECT_NE(bad.err.find("--threads must be 1 with --ooo-threads 2"), std::string::npos) << bad.err;
+}
+
+// What only a GPU does, asked of a model on the CPU: a usage error naming the flag and why,
+// before any work.
+TEST_F(EngramBinaryTest, NcclAndASecondStreamOnTheCpuAreUsageErrors) {
+  const std::string data = short_additions();
+  const std::string model = dir_.file("m.pt");
+  const ProgramResult nccl = run({"train", "npi", "--task", "addition", "--data", data, "--out",
+                                  model, "--dist-backend", "nccl"});
+  expect_one_error_line(nccl, 2);
+  EXPECT_EQ(nccl.err.rfind("engram: error: --dist-backend is nccl, which sums CUDA tensors only, "
+                           "and the model is on the CPU", 0),
+            0u)
+      << nccl.err;
+  const ProgramResult streams = run({"train", "npi", "--task", "addition", "--data", data,
+                                     "--out", model, "--ooo-streams", "2"});
+  expect_one_error_line(streams, 2);
+  EXPECT_NE(streams.err.find("--ooo-streams is 2, a second CUDA stream, and the model is on the "
+                             "CPU"),
+            std::string::npos)
+      << streams.err;
+  EXPECT_FALSE(std::filesystem::exists(model));
 }
 
 TEST_F(EngramBinaryTest, TrainAndRunEndToEnd) {

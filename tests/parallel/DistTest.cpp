@@ -16,6 +16,7 @@
 #include "resnet/ResNet.h"
 #include "resnet/ResNetWorkload.h"
 #include "trainer/DataParallel.h"
+#include "trainer/Device.h"
 #include "trainer/Trainer.h"
 
 #include <gtest/gtest.h>
@@ -168,6 +169,9 @@ TEST(DistUnit, EnvironmentIsTorchrunsVariables) {
   EXPECT_THROW(parallel::env_from(lookup), InvalidOption);
   vars = {};
   EXPECT_FALSE(parallel::env_from(lookup).distributed());
+  // torchrun --nproc_per_node 1: a job of one rank.
+  vars = {{"RANK", "0"}, {"WORLD_SIZE", "1"}};
+  EXPECT_TRUE(parallel::env_from(lookup).distributed());
 }
 
 TEST(DistUnit, ShardsCoverTheGlobalBatchInOrder) {
@@ -184,6 +188,12 @@ TEST(DistUnit, OptionsAreValidated) {
   EXPECT_NO_THROW(parallel::validate(o));
   o.backend = "mpi";
   EXPECT_THROW(parallel::validate(o), InvalidOption);
+  // auto: NCCL for a model on CUDA, Gloo on the CPU; NCCL with the model on the CPU is refused.
+  EXPECT_EQ(parallel::resolved_backend("auto", true), "nccl");
+  EXPECT_EQ(parallel::resolved_backend("auto", false), "gloo");
+  EXPECT_EQ(parallel::resolved_backend("gloo", true), "gloo");
+  EXPECT_EQ(parallel::resolved_backend("nccl", true), "nccl");
+  EXPECT_THROW(parallel::resolved_backend("nccl", false), InvalidOption);
   o = {};
   o.timeout_seconds = 0;
   EXPECT_THROW(parallel::validate(o), InvalidOption);
@@ -204,7 +214,7 @@ std::string env_or(const char* name, const std::string& otherwise) {
 void write_floats(const std::string& path, const std::vector<at::Tensor>& parameters) {
   std::ofstream out(path, std::ios::binary);
   for (const auto& p : parameters) {
-    const at::Tensor c = p.detach().contiguous();
+    const at::Tensor c = p.detach().to(at::kCPU).contiguous();
     out.write(static_cast<const char*>(c.data_ptr()), c.numel() * c.element_size());
   }
 }
@@ -262,6 +272,12 @@ int run_worker() {
     o.momentum = 0.9;
     o.seed = 5;
     o.threads = 1;
+    // The device (a GPU job: cuda, or cuda:0 shared by the ranks), the backend, and the
+    // weight gradients' streams; CUDA runs are deterministic so that they can be compared.
+    o.device = env_or("ENGRAM_DIST_DEVICE", "cpu");
+    o.deterministic = o.device != "cpu";
+    o.dist.backend = env_or("ENGRAM_DIST_BACKEND", "auto");
+    o.ooo_streams = std::stoi(env_or("ENGRAM_DIST_OOO_STREAMS", "1"));
     o.dist.grad_sync = parallel::grad_sync_from_name(env_or("ENGRAM_DIST_SYNC", "overlap"));
     o.dist.timeout_seconds = std::stod(env_or("ENGRAM_DIST_TIMEOUT", "30"));
     o.dist.bucket_bytes = 16 << 10;  // several buckets for this small model
@@ -346,9 +362,10 @@ class DistJob : public ::testing::Test {
     fs::remove_all(dir_);
   }
 
-  /// Starts `world` ranks (world 1: one plain process) with these extra variables per rank.
+  /// Starts `world` ranks with these extra variables per rank; world 1: one plain process, or
+  /// with `job` a job of one rank (torchrun's variables set, as under --nproc_per_node 1).
   void start(const std::string& name, int world,
-             const std::vector<std::map<std::string, std::string>>& per_rank) {
+             const std::vector<std::map<std::string, std::string>>& per_rank, bool job = false) {
     ranks_.assign(world, {});
     const int port = parallel::free_loopback_port();
     start_time_ = std::chrono::steady_clock::now();
@@ -360,7 +377,8 @@ class DistJob : public ::testing::Test {
       }
       vars["ENGRAM_DIST_WORKER"] = "npi";
       vars["ENGRAM_DIST_OUT"] = (dir_ / name).string();
-      if (world > 1) {
+      vars.erase("RANK");
+      if (world > 1 || job) {
         vars["RANK"] = vars["LOCAL_RANK"] = std::to_string(r);
         vars["WORLD_SIZE"] = std::to_string(world);
         vars["MASTER_ADDR"] = "127.0.0.1";
@@ -422,8 +440,9 @@ class DistJob : public ::testing::Test {
   }
 
   /// Runs a job to completion and expects every rank to succeed.
-  void run_ok(const std::string& name, int world, std::map<std::string, std::string> vars) {
-    start(name, world, std::vector<std::map<std::string, std::string>>(world, vars));
+  void run_ok(const std::string& name, int world, std::map<std::string, std::string> vars,
+              bool job = false) {
+    start(name, world, std::vector<std::map<std::string, std::string>>(world, vars), job);
     wait_all(90);
     for (int r = 0; r < world; ++r)
       ASSERT_TRUE(exited_with(r, 0)) << name << " rank " << r << ": " << text(name + ".error");
@@ -550,6 +569,148 @@ void expect_after_equals_overlap(DistJob& job, const std::string& model) {
 TEST_F(DistJob, AfterAndOverlapAreBitIdentical) {
   expect_after_equals_overlap(*this, "npi");
   expect_after_equals_overlap(*this, "resnet");
+}
+
+/// A job of one rank (torchrun --nproc_per_node 1) joins a process group of its own, exchanges
+/// its gradients with itself, and trains as the plain process does, bit for bit.
+void expect_one_rank_job_as_one_process(DistJob& job, const std::string& model,
+                                        std::map<std::string, std::string> vars) {
+  SCOPED_TRACE(model);
+  vars["ENGRAM_DIST_MODEL"] = model;
+  vars["ENGRAM_DIST_STEPS"] = "6";
+  const std::string tag = model + "-" + vars["ENGRAM_DIST_BACKEND"];
+  job.run_ok(tag + "-plain", 1, vars);
+  job.run_ok(tag + "-job", 1, vars, /*job=*/true);
+  const auto plain = job.params(tag + "-plain"), joined = job.params(tag + "-job");
+  ASSERT_FALSE(plain.empty());
+  ASSERT_EQ(plain.size(), joined.size());
+  EXPECT_EQ(std::memcmp(plain.data(), joined.data(), plain.size() * sizeof(float)), 0);
+  std::istringstream stats(job.text(tag + "-job.stats"));
+  std::size_t buckets = 0;
+  stats >> buckets;
+  EXPECT_GE(buckets, 1u) << "the job of one rank exchanged no gradient";
+  EXPECT_TRUE(job.text(tag + "-plain.stats").empty()) << "the plain process joined a job";
+}
+
+/// The one line a GPU test skips with on a machine without one.
+bool no_gpu() { return trainer::cuda_device_count() == 0; }
+constexpr const char* kNoGpu = "needs a CUDA device; this process sees none";
+
+TEST_F(DistJob, AOneRankJobTrainsAsOneProcess) {
+  expect_one_rank_job_as_one_process(*this, "npi", {{"ENGRAM_DIST_BACKEND", "gloo"}});
+  expect_one_rank_job_as_one_process(*this, "resnet", {{"ENGRAM_DIST_BACKEND", "gloo"}});
+}
+
+TEST_F(DistJob, NcclWithTheModelOnTheCpuIsRefusedNamingWhy) {
+  start("nccl-cpu", 2, std::vector<std::map<std::string, std::string>>(
+                           2, {{"ENGRAM_DIST_BACKEND", "nccl"}, {"ENGRAM_DIST_DEVICE", "cpu"}}));
+  wait_all(60);
+  EXPECT_TRUE(exited_with(0, 1));
+  const std::string error = text("nccl-cpu.error");
+  EXPECT_NE(error.find("dist.backend"), std::string::npos) << error;
+  EXPECT_NE(error.find("CPU"), std::string::npos) << error;
+}
+
+TEST_F(DistJob, AOneRankNcclJobOnTheGpuTrainsAsOneProcess) {
+  if (no_gpu()) GTEST_SKIP() << kNoGpu;
+  const std::map<std::string, std::string> gpu{{"ENGRAM_DIST_BACKEND", "nccl"},
+                                               {"ENGRAM_DIST_DEVICE", "cuda"}};
+  expect_one_rank_job_as_one_process(*this, "npi", gpu);
+  expect_one_rank_job_as_one_process(*this, "resnet", gpu);
+}
+
+/// Two ranks sharing one GPU over Gloo, with CUDA tensors, against one process on the global
+/// batch: the first step's gradients to 1e-5 of their largest magnitude, the parameters after 5
+/// steps to 1e-4, and far closer than without the exchange.
+TEST_F(DistJob, TwoRanksSharingTheGpuOverGlooTrainTheResNetAsOneProcess) {
+  if (no_gpu()) GTEST_SKIP() << kNoGpu;
+  std::map<std::string, std::string> vars{{"ENGRAM_DIST_MODEL", "resnet"},
+                                          {"ENGRAM_DIST_DEVICE", "cuda:0"},
+                                          {"ENGRAM_DIST_BACKEND", "gloo"},
+                                          {"ENGRAM_DIST_SYNC_BN", "1"},
+                                          {"ENGRAM_DIST_STEPS", "5"}};
+  auto with = [&](std::map<std::string, std::string> extra) {
+    extra.insert(vars.begin(), vars.end());
+    return extra;
+  };
+  run_ok("gpu-one-step", 1, with({{"ENGRAM_DIST_BATCH", "8"}, {"ENGRAM_DIST_STEPS", "1"}}));
+  run_ok("gpu-two-step", 2, with({{"ENGRAM_DIST_BATCH", "4"}, {"ENGRAM_DIST_STEPS", "1"}}));
+  const auto g1 = params("gpu-one-step", ".grads"), g2 = params("gpu-two-step", ".grads");
+  double largest = 0;
+  for (float g : g1) largest = std::max(largest, static_cast<double>(std::abs(g)));
+  ASSERT_GT(largest, 0);
+  EXPECT_LT(max_abs_diff(g1, g2) / largest, 1e-5);
+  run_ok("gpu-one", 1, with({{"ENGRAM_DIST_BATCH", "8"}}));
+  run_ok("gpu-two", 2, with({{"ENGRAM_DIST_BATCH", "4"}}));
+  run_ok("gpu-alone", 2, with({{"ENGRAM_DIST_BATCH", "4"}, {"ENGRAM_DIST_SYNC", "none"}}));
+  const auto one = params("gpu-one"), two = params("gpu-two"), alone = params("gpu-alone");
+  const double diff = max_abs_diff(one, two), apart = max_abs_diff(one, alone);
+  std::cout << "2 ranks on one GPU over gloo against 1 process: parameters after 5 steps " << diff
+            << " (no exchange: " << apart << ")\n";
+  EXPECT_LT(diff, 1e-4);
+  EXPECT_GT(apart, 1e-3);
+}
+
+/// On the GPU (two ranks sharing it over Gloo, deterministic), the schedules sum the same
+/// gradients as on the CPU: after, overlap and ooo bit-identical.
+TEST_F(DistJob, OnTheGpuTheSchedulesAreBitIdentical) {
+  if (no_gpu()) GTEST_SKIP() << kNoGpu;
+  std::map<std::string, std::string> vars{{"ENGRAM_DIST_MODEL", "resnet"},
+                                          {"ENGRAM_DIST_DEVICE", "cuda:0"},
+                                          {"ENGRAM_DIST_BACKEND", "gloo"},
+                                          {"ENGRAM_DIST_SYNC_BN", "1"},
+                                          {"ENGRAM_DIST_CLIP", "0"},
+                                          {"ENGRAM_DIST_STEPS", "6"}};
+  std::vector<float> expected;
+  for (const char* sync : {"overlap", "after", "ooo", "host"}) {
+    SCOPED_TRACE(sync);
+    vars["ENGRAM_DIST_SYNC"] = sync;
+    run_ok(std::string("gpu-") + sync, 2, vars);
+    const auto actual = params(std::string("gpu-") + sync);
+    ASSERT_FALSE(actual.empty());
+    if (expected.empty()) expected = actual;
+    ASSERT_EQ(actual.size(), expected.size());
+    EXPECT_EQ(std::memcmp(actual.data(), expected.data(), actual.size() * sizeof(float)), 0);
+  }
+}
+
+/// The weight gradients on a second CUDA stream (--ooo-streams 2) are the one stream's, bit for
+/// bit: the same kernels accumulate in the same order, only when they run changes.
+TEST_F(DistJob, TwoStreamsTrainAsOneOnTheGpu) {
+  if (no_gpu()) GTEST_SKIP() << kNoGpu;
+  for (const char* model : {"resnet", "npi"}) {
+    SCOPED_TRACE(model);
+    std::map<std::string, std::string> vars{{"ENGRAM_DIST_MODEL", model},
+                                            {"ENGRAM_DIST_DEVICE", "cuda"},
+                                            {"ENGRAM_DIST_STEPS", "6"}};
+    run_ok(std::string(model) + "-one-stream", 1, vars);
+    vars["ENGRAM_DIST_OOO_STREAMS"] = "2";
+    run_ok(std::string(model) + "-two-streams", 1, vars);
+    const auto a = params(std::string(model) + "-one-stream"),
+               b = params(std::string(model) + "-two-streams");
+    ASSERT_FALSE(a.empty());
+    ASSERT_EQ(a.size(), b.size());
+    EXPECT_EQ(std::memcmp(a.data(), b.data(), a.size() * sizeof(float)), 0);
+  }
+}
+
+/// NCCL across every GPU of the machine (one rank per GPU, LOCAL_RANK picks it) trains as one
+/// process; needs two GPUs at least.
+TEST_F(DistJob, NcclOnEveryGpuTrainsTheResNetAsOneProcess) {
+  const int gpus = trainer::cuda_device_count();
+  if (gpus < 2) GTEST_SKIP() << "needs two CUDA devices; this process sees " << gpus;
+  std::map<std::string, std::string> vars{{"ENGRAM_DIST_MODEL", "resnet"},
+                                          {"ENGRAM_DIST_DEVICE", "cuda"},
+                                          {"ENGRAM_DIST_BACKEND", "nccl"},
+                                          {"ENGRAM_DIST_SYNC_BN", "1"},
+                                          {"ENGRAM_DIST_STEPS", "5"}};
+  auto with = [&](std::map<std::string, std::string> extra) {
+    extra.insert(vars.begin(), vars.end());
+    return extra;
+  };
+  run_ok("nccl-one", 1, with({{"ENGRAM_DIST_BATCH", std::to_string(4 * gpus)}}));
+  run_ok("nccl-all", gpus, with({{"ENGRAM_DIST_BATCH", "4"}}));
+  EXPECT_LT(max_abs_diff(params("nccl-one"), params("nccl-all")), 1e-4);
 }
 
 /// Out-of-order backprop keeps synchronous SGD: each deferred layer gets the update overlap

@@ -68,11 +68,25 @@ TEST(DeviceTest, ACudaSessionRefusesWhatRunsOnTheCpuOnly) {
   options.memory.techniques = {};
   options.ooo_threads = 2;
   EXPECT_THROW(check_device_support(options), InvalidOption);
+  options.ooo_threads = 1;
+  // In a job "cuda" is the rank's own GPU: LOCAL_RANK's; one beyond the GPUs is refused.
+  options.job.launched = true;
+  options.job.world_size = 2;
+  options.job.local_rank = 0;
+  EXPECT_EQ(job_device_name(options), "cuda:0");
+  options.job.local_rank = cuda_device_count();
+  EXPECT_THROW(job_device_name(options), InvalidOption);
+  options.device = "cuda:0";  // named: shared by the ranks
+  EXPECT_EQ(job_device_name(options), "cuda:0");
 }
 
 TEST(DeviceTest, CpuOptionsNeedNoGpuAndValidateRefusesABadName) {
   TrainingOptions options;
   EXPECT_NO_THROW(check_device_support(options));
+  options.job.launched = true;  // a job's ranks on the CPU stay there
+  EXPECT_EQ(job_device_name(options), "cpu");
+  EXPECT_EQ(job_dist_options(options).backend, "gloo");
+  options.job.launched = false;
   options.memory.techniques = {"relu"};
   EXPECT_NO_THROW(check_device_support(options));
   options.device = "gpu";

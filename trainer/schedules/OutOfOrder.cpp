@@ -11,6 +11,8 @@
 #include "parallel/Communicator.h"
 #include "parallel/OooPlan.h"
 
+#include <c10/cuda/CUDAFunctions.h>
+
 #include <algorithm>
 #include <chrono>
 #include <stdexcept>
@@ -35,6 +37,9 @@ class OutOfOrder : public ReducingSchedule, public nn::ParameterGate {
     for (std::size_t i = 0; i < parameters_.size(); ++i)
       index_of_[parameters_[i].unsafeGetTensorImpl()] = i;
     scheduler_->on_ready([this](const nn::WeightGradTask& task) { time_weight_grad(task); });
+    // On CUDA the profile times kernels, not their launches: the first step synchronises.
+    on_cuda_ = !parameters_.empty() && parameters_.front().is_cuda();
+    scheduler_->time_kernels(on_cuda_);
   }
 
   const char* name() const override { return "ooo"; }
@@ -48,21 +53,22 @@ class OutOfOrder : public ReducingSchedule, public nn::ParameterGate {
     }
     if (phase == StepPhase::backward) {
       settle();  // a deferred layer the forward did not reach
-      if (profiling_) profile_.backward_start = Clock::now();
+      if (profiling_) profile_.backward_start = profile_now();
     }
     ReducingSchedule::before(phase);
   }
 
   void after(StepPhase phase) override {
     if (phase == StepPhase::forward && profiling_) {
-      close_layer(Clock::now());
+      close_layer(profile_now());
       in_forward_ = false;
     }
     if (phase == StepPhase::backward && profiling_) {
       profile_.backward =
-          std::chrono::duration<double>(Clock::now() - profile_.backward_start).count();
+          std::chrono::duration<double>(profile_now() - profile_.backward_start).count();
       choose_deferred();
       profiling_ = false;
+      scheduler_->time_kernels(false);
     }
     ReducingSchedule::after(phase);
     if (phase == StepPhase::backward && ooo_.made)
@@ -101,8 +107,14 @@ class OutOfOrder : public ReducingSchedule, public nn::ParameterGate {
     if (layer != profile_.layer_of.end()) profile_.weight_grad[layer->second] += task.seconds;
   }
 
+  /// Now, once the device has finished what was launched (on CUDA; the profiling step only).
+  Clock::time_point profile_now() const {
+    if (on_cuda_) c10::cuda::device_synchronize();
+    return Clock::now();
+  }
+
   void open_layer(const std::vector<at::Tensor>& parameters) {
-    const auto now = Clock::now();
+    const auto now = profile_now();
     close_layer(now);
     // A parameter belongs to the first layer that read it (a tied one is not a second layer's).
     std::vector<std::size_t> indices;
@@ -169,6 +181,7 @@ class OutOfOrder : public ReducingSchedule, public nn::ParameterGate {
     ooo_.made = true;
     ooo_.layers = n;
     ooo_.automatic = dist_.ooo_k < 0;
+    ooo_.costs = costs;
     ooo_.predicted_seconds.clear();
     for (std::size_t k = 0; k <= n; ++k)
       ooo_.predicted_seconds.push_back(parallel::predict_ooo_step(costs, k));
@@ -187,6 +200,7 @@ class OutOfOrder : public ReducingSchedule, public nn::ParameterGate {
   double broadcast_seconds_;
   std::map<const void*, std::size_t> index_of_;  ///< TensorImpl* -> parameter index
   bool profiling_ = true;                        ///< the first step
+  bool on_cuda_ = false;                         ///< the parameters live on a GPU
   bool in_forward_ = false;
   Profile profile_;
   OooChoice ooo_;
