@@ -48,4 +48,18 @@ std::size_t choose_ooo_k(const std::vector<LayerCost>& layers, double margin) {
   return k;
 }
 
+double predict_two_stream_backward(const std::vector<BackwardSegment>& segments,
+                                   double tail_chain, double interference) {
+  if (!(interference >= 0 && interference <= 1))
+    throw std::invalid_argument("predict_two_stream_backward: interference outside [0, 1]");
+  double chain = 0, side = 0, one_stream = tail_chain;
+  for (const auto& s : segments) {
+    chain += s.chain;
+    side = std::max(side, chain) + s.weight_grad;
+    one_stream += s.chain + s.weight_grad;
+  }
+  const double two_streams = std::max(chain + tail_chain, side);
+  return two_streams + interference * (one_stream - two_streams);
+}
+
 }  // namespace engram::parallel

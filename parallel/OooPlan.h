@@ -41,4 +41,24 @@ double predict_ooo_step(const std::vector<LayerCost>& layers, std::size_t k);
 /// out, so k grows only for a predicted gain above the margin.
 std::size_t choose_ooo_k(const std::vector<LayerCost>& layers, double margin = 0.01);
 
+// ------------------------------------------------------------------ one GPU, two streams
+
+/// One stretch of a backward pass on one stream, as measured with the device synchronised at
+/// each weight-gradient task (nn::GradScheduler::time_kernels): the input-gradient chain's
+/// kernels since the previous task (`chain`), then the task's own kernels (`weight_grad`).
+struct BackwardSegment {
+  double chain = 0;
+  double weight_grad = 0;
+};
+
+/// The backward's time when the weight-gradient tasks run on a second stream (`--ooo-streams
+/// 2`): task i may start once the chain has passed segment i (its inputs are written) and the
+/// side stream has finished task i-1; the chain goes on meanwhile, and the backward ends when
+/// both streams have (`tail_chain`: the chain's kernels after the last task). Each kernel keeps
+/// its one-stream time, as if the chain left the GPU room for the other stream's kernels: the
+/// bound of what a second stream can hide. With `interference` in [0, 1] the hidden time is that
+/// share less (0: the bound, 1: nothing hidden, the one-stream sum).
+double predict_two_stream_backward(const std::vector<BackwardSegment>& segments,
+                                   double tail_chain, double interference = 0);
+
 }  // namespace engram::parallel

@@ -16,8 +16,9 @@
 #      gradients on a second stream bit-identical to one; NCCL on every GPU where there are two),
 #   5. measures on the GPU: scripts/reproduce/gpu_memory_resnet.sh (`bench memory --device cuda`,
 #      ResNet-18 at batch 32 and 256 beside PyTorch eager), gpu_memory_resnet50.sh (ResNet-50 at
-#      224x224, batch 64 and 128, the same way) and gpu_npi_addition.sh (addition trained and
-#      evaluated on the GPU),
+#      224x224, batch 64 and 128, the same way), gpu_npi_addition.sh (addition trained and
+#      evaluated on the GPU) and gpu_ooo_streams.sh (`bench streams`: the weight gradients on a
+#      second CUDA stream against one, ResNet-18 and ResNet-50, beside the step model),
 #   6. builds the rest (ninja -k 0: every compile error in one log), runs the unit, then the
 #      integration tests, and last the kernel benchmarks (relu_cuda.sh, cudnn_conv.sh), whose
 #      code changes least,
@@ -152,6 +153,8 @@ if [ -x "$ENGRAM_BIN" ]; then
     --out "$out/gpu_memory_resnet50.json"
   stage npi-addition 240 bash "$root/scripts/reproduce/gpu_npi_addition.sh" \
     --out "$out/gpu_npi_addition.json"
+  stage ooo-streams 120 bash "$root/scripts/reproduce/gpu_ooo_streams.sh" \
+    --out "$out/gpu_ooo_streams.json"
 fi
 stage build-all 300 ninja -C "$bin" -j "$jobs" -k 0
 build_rc=$?

@@ -9,6 +9,8 @@
 
 #include <torch/nn/utils/clip_grad.h>
 
+#include <algorithm>
+
 namespace engram::trainer {
 namespace {
 
@@ -107,6 +109,10 @@ Stepper::~Stepper() = default;
 
 void Stepper::add_hooks(StepHooks* hooks) {
   if (hooks != nullptr) hooks_.push_back(hooks);
+}
+
+void Stepper::remove_hooks(StepHooks* hooks) {
+  hooks_.erase(std::remove(hooks_.begin(), hooks_.end(), hooks), hooks_.end());
 }
 
 StepOutput Stepper::step(std::vector<std::size_t> indices, std::vector<double> loss_denominators) {

@@ -72,6 +72,8 @@ class Stepper {
 
   /// `hooks` must outlive its use; nullptr is ignored.
   void add_hooks(StepHooks* hooks);
+  /// Stops calling `hooks` (added before); others keep their order.
+  void remove_hooks(StepHooks* hooks);
 
   /// One whole step over the examples with these indices; returns the forward's output (the
   /// loss still attached to its graph's values, the graph itself freed by backward).

@@ -95,6 +95,7 @@ TEST_F(EngramBinaryTest, CudaWithoutAGpuIsAUsageErrorBeforeAnyWork) {
        "cuda"},
       {"bench", "npi", "--json", dir_.file("b.json"), "--device", "cuda"},
       {"bench", "dp", "--json", dir_.file("b.json"), "--device", "cuda"},
+      {"bench", "streams", "--json", dir_.file("b.json")},
       {"bench", "tbcnn", "--json", dir_.file("b.json"), "--corpus", dir_.file("c.corpus"),
        "--device", "cuda"},
       {"eval", "primitives", "--model", dir_.file("p.pt"), "--device", "cuda"}};
@@ -182,6 +183,13 @@ TEST_F(EngramBinaryTest, NcclAndASecondStreamOnTheCpuAreUsageErrors) {
             std::string::npos)
       << streams.err;
   EXPECT_FALSE(std::filesystem::exists(model));
+  const ProgramResult bench =
+      run({"bench", "streams", "--json", dir_.file("s.json"), "--device", "cpu"});
+  expect_one_error_line(bench, 2);
+  EXPECT_EQ(bench.err.rfind("engram: error: --device is cpu: the second stream is a CUDA stream", 0),
+            0u)
+      << bench.err;
+  EXPECT_FALSE(std::filesystem::exists(dir_.file("s.json")));
 }
 
 TEST_F(EngramBinaryTest, TrainAndRunEndToEnd) {

@@ -123,6 +123,21 @@ TEST(DistUnit, TheOooModelDefersWhereLaterCommunicationHidesBehindEarlierForward
   EXPECT_THROW(parallel::predict_ooo_step(layers, 3), std::invalid_argument);
 }
 
+TEST(DistUnit, ASecondStreamHidesWeightGradientsOnlyBehindTheChainThatFollowsThem) {
+  // Chain 3, then task 2; chain 1, then task 4; chain 2 to the end. One stream: 12.
+  const std::vector<parallel::BackwardSegment> segments{{3, 2}, {1, 4}};
+  // Two streams: task 0 runs 3..5 beside the chain; task 1 waits for the side stream (5) and
+  // runs 5..9, while the chain ends at 3 + 1 + 2 = 6: the backward ends at 9.
+  EXPECT_DOUBLE_EQ(parallel::predict_two_stream_backward(segments, 2), 9);
+  // Interference between the streams gives back that share of what was hidden.
+  EXPECT_DOUBLE_EQ(parallel::predict_two_stream_backward(segments, 2, 1), 12);
+  EXPECT_DOUBLE_EQ(parallel::predict_two_stream_backward(segments, 2, 0.5), 10.5);
+  // A task after the chain's end hides nothing; a long chain after the tasks hides them all.
+  EXPECT_DOUBLE_EQ(parallel::predict_two_stream_backward({{5, 3}}, 0), 8);
+  EXPECT_DOUBLE_EQ(parallel::predict_two_stream_backward({{1, 3}}, 10), 11);
+  EXPECT_THROW(parallel::predict_two_stream_backward(segments, 2, 1.5), std::invalid_argument);
+}
+
 TEST(DistUnit, TheChunkSearchGrowsWhileFasterAndKeepsTheFastest) {
   // A synthetic cost: per-chunk overhead falls with the chunk, lost overlap grows with it.
   const auto cost = [](std::size_t c) { return 1 + 0.5 / c + 0.05 * c; };

@@ -4,6 +4,7 @@
 #include "memory/ActivationStore.h"
 #include "nn/Linear.h"
 #include "tests/support/TempDir.h"
+#include "trainer/BackwardProfile.h"
 #include "trainer/BatchSampler.h"
 #include "trainer/Checkpoint.h"
 #include "trainer/FusedAdam.h"
@@ -24,6 +25,7 @@
 #include <unistd.h>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <csignal>
@@ -31,6 +33,7 @@
 #include <functional>
 #include <limits>
 #include <map>
+#include <numeric>
 #include <set>
 #include <sstream>
 #include <string>
@@ -649,6 +652,67 @@ class PreparedRegression : public LinearRegression {
  private:
   std::vector<std::string>& log_;
 };
+
+/// Two of nn/'s linear layers: each backward hands the scheduler one weight-gradient task.
+class TwoLayers : public Workload {
+ public:
+  TwoLayers() {
+    torch::manual_seed(4);
+    x_ = torch::randn({16, 8});
+  }
+  std::vector<at::Tensor> parameters() override {
+    std::vector<at::Tensor> p;
+    for (const auto& t : first_->parameters()) p.push_back(t);
+    for (const auto& t : second_->parameters()) p.push_back(t);
+    return p;
+  }
+  std::size_t num_examples() const override { return 16; }
+  StepOutput forward(const Batch& b) override {
+    std::vector<long> idx(b.indices.begin(), b.indices.end());
+    StepOutput out;
+    out.loss = second_(torch::tanh(first_(x_.index_select(0, torch::tensor(idx))))).pow(2).mean();
+    return out;
+  }
+
+ private:
+  nn::Linear first_{nn::LinearOptions(8, 32)}, second_{nn::LinearOptions(32, 4)};
+  torch::Tensor x_;
+};
+
+TEST_F(TrainerTest, TheBackwardProfileTimesTheChainBetweenTasksAndEachTask) {
+  TwoLayers workload;
+  TrainingOptions options;
+  options.batch = 16;
+  options.grad_clip = 0;
+  TrainingSession session(workload, options);
+  std::vector<std::size_t> all(16);
+  std::iota(all.begin(), all.end(), 0);
+  session.step(all);
+  const at::Tensor before = workload.parameters().front().detach().clone();
+  const BackwardProfile p = profile_backward(session, all);
+  // One segment per task (one per layer), the chain before each and the task's own time, which
+  // add up with the tail to the whole backward.
+  ASSERT_EQ(p.segments.size(), 2u);
+  double sum = p.tail_chain;
+  for (const auto& s : p.segments) {
+    EXPECT_GE(s.chain, 0);
+    EXPECT_GT(s.weight_grad, 0);
+    sum += s.chain + s.weight_grad;
+  }
+  EXPECT_GT(p.backward_seconds, 0);
+  EXPECT_NEAR(sum, p.backward_seconds, 1e-9);
+  // A step like any other (the parameters moved), after which the session's own scheduler and
+  // hooks are as they were.
+  EXPECT_FALSE(torch::equal(before, workload.parameters().front()));
+  std::vector<std::string> events;
+  PhaseLog log(events);
+  session.stepper().add_hooks(&log);
+  session.step(all);  // the profile's own hooks are gone: only these hear it
+  EXPECT_EQ(std::count(events.begin(), events.end(), "+backward"), 1);
+  session.stepper().remove_hooks(&log);
+  session.step(all);
+  EXPECT_EQ(std::count(events.begin(), events.end(), "+backward"), 1);
+}
 
 TEST_F(TrainerTest, StepperRunsEveryPhaseInOrderAndFreesTheBatchAfterForward) {
   std::vector<std::string> log;
