@@ -88,7 +88,7 @@ void run_streams_bench(const StreamsBenchOptions& o, std::ostream& out) {
   for (const auto& s : profile.segments) {
     chain += s.chain;
     weight_grads += s.weight_grad;
-    segments.push_back({s.chain * 1e3, s.weight_grad * 1e3});
+    segments.push_back({s.chain * 1e3, s.weight_grad * 1e3, s.bytes});
   }
   const double two_stream_backward =
       parallel::predict_two_stream_backward(profile.segments, profile.tail_chain);
@@ -116,12 +116,14 @@ void run_streams_bench(const StreamsBenchOptions& o, std::ostream& out) {
       {"one_stream_step_ms_per_step", one},
       {"two_streams_step_ms_per_step", two},
       {"profile",
-       {{"backward_ms", profile.backward_seconds * 1e3},
+       {{"step_ms", profile.step_seconds * 1e3},
+        {"forward_ms", profile.forward_seconds * 1e3},
+        {"backward_ms", profile.backward_seconds * 1e3},
         {"chain_ms", chain * 1e3},
         {"weight_grad_ms", weight_grads * 1e3},
         {"tail_chain_ms", profile.tail_chain * 1e3},
         {"segments_ms", segments},
-        {"segment_fields", {"chain", "weight_grad"}}}},
+        {"segment_fields", {"chain_ms", "weight_grad_ms", "gradient_bytes"}}}},
       {"machine", machine_json()},
       {"versions", versions_json()}};
   write_file_atomically(o.json_path, report.dump(2) + "\n");

@@ -39,6 +39,7 @@ std::vector<Command> register_commands(CLI::App& app) {
   commands.push_back(register_bench_tbcnn(bench));
   commands.push_back(register_bench_dp(bench));
   commands.push_back(register_bench_streams(bench));
+  commands.push_back(register_bench_scale(bench));
   commands.push_back(register_help(app));
   return commands;
 }

@@ -66,6 +66,7 @@ Command register_bench_memory(CLI::App& parent);
 Command register_bench_tbcnn(CLI::App& parent);
 Command register_bench_dp(CLI::App& parent);
 Command register_bench_streams(CLI::App& parent);
+Command register_bench_scale(CLI::App& parent);
 /// `engram help [command...]`: describes a command of `app` (the root).
 Command register_help(CLI::App& app);
 

@@ -49,6 +49,7 @@ std::size_t choose_ooo_k(const std::vector<LayerCost>& layers, double margin = 0
 struct BackwardSegment {
   double chain = 0;
   double weight_grad = 0;
+  std::size_t bytes = 0;  ///< the gradients the task writes (what an exchange of them sends)
 };
 
 /// The backward's time when the weight-gradient tasks run on a second stream (`--ooo-streams

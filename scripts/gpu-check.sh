@@ -154,7 +154,9 @@ if [ -x "$ENGRAM_BIN" ]; then
   stage npi-addition 240 bash "$root/scripts/reproduce/gpu_npi_addition.sh" \
     --out "$out/gpu_npi_addition.json"
   stage ooo-streams 120 bash "$root/scripts/reproduce/gpu_ooo_streams.sh" \
-    --out "$out/gpu_ooo_streams.json"
+    --out "$out/gpu_ooo_streams.json" &&
+    stage scale 30 "$ENGRAM_BIN" bench scale --from "$out/gpu_ooo_streams.json" \
+      --json "$bin/gpu_scaling.json"
 fi
 stage build-all 300 ninja -C "$bin" -j "$jobs" -k 0
 build_rc=$?

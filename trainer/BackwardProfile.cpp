@@ -15,21 +15,23 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-/// The backward's ends, with the device's work so far done.
-class BackwardEnds : public StepHooks {
+/// The forward's and the backward's ends, with the device's work so far done.
+class PhaseEnds : public StepHooks {
  public:
-  explicit BackwardEnds(bool on_cuda) : on_cuda_(on_cuda) {}
+  explicit PhaseEnds(bool on_cuda) : on_cuda_(on_cuda) {}
   void before(StepPhase phase) override {
+    if (phase == StepPhase::forward) forward_begin = now();
     if (phase == StepPhase::backward) begin = now();
   }
   void after(StepPhase phase) override {
+    if (phase == StepPhase::forward) forward_end = now();
     if (phase == StepPhase::backward) end = now();
   }
   Clock::time_point now() const {
     if (on_cuda_) c10::cuda::device_synchronize();
     return Clock::now();
   }
-  Clock::time_point begin, end;
+  Clock::time_point forward_begin, forward_end, begin, end;
 
  private:
   bool on_cuda_;
@@ -46,17 +48,27 @@ BackwardProfile profile_backward(TrainingSession& session, std::vector<std::size
     throw std::logic_error("profile_backward: a data-parallel session's backward is its job's");
   const auto& parameters = session.stepper().parameters();
   const bool on_cuda = !parameters.empty() && parameters.front().is_cuda();
-  BackwardEnds ends(on_cuda);
+  PhaseEnds ends(on_cuda);
   nn::ImmediateScheduler timeline;
   timeline.time_kernels(true);
-  std::vector<std::pair<Clock::time_point, double>> tasks;  // each task's end and duration
+  struct Task {
+    Clock::time_point end;
+    double seconds;
+    std::size_t bytes;
+  };
+  std::vector<Task> tasks;
   timeline.on_ready([&](const nn::WeightGradTask& task) {
-    tasks.emplace_back(ends.now(), task.seconds);
+    std::size_t bytes = 0;
+    for (const auto& t : task.parameters) bytes += t.numel() * t.element_size();
+    tasks.push_back({ends.now(), task.seconds, bytes});
   });
   session.stepper().add_hooks(&ends);
+  Clock::time_point start, stop;
   try {
     const nn::RuntimeGuard use(nullptr, &timeline);
+    start = ends.now();
     session.step(std::move(examples));
+    stop = ends.now();
   } catch (...) {
     session.stepper().remove_hooks(&ends);
     throw;
@@ -64,13 +76,15 @@ BackwardProfile profile_backward(TrainingSession& session, std::vector<std::size
   session.stepper().remove_hooks(&ends);
   BackwardProfile p;
   Clock::time_point previous = ends.begin;
-  for (const auto& [end, duration] : tasks) {
-    const double span = seconds(previous, end);
-    p.segments.push_back({std::max(0.0, span - duration), duration});
-    previous = end;
+  for (const Task& t : tasks) {
+    const double span = seconds(previous, t.end);
+    p.segments.push_back({std::max(0.0, span - t.seconds), t.seconds, t.bytes});
+    previous = t.end;
   }
   p.tail_chain = seconds(previous, ends.end);
   p.backward_seconds = seconds(ends.begin, ends.end);
+  p.forward_seconds = seconds(ends.forward_begin, ends.forward_end);
+  p.step_seconds = seconds(start, stop);
   return p;
 }
 

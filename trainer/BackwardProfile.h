@@ -29,6 +29,8 @@ struct BackwardProfile {
   std::vector<parallel::BackwardSegment> segments;  ///< in backward order, seconds
   double tail_chain = 0;  ///< the chain's kernels after the last task, seconds
   double backward_seconds = 0;  ///< the whole backward (one stream, synchronised)
+  double forward_seconds = 0;   ///< the forward, synchronised at its ends
+  double step_seconds = 0;      ///< the whole profiled step (batch, forward, backward, update)
 };
 
 /// One step of `session` on `examples` with every weight-gradient task run at once on the

@@ -701,6 +701,11 @@ TEST_F(TrainerTest, TheBackwardProfileTimesTheChainBetweenTasksAndEachTask) {
   }
   EXPECT_GT(p.backward_seconds, 0);
   EXPECT_NEAR(sum, p.backward_seconds, 1e-9);
+  EXPECT_GT(p.forward_seconds, 0);
+  EXPECT_GT(p.step_seconds, p.forward_seconds + p.backward_seconds);
+  // Each task's gradient bytes: the second layer's (32x4 + 4 floats) come first in backward.
+  EXPECT_EQ(p.segments[0].bytes, (32 * 4 + 4) * sizeof(float));
+  EXPECT_EQ(p.segments[1].bytes, (8 * 32 + 32) * sizeof(float));
   // A step like any other (the parameters moved), after which the session's own scheduler and
   // hooks are as they were.
   EXPECT_FALSE(torch::equal(before, workload.parameters().front()));
