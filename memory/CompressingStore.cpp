@@ -34,7 +34,8 @@ using detail::TensorIdentity;
 using detail::version_counter;
 
 bool compressible(const at::Tensor& t) {
-  return t.scalar_type() == at::kFloat && t.device().is_cpu() && t.layout() == at::kStrided &&
+  return t.scalar_type() == at::kFloat && (t.device().is_cpu() || t.device().is_cuda()) &&
+         t.layout() == at::kStrided &&
          t.is_non_overlapping_and_dense();
 }
 

@@ -39,7 +39,8 @@
 /// decompression are recorded as spans "compress" and "decompress" (category "memory") in the
 /// memory tracker's open window.
 ///
-/// Compressed: float32 CPU tensors that are non-overlapping and dense. Other ReLU outputs (double,
+/// Compressed: float32 CPU and CUDA tensors that are non-overlapping and dense (a CUDA tensor on
+/// its device, by memory/cuda/'s kernels on the current stream: memory/ReluCompression.h). Other ReLU outputs (double,
 /// strided views, empty) are kept as they are and counted in stats().plain_relu_outputs. The store
 /// may be used from several threads.
 

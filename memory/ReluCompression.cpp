@@ -3,6 +3,12 @@
 #include <ATen/Functions.h>
 #include <ATen/Parallel.h>
 #include <c10/util/Exception.h>
+#ifdef ENGRAM_MEMORY_CUDA
+#include "memory/cuda/ReluCompressionCuda.h"
+
+#include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAStream.h>
+#endif
 
 #include <algorithm>
 #include <cstring>
@@ -141,9 +147,73 @@ void CompressedRelu::reset() {
   values.reset();
 }
 
+namespace {
+
+#ifdef ENGRAM_MEMORY_CUDA
+void check_launch(cudaError_t error, const char* what) {
+  TORCH_CHECK(error == cudaSuccess, what, ": ", cudaGetErrorString(error));
+}
+#endif
+
+/// The CUDA kernels of memory/cuda/ on the tensor's device and its current stream: the same
+/// bytes as the CPU's. Sizing the values needs the count of nonzeros on the host, so the stream
+/// is synchronised once, between the counting and the compaction.
+void compress_on_device(const at::Tensor& x, CompressedRelu& c) {
+#ifdef ENGRAM_MEMORY_CUDA
+  const c10::cuda::CUDAGuard guard(x.device());
+  const cudaStream_t stream = c10::cuda::getCurrentCUDAStream(x.device().index()).stream();
+  const std::int64_t n = c.numel;
+  const auto on = x.options();
+  c.bitmap = at::empty({relu_format::bitmap_bytes(n)}, on.dtype(at::kByte));
+  if (n == 0) {
+    c.offsets = at::empty({0}, on.dtype(at::kLong));
+    c.values = at::empty({0}, on.dtype(at::kFloat));
+    return;
+  }
+  at::Tensor starts = at::empty({relu_format::num_blocks(n) + 1}, on.dtype(at::kLong));
+  const auto* data = x.data_ptr<float>();
+  check_launch(cuda::relu_bitmap_and_starts(data, n, c.bitmap.data_ptr<std::uint8_t>(),
+                                            starts.data_ptr<std::int64_t>(), stream),
+               "compress_relu: the bitmap");
+  std::int64_t nonzeros = 0;
+  check_launch(cuda::relu_nonzeros(starts.data_ptr<std::int64_t>(), n, &nonzeros, stream),
+               "compress_relu: the count");
+  c.values = at::empty({nonzeros}, on.dtype(at::kFloat));
+  check_launch(cuda::relu_compact(data, n, c.bitmap.data_ptr<std::uint8_t>(),
+                                  starts.data_ptr<std::int64_t>(), c.values.data_ptr<float>(),
+                                  stream),
+               "compress_relu: the compaction");
+  // The stored offsets are the starts of blocks 1..; the scratch of the others goes.
+  c.offsets = starts.narrow(0, 1, relu_format::stored_offsets(n)).clone();
+#else
+  (void)x;
+  (void)c;
+  TORCH_CHECK(false, "compress_relu: this build has no CUDA kernels (configured with ENGRAM_CUDA=OFF)");
+#endif
+}
+
+at::Tensor decompress_on_device(const CompressedRelu& c) {
+#ifdef ENGRAM_MEMORY_CUDA
+  const c10::cuda::CUDAGuard guard(c.values.device());
+  const cudaStream_t stream = c10::cuda::getCurrentCUDAStream(c.values.device().index()).stream();
+  at::Tensor out = at::empty_strided(c.sizes, c.strides, c.values.options());
+  check_launch(cuda::relu_decompress(c.bitmap.data_ptr<std::uint8_t>(),
+                                     c.offsets.data_ptr<std::int64_t>(), c.values.data_ptr<float>(),
+                                     c.numel, out.data_ptr<float>(), stream),
+               "decompress_relu");
+  return out;
+#else
+  (void)c;
+  TORCH_CHECK(false, "decompress_relu: this build has no CUDA kernels (configured with ENGRAM_CUDA=OFF)");
+#endif
+}
+
+}  // namespace
+
 CompressedRelu compress_relu(const at::Tensor& x) {
-  TORCH_CHECK(x.defined() && x.scalar_type() == at::kFloat && x.device().is_cpu(),
-              "compress_relu: a float32 CPU tensor expected");
+  TORCH_CHECK(x.defined() && x.scalar_type() == at::kFloat &&
+                  (x.device().is_cpu() || x.device().is_cuda()),
+              "compress_relu: a float32 CPU or CUDA tensor expected");
   TORCH_CHECK(x.is_non_overlapping_and_dense(),
               "compress_relu: the tensor must be non-overlapping and dense, got strides ",
               x.strides(), " for sizes ", x.sizes());
@@ -151,6 +221,10 @@ CompressedRelu compress_relu(const at::Tensor& x) {
   c.sizes = x.sizes().vec();
   c.strides = x.strides().vec();
   c.numel = x.numel();
+  if (x.is_cuda()) {
+    compress_on_device(x, c);
+    return c;
+  }
   const std::int64_t n = c.numel;
   const std::int64_t blocks = relu_format::num_blocks(n);
   const std::int64_t bitmap_bytes = relu_format::bitmap_bytes(n);
@@ -192,6 +266,7 @@ at::Tensor decompress_relu(const CompressedRelu& c) {
   TORCH_CHECK(c.bitmap.numel() == relu_format::bitmap_bytes(n) &&
                   c.offsets.numel() == relu_format::stored_offsets(n),
               "decompress_relu: buffers do not match ", n, " elements");
+  if (c.values.is_cuda()) return decompress_on_device(c);
   at::Tensor out = at::empty_strided(c.sizes, c.strides, at::kFloat);
   const std::int64_t blocks = relu_format::num_blocks(n);
   const std::int64_t bitmap_bytes = c.bitmap.numel();

@@ -56,9 +56,12 @@ struct CompressedRelu {
   void reset();
 };
 
-/// Compresses `x`: float32, on the CPU, non-overlapping and dense (contiguous in some order of
-/// its dimensions: contiguous, channels-last, a transposed contiguous tensor...). Throws
-/// c10::Error otherwise. `x` is read, never modified.
+/// Compresses `x`: float32, non-overlapping and dense (contiguous in some order of its
+/// dimensions: contiguous, channels-last, a transposed contiguous tensor...). Throws c10::Error
+/// otherwise. `x` is read, never modified. A CUDA tensor is compressed on its device, on the
+/// current stream, by the kernels of memory/cuda/ into the same bytes, its buffers on the same
+/// device (the stream is synchronised once, to size the values); decompress_relu() then
+/// decompresses there too.
 CompressedRelu compress_relu(const at::Tensor& x);
 
 /// A fresh tensor with the original's sizes, strides and bits. Throws c10::Error if `c` was

@@ -124,12 +124,16 @@ void validate(const MemoryOptions& o) {
 void check_device_support(const TrainingOptions& o) {
   const c10::Device device = resolve_device(job_device_name(o));
   if (device.is_cpu()) return;
+  // ReLU compression works on device memory (memory/cuda/'s kernels); the others so far on
+  // host memory only.
   const TechniqueChoice chosen(o.memory.techniques);
-  if (!chosen.chosen().empty())
-    throw InvalidOption("memory.techniques",
-                        "must be none on " + o.device + ": " + chosen.name() +
-                            " acts on host memory (the CPU's activations, spill files and "
-                            "arenas)");
+  for (const MemoryTechniqueInfo* t : chosen.chosen()) {
+    if (t->name != "relu")
+      throw InvalidOption("memory.techniques",
+                          "must be none or relu on " + o.device + ": " + t->name +
+                              " acts on host memory (the CPU's activations, spill files and "
+                              "arenas)");
+  }
   if (o.ooo_threads != 1)
     throw InvalidOption("ooo_threads",
                         "must be 1 on " + o.device +

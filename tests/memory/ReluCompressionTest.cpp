@@ -102,6 +102,25 @@ TEST_F(ReluCompressionTest, RoundTripIsBitExactAtEverySparsityAndSizeEmptyInclud
   }
 }
 
+// On a GPU the same bytes as the CPU's, kept on the device, and the round trip bit for bit.
+TEST_F(ReluCompressionTest, OnCudaTheBuffersAreTheCpusBytesOnTheDevice) {
+  if (!at::hasCUDA() || at::getNumGPUs() == 0)
+    GTEST_SKIP() << "no CUDA device: this test compares the GPU's compression with the CPU's";
+  for (std::int64_t n : {0L, 5L, 8192L, 8193L, 100000L}) {
+    SCOPED_TRACE(n);
+    const at::Tensor x = at::relu(at::randn({n}));
+    const CompressedRelu cpu = compress_relu(x);
+    const CompressedRelu gpu = compress_relu(x.cuda());
+    EXPECT_TRUE(gpu.values.is_cuda());
+    EXPECT_TRUE(at::equal(cpu.bitmap, gpu.bitmap.cpu()));
+    EXPECT_TRUE(at::equal(cpu.offsets, gpu.offsets.cpu()));
+    EXPECT_TRUE(at::equal(cpu.values, gpu.values.cpu()));
+    const at::Tensor back = decompress_relu(gpu);
+    EXPECT_TRUE(back.is_cuda());
+    EXPECT_TRUE(at::equal(back.cpu(), x));
+  }
+}
+
 TEST_F(ReluCompressionTest, EveryBitPatternButPositiveZeroIsAValue) {
   // Only +0.0 is a zero; -0.0, NaNs (with their payloads), infinities, denormals and negatives
   // are kept bit for bit (a ReLU output has NaN where its input had NaN).

@@ -115,5 +115,28 @@ TEST(ResNetWorkloadTest, OnCudaAFewStepsMatchTheCpuAndDeterministicRunsRepeat) {
   EXPECT_EQ(gpu.losses, again.losses);
 }
 
+// ReLU compression on device memory: the ReLU outputs kept as bitmap plus values on the GPU
+// (memory/cuda/'s kernels) and decompressed there for backward, lossless, so three deterministic
+// CUDA steps land bit for bit where the plain store's land.
+TEST(ResNetWorkloadTest, OnCudaReluCompressionTrainsBitForBitAsNone) {
+  ENGRAM_SKIP_WITHOUT_CUDA();
+  trainer::TrainingOptions options;
+  options.optimizer = "sgd";
+  options.learning_rate = 0.05;
+  options.deterministic = true;
+  const std::vector<std::size_t> batch{0, 1, 2, 3};
+  auto run = [&](const std::vector<std::string>& techniques) {
+    torch::manual_seed(0);
+    ResNetWorkload workload(tiny_resnet(), tiny_images());
+    options.memory.techniques = techniques;
+    return testing::run_on(workload, options, "cuda", batch, 3);
+  };
+  const auto none = run({});
+  const auto relu = run({"relu"});
+  for (std::size_t i = 0; i < none.parameters.size(); ++i)
+    EXPECT_TRUE(torch::equal(none.parameters[i], relu.parameters[i])) << "parameter " << i;
+  EXPECT_EQ(none.losses, relu.losses);
+}
+
 }  // namespace
 }  // namespace engram::resnet

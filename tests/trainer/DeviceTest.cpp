@@ -63,7 +63,9 @@ TEST(DeviceTest, ACudaSessionRefusesWhatRunsOnTheCpuOnly) {
   TrainingOptions options;
   options.device = "cuda";
   EXPECT_NO_THROW(check_device_support(options));
-  options.memory.techniques = {"relu"};
+  options.memory.techniques = {"relu"};  // compressed on the device
+  EXPECT_NO_THROW(check_device_support(options));
+  options.memory.techniques = {"swap"};
   EXPECT_THROW(check_device_support(options), InvalidOption);
   options.memory.techniques = {};
   options.ooo_threads = 2;
