@@ -5,6 +5,7 @@
 
 #include <ATen/CPUGeneratorImpl.h>
 #include <ATen/core/grad_mode.h>
+#include <ATen/cuda/CUDAGeneratorImpl.h>
 #include <torch/csrc/autograd/engine.h>
 #include <torch/csrc/autograd/variable.h>
 
@@ -29,11 +30,39 @@ class RecomputeGuard {
 
 using Unit = std::function<at::Tensor(const at::Tensor&)>;
 
+/// The generators a unit may draw from, as they were before its first run: the CPU's, and the
+/// CUDA device's when the unit computes there (dropout on a GPU draws from the device's).
+struct RngStates {
+  at::Tensor cpu;
+  at::Tensor cuda;
+  c10::DeviceIndex cuda_device = -1;
+
+  static RngStates of(const at::Tensor& input) {
+    RngStates s;
+    s.cpu = cpu_rng_state();
+    if (input.is_cuda()) {
+      s.cuda_device = input.device().index();
+      auto generator = at::cuda::detail::getDefaultCUDAGenerator(s.cuda_device);
+      std::lock_guard<std::mutex> lock(generator.mutex());
+      s.cuda = generator.get_state();
+    }
+    return s;
+  }
+  void restore() const {
+    set_cpu_rng_state(cpu);
+    if (cuda.defined()) {
+      auto generator = at::cuda::detail::getDefaultCUDAGenerator(cuda_device);
+      std::lock_guard<std::mutex> lock(generator.mutex());
+      generator.set_state(cuda);
+    }
+  }
+};
+
 class UnitCapsule : public torch::CustomClassHolder {
  public:
-  UnitCapsule(Unit unit, at::Tensor rng_state) : unit(std::move(unit)), rng_state(rng_state) {}
+  UnitCapsule(Unit unit, RngStates rng) : unit(std::move(unit)), rng(std::move(rng)) {}
   Unit unit;
-  at::Tensor rng_state;  // of the CPU generator, before the first run
+  RngStates rng;  // before the first run
 };
 
 struct RecomputeFunction : public torch::autograd::Function<RecomputeFunction> {
@@ -43,7 +72,7 @@ struct RecomputeFunction : public torch::autograd::Function<RecomputeFunction> {
                             at::TensorList parameters, const Unit& unit, int64_t input_kind) {
     detail::capture_runtime(ctx);
     ctx->saved_data["num_parameters"] = static_cast<int64_t>(parameters.size());
-    at::Tensor rng_state = cpu_rng_state();
+    RngStates rng = RngStates::of(input);
     at::Tensor output;
     {
       memory::SpanGuard span("recompute_unit", "forward");
@@ -51,7 +80,7 @@ struct RecomputeFunction : public torch::autograd::Function<RecomputeFunction> {
     }
     detail::save(ctx, "input", input, static_cast<memory::SavedKind>(input_kind));
     ctx->saved_data["unit"] =
-        c10::IValue::make_capsule(c10::make_intrusive<UnitCapsule>(unit, rng_state));
+        c10::IValue::make_capsule(c10::make_intrusive<UnitCapsule>(unit, std::move(rng)));
     // The output must not share storage with the input (an identity unit would otherwise make
     // autograd treat the input as modified).
     return output.is_same(input) ? output.clone() : output;
@@ -69,13 +98,13 @@ struct RecomputeFunction : public torch::autograd::Function<RecomputeFunction> {
     at::Tensor output;
     {
       memory::SpanGuard span("recompute_unit", "recompute");
-      const at::Tensor current_state = cpu_rng_state();
-      set_cpu_rng_state(capsule->rng_state);
+      const RngStates current = RngStates::of(input);
+      capsule->rng.restore();
       RecomputeGuard recompute;
       RuntimeGuard use(runtime.store, runtime.scheduler);
       at::AutoGradMode grad(true);
       output = capsule->unit(x);
-      set_cpu_rng_state(current_state);
+      current.restore();
     }
     {
       // Backward through the rerun from its output's gradient edge, so that nothing here holds

@@ -19,8 +19,9 @@
 ///
 /// What makes the rerun the same computation as the first run, so gradients are bit-identical to
 /// running the unit plainly:
-/// - the CPU random generator's state is saved before the first run and restored for the rerun
-///   (and put back afterwards), so dropout-like layers draw the same numbers;
+/// - the CPU random generator's state, and the CUDA device's when the input is on one, is saved
+///   before the first run and restored for the rerun (and put back afterwards), so dropout-like
+///   layers draw the same numbers;
 /// - BatchNorm (nn/BatchNorm2d.h) does not update its running statistics during the rerun
 ///   (torch.utils.checkpoint updates them twice) and normalizes with the batch's
 ///   own statistics, as the first run did;

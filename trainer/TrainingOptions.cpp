@@ -124,16 +124,22 @@ void validate(const MemoryOptions& o) {
 void check_device_support(const TrainingOptions& o) {
   const c10::Device device = resolve_device(job_device_name(o));
   if (device.is_cpu()) return;
-  // ReLU compression works on device memory (memory/cuda/'s kernels); the others so far on
-  // host memory only.
+  // ReLU compression works on device memory (memory/cuda/'s kernels), and recompute on every
+  // unit (the device's generator replayed); a budget needs the device's measured peaks, and the
+  // other techniques act on host memory so far.
   const TechniqueChoice chosen(o.memory.techniques);
   for (const MemoryTechniqueInfo* t : chosen.chosen()) {
-    if (t->name != "relu")
+    if (t->name != "relu" && t->name != "recompute")
       throw InvalidOption("memory.techniques",
-                          "must be none or relu on " + o.device + ": " + t->name +
+                          "must be none, relu or recompute on " + o.device + ": " + t->name +
                               " acts on host memory (the CPU's activations, spill files and "
                               "arenas)");
   }
+  if (o.memory.budget_bytes > 0)
+    throw InvalidOption("memory.budget_bytes",
+                        "must be 0 on " + o.device +
+                            " (recompute on every unit): planning under a budget measures host "
+                            "memory so far");
   if (o.ooo_threads != 1)
     throw InvalidOption("ooo_threads",
                         "must be 1 on " + o.device +

@@ -125,9 +125,9 @@ void validate(const MemoryOptions& options);
 /// What a session on `options.device` can do, checked before any work: the device itself
 /// (trainer/Device.h's resolve_device: UsageError naming what is missing when it asks for a GPU
 /// this process does not see, or a rank's own GPU it does not have), and, on CUDA,
-/// InvalidOption for what runs on the CPU only so far: the memory techniques but relu (they act
-/// on host memory: memory.techniques must be none or relu) and a second weight-gradient thread
-/// (ooo_threads 2; ooo_streams 2 is the GPU's).
+/// InvalidOption for what runs on the CPU only so far: the memory techniques but relu and
+/// recompute (the others act on host memory), a memory budget (the planner measures host
+/// memory) and a second weight-gradient thread (ooo_threads 2; ooo_streams 2 is the GPU's).
 void check_device_support(const TrainingOptions& options);
 
 /// The device this process trains on: `options.device`, except that "cuda" in a job is the

@@ -115,10 +115,11 @@ TEST(ResNetWorkloadTest, OnCudaAFewStepsMatchTheCpuAndDeterministicRunsRepeat) {
   EXPECT_EQ(gpu.losses, again.losses);
 }
 
-// ReLU compression on device memory: the ReLU outputs kept as bitmap plus values on the GPU
-// (memory/cuda/'s kernels) and decompressed there for backward, lossless, so three deterministic
-// CUDA steps land bit for bit where the plain store's land.
-TEST(ResNetWorkloadTest, OnCudaReluCompressionTrainsBitForBitAsNone) {
+// ReLU compression and recompute on device memory: the ReLU outputs kept as bitmap plus values
+// on the GPU (memory/cuda/'s kernels) and decompressed there for backward, every unit rerun with
+// the device's generator replayed and batch norm's statistics left alone; lossless, so three
+// deterministic CUDA steps land bit for bit where the plain store's land.
+TEST(ResNetWorkloadTest, OnCudaReluCompressionAndRecomputeTrainBitForBitAsNone) {
   ENGRAM_SKIP_WITHOUT_CUDA();
   trainer::TrainingOptions options;
   options.optimizer = "sgd";
@@ -132,10 +133,14 @@ TEST(ResNetWorkloadTest, OnCudaReluCompressionTrainsBitForBitAsNone) {
     return testing::run_on(workload, options, "cuda", batch, 3);
   };
   const auto none = run({});
-  const auto relu = run({"relu"});
-  for (std::size_t i = 0; i < none.parameters.size(); ++i)
-    EXPECT_TRUE(torch::equal(none.parameters[i], relu.parameters[i])) << "parameter " << i;
-  EXPECT_EQ(none.losses, relu.losses);
+  for (const std::vector<std::string> techniques :
+       {std::vector<std::string>{"relu"}, {"recompute"}, {"relu", "recompute"}}) {
+    SCOPED_TRACE(techniques.size() == 2 ? "relu+recompute" : techniques.front());
+    const auto other = run(techniques);
+    for (std::size_t i = 0; i < none.parameters.size(); ++i)
+      EXPECT_TRUE(torch::equal(none.parameters[i], other.parameters[i])) << "parameter " << i;
+    EXPECT_EQ(none.losses, other.losses);
+  }
 }
 
 }  // namespace

@@ -65,6 +65,11 @@ TEST(DeviceTest, ACudaSessionRefusesWhatRunsOnTheCpuOnly) {
   EXPECT_NO_THROW(check_device_support(options));
   options.memory.techniques = {"relu"};  // compressed on the device
   EXPECT_NO_THROW(check_device_support(options));
+  options.memory.techniques = {"relu", "recompute"};  // every unit rerun on the device
+  EXPECT_NO_THROW(check_device_support(options));
+  options.memory.budget_bytes = 1 << 20;  // a plan under a budget measures host memory
+  EXPECT_THROW(check_device_support(options), InvalidOption);
+  options.memory.budget_bytes = 0;
   options.memory.techniques = {"swap"};
   EXPECT_THROW(check_device_support(options), InvalidOption);
   options.memory.techniques = {};
