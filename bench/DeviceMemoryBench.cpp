@@ -8,6 +8,7 @@
 #include "trainer/Stepper.h"
 #include "trainer/Trainer.h"
 
+#include <ATen/ATen.h>
 #include <c10/cuda/CUDAFunctions.h>
 #include <nlohmann/json.hpp>
 
@@ -29,15 +30,21 @@ constexpr long kDefaultBatch = 32;
 
 }  // namespace
 
-void run_device_memory_bench(const MemoryBenchOptions& o, std::ostream& out) {
-  const c10::Device device = trainer::resolve_device(o.device);
-  const long batch = o.batch > 0 ? o.batch : kDefaultBatch;
-  // Before the first CUDA tensor, so that every byte and segment is seen.
-  memory::CudaMemoryTracker& tracker = memory::CudaMemoryTracker::install(device.index());
-  if (!memory::CudaMemoryTracker::hooked())
-    throw std::runtime_error("the CUDA allocator's trace hook is not attached (" +
-                             memory::CudaMemoryTracker::hook_status() + ")");
+namespace {
 
+/// One row: `technique` trained on a fresh copy of the network (the same seed: the same weights)
+/// for a warm-up step and `o.steps` measured ones.
+struct DeviceRow {
+  json row;
+  std::vector<double> losses;
+  std::vector<at::Tensor> parameters;  ///< after the last step, on the CPU
+  memory::DeviceMemoryWindow last;
+  json config;
+};
+
+DeviceRow measure_row(const MemoryBenchOptions& o, const std::string& technique, long batch,
+                      const c10::Device& device, bool deterministic) {
+  memory::CudaMemoryTracker& tracker = memory::CudaMemoryTracker::install(device.index());
   detail::PreparedWorkload w = detail::make_resnet(o, batch);
   trainer::Workload& workload = *w.workload;
   {
@@ -56,6 +63,8 @@ void run_device_memory_bench(const MemoryBenchOptions& o, std::ostream& out) {
   to.threads = o.threads;
   to.seed = o.seed;
   to.device = o.device;
+  to.deterministic = deterministic;
+  if (technique != "none") to.memory.techniques = detail::row_techniques(technique);
   trainer::TrainingSession session(workload, to);
   auto step = [&] {
     const double loss = session.step(examples).loss.item<double>();
@@ -66,19 +75,20 @@ void run_device_memory_bench(const MemoryBenchOptions& o, std::ostream& out) {
     for (const auto& p : params) tracker.retag(p.grad(), Tag::gradient);
     return loss;
   };
-  std::vector<double> losses{step()};  // warm-up: optimizer state, cuDNN's plans
+  DeviceRow r;
+  r.losses.push_back(step());  // warm-up: optimizer state, cuDNN's plans
 
   std::vector<double> ms;
   std::vector<std::int64_t> peaks, activation_peaks, activation_above_start, reserved_at_peak,
       reserved_peaks, fragmentation;
-  memory::DeviceMemoryWindow last;
   for (long i = 0; i < o.steps; ++i) {
     c10::cuda::device_synchronize();
     tracker.begin_window();
     const auto start = Clock::now();
-    losses.push_back(step());
+    r.losses.push_back(step());
     ms.push_back(std::chrono::duration<double, std::milli>(Clock::now() - start).count());
-    last = tracker.end_window();
+    r.last = tracker.end_window();
+    const memory::DeviceMemoryWindow& last = r.last;
     peaks.push_back(last.peak_bytes);
     activation_peaks.push_back(last.activation_peak_bytes);
     // What the step's activations add to what was live before it but is no parameter, gradient
@@ -94,36 +104,84 @@ void run_device_memory_bench(const MemoryBenchOptions& o, std::ostream& out) {
     reserved_peaks.push_back(last.reserved_peak_bytes);
     fragmentation.push_back(last.fragmentation_bytes);
   }
+  for (const auto& p : params) r.parameters.push_back(p.detach().to(at::kCPU));
   auto largest = [](const std::vector<std::int64_t>& v) {
     return v.empty() ? std::int64_t{0} : *std::max_element(v.begin(), v.end());
   };
   const std::size_t worst = static_cast<std::size_t>(
       std::max_element(peaks.begin(), peaks.end()) - peaks.begin());
-  json row{{"technique", "none"},
-           {"device", trainer::describe_device(device)},
-           {"peak_bytes", largest(peaks)},
-           {"peak_bytes_per_step", peaks},
-           {"activation_peak_bytes", largest(activation_peaks)},
-           {"activation_peak_bytes_per_step", activation_peaks},
-           {"activation_peak_above_step_start_bytes", largest(activation_above_start)},
-           {"reserved_at_peak_bytes", reserved_at_peak.at(worst)},
-           {"reserved_peak_bytes", largest(reserved_peaks)},
-           {"fragmentation_bytes", fragmentation.at(worst)},
-           {"fragmentation_bytes_per_step", fragmentation},
-           {"live_bytes_by_tag_at_step_start", detail::bytes_by_tag(last.start_live_by_tag)},
-           {"unmodelled_allocations", tracker.unmodelled_allocations()},
-           {"step_ms", median(ms)},
-           {"step_ms_per_step", ms},
-           {"losses", losses}};
-  json config = w.config;
-  config["parameters"] = parameter_count;
+  r.row = json{{"technique", technique},
+               {"device", trainer::describe_device(device)},
+               {"deterministic", deterministic},
+               {"peak_bytes", largest(peaks)},
+               {"peak_bytes_per_step", peaks},
+               {"activation_peak_bytes", largest(activation_peaks)},
+               {"activation_peak_bytes_per_step", activation_peaks},
+               {"activation_peak_above_step_start_bytes", largest(activation_above_start)},
+               {"reserved_at_peak_bytes", reserved_at_peak.at(worst)},
+               {"reserved_peak_bytes", largest(reserved_peaks)},
+               {"fragmentation_bytes", fragmentation.at(worst)},
+               {"fragmentation_bytes_per_step", fragmentation},
+               {"live_bytes_by_tag_at_step_start",
+                detail::bytes_by_tag(r.last.start_live_by_tag)},
+               {"unmodelled_allocations", tracker.unmodelled_allocations()},
+               {"step_ms", median(ms)},
+               {"step_ms_per_step", ms},
+               {"losses", r.losses}};
+  r.config = w.config;
+  r.config["parameters"] = parameter_count;
+  return r;
+}
+
+/// Against the none row: memory and time ratios, and whether the losses and the parameters
+/// after the last step are the same bits (the techniques on the device are lossless).
+void compare_with_none(const DeviceRow& none, DeviceRow& other) {
+  const auto ratio = [](const json& a, const json& b) { return a.get<double>() / b.get<double>(); };
+  other.row["peak_ratio"] = ratio(other.row["peak_bytes"], none.row["peak_bytes"]);
+  other.row["activation_peak_ratio"] =
+      ratio(other.row["activation_peak_bytes"], none.row["activation_peak_bytes"]);
+  other.row["reserved_peak_ratio"] =
+      ratio(other.row["reserved_peak_bytes"], none.row["reserved_peak_bytes"]);
+  other.row["time_ratio"] = ratio(other.row["step_ms"], none.row["step_ms"]);
+  double largest = 0;
+  bool identical = other.losses == none.losses;
+  for (std::size_t i = 0; i < none.parameters.size(); ++i) {
+    identical = identical && at::equal(none.parameters[i], other.parameters[i]);
+    largest = std::max(
+        largest, (none.parameters[i] - other.parameters[i]).abs().max().item<double>());
+  }
+  other.row["bit_identical_to_none"] = identical;
+  other.row["max_abs_parameter_difference_vs_none"] = largest;
+}
+
+}  // namespace
+
+void run_device_memory_bench(const MemoryBenchOptions& o, std::ostream& out) {
+  const c10::Device device = trainer::resolve_device(o.device);
+  const long batch = o.batch > 0 ? o.batch : kDefaultBatch;
+  // Before the first CUDA tensor, so that every byte and segment is seen.
+  memory::CudaMemoryTracker::install(device.index());
+  if (!memory::CudaMemoryTracker::hooked())
+    throw std::runtime_error("the CUDA allocator's trace hook is not attached (" +
+                             memory::CudaMemoryTracker::hook_status() + ")");
+  // With technique rows beside none, every row computes deterministically, so that a lossless
+  // technique's parameters can be compared bit for bit.
+  const bool deterministic = o.techniques.size() > 1;
+  std::vector<DeviceRow> rows;
+  for (const auto& technique : o.techniques) {
+    rows.push_back(measure_row(o, technique, batch, device, deterministic));
+    if (rows.size() > 1) compare_with_none(rows.front(), rows.back());
+  }
+  const json& config = rows.front().config;
+  json report_rows = json::array();
+  for (const auto& r : rows) report_rows.push_back(r.row);
   json report{{"benchmark", "memory"},
               {"workload", o.workload},
               {"device", trainer::describe_device(device)},
               {"allocator_hook", memory::CudaMemoryTracker::hook_status()},
               {"config", config},
               {"steps", o.steps},
-              {"rows", json::array({row})}};
+              {"rows", report_rows}};
 
   if (!o.skip_peer) {
     json peer = detail::run_resnet_peer(
@@ -136,24 +194,31 @@ void run_device_memory_bench(const MemoryBenchOptions& o, std::ostream& out) {
     report["peer"] = peer;
   }
   if (!o.trace_path.empty())
-    memory::write_chrome_trace(o.trace_path, last, "engram bench memory resnet " + o.device);
+    memory::write_chrome_trace(o.trace_path, rows.front().last,
+                               "engram bench memory resnet " + o.device);
   write_file_atomically(o.json_path, report.dump(2) + "\n");
 
-  const auto& r = report["rows"][0];
   auto mib = [](const json& bytes) {
     char text[32];
     std::snprintf(text, sizeof text, "%.1f", static_cast<double>(bytes.get<std::int64_t>()) / 1048576.0);
     return std::string(text);
   };
-  out << "resnet18-cifar, batch " << batch << ", " << report["device"].get<std::string>() << "\n";
-  out << "  peak " << mib(r["peak_bytes"]) << " MiB, activation peak "
-      << mib(r["activation_peak_bytes"]) << " MiB, reserved at the peak "
-      << mib(r["reserved_at_peak_bytes"]) << " MiB (fragmentation " << mib(r["fragmentation_bytes"])
-      << " MiB), step " << r["step_ms"].get<double>() << " ms\n";
+  out << o.workload << ", batch " << batch << ", " << report["device"].get<std::string>() << "\n";
+  for (const auto& r : report["rows"]) {
+    out << "  " << r["technique"].get<std::string>() << ": peak " << mib(r["peak_bytes"])
+        << " MiB, activation peak " << mib(r["activation_peak_bytes"])
+        << " MiB, reserved at the peak " << mib(r["reserved_at_peak_bytes"])
+        << " MiB (fragmentation " << mib(r["fragmentation_bytes"]) << " MiB), step "
+        << r["step_ms"].get<double>() << " ms";
+    if (r.contains("bit_identical_to_none"))
+      out << "; bit-identical to none: " << (r["bit_identical_to_none"].get<bool>() ? "yes" : "no");
+    out << "\n";
+  }
   if (report.contains("peer")) {
     const auto& p = report["peer"];
+    const auto& r = report["rows"][0];
     out << "  PyTorch eager: max_memory_allocated " << mib(p["peak_bytes"]) << " MiB, step "
-        << p["step_ms"].get<double>() << " ms; ours / torch: peak "
+        << p["step_ms"].get<double>() << " ms; none / torch: peak "
         << r["peak_ratio_vs_torch"].get<double>() << ", time "
         << r["time_ratio_vs_torch"].get<double>() << "\n";
   }

@@ -5,7 +5,11 @@
 /// PyTorch eager's own figures for the same network and batch on the same GPU in the same
 /// invocation (bench/peers/resnet_cuda_peer.py: torch.cuda.max_memory_allocated, Adam with
 /// fused=True). Called by run_memory_bench (bench/MemoryBench.h) for a device other than the CPU;
-/// only the `none` row (the memory techniques act on host memory so far) and the ResNet.
+/// the ResNets, and the rows `none` first, then relu, recompute or both (`relu+recompute`), the
+/// techniques that act on device memory so far, each on a fresh copy of the same network. With
+/// rows beside none every row computes deterministically, and each says against none its peak,
+/// activation-peak, reserved-peak and time ratios and whether its losses and final parameters
+/// are none's bit for bit (bit_identical_to_none; the largest parameter difference beside it).
 ///
 /// Per measured step (after one warm-up step): peak_bytes (live bytes' maximum, what
 /// max_memory_allocated counts), activation_peak_bytes (as on the CPU: live bytes minus

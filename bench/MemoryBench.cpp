@@ -63,7 +63,10 @@ constexpr int kWarmupSteps = 1;
 /// replans, the third is served as every later one.
 constexpr int kReuseWarmupSteps = 3;
 
-/// The techniques of one row: "relu" or, composed, "reuse+relu".
+}  // namespace
+
+namespace detail {
+
 std::vector<std::string> row_techniques(const std::string& row) {
   std::vector<std::string> parts;
   std::size_t start = 0;
@@ -76,6 +79,12 @@ std::vector<std::string> row_techniques(const std::string& row) {
   }
   return parts;
 }
+
+}  // namespace detail
+
+namespace {
+
+using detail::row_techniques;
 
 /// Whether any row uses fixed-structure reuse.
 bool any_reuse(const std::vector<std::string>& rows) {
@@ -912,9 +921,20 @@ void validate_options(const MemoryBenchOptions& options) {
   if (!device.is_cpu()) {
     if (!is_resnet(options.workload))
       throw InvalidOption("workload", "must be resnet or resnet50 on " + options.device);
-    if (options.techniques != std::vector<std::string>{"none"})
-      throw InvalidOption("techniques", "must be none on " + options.device +
-                                            ": the memory techniques act on host memory");
+    if (options.techniques.empty() || options.techniques.front() != "none")
+      throw InvalidOption("techniques", "must begin with none on " + options.device +
+                                            ": every other row is compared with it");
+    for (const auto& row : options.techniques) {
+      for (const auto& t : row_techniques(row)) {
+        if (t != "none" && t != "relu" && t != "recompute")
+          throw InvalidOption("techniques", "can be none, relu and recompute on " +
+                                                options.device + ", not " + t +
+                                                ": the others act on host memory");
+      }
+    }
+    if (!options.budget.empty())
+      throw InvalidOption("budget", "is for the CPU: on " + options.device +
+                                        " recompute reruns every unit");
   }
   trainer::check_swap_bandwidth(options.swap_bandwidth, "swap_bandwidth");
   resolve_budget(options.budget, 1);  // the form, before anything runs

@@ -42,6 +42,9 @@ nlohmann::json run_resnet_peer(const MemoryBenchOptions& o, long batch,
                                const std::string& source,
                                const std::vector<std::string>& extra = {});
 
+/// The techniques of one row: "relu" or, composed, "reuse+relu".
+std::vector<std::string> row_techniques(const std::string& row);
+
 /// {tag name: bytes} for every tag.
 nlohmann::json bytes_by_tag(const std::array<std::int64_t, memory::kNumTags>& bytes);
 
