@@ -9,6 +9,7 @@
 #include "trainer/Trainer.h"
 
 #include <ATen/ATen.h>
+#include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/cuda/CUDAFunctions.h>
 #include <nlohmann/json.hpp>
 
@@ -45,6 +46,10 @@ struct DeviceRow {
 DeviceRow measure_row(const MemoryBenchOptions& o, const std::string& technique, long batch,
                       const c10::Device& device, bool deterministic) {
   memory::CudaMemoryTracker& tracker = memory::CudaMemoryTracker::install(device.index());
+  // The segments an earlier row's network left cached go back to the device, so that each
+  // row's reserved bytes are its own.
+  c10::cuda::device_synchronize();
+  c10::cuda::CUDACachingAllocator::emptyCache();
   detail::PreparedWorkload w = detail::make_resnet(o, batch);
   trainer::Workload& workload = *w.workload;
   {
