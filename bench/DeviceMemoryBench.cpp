@@ -11,6 +11,7 @@
 #include <ATen/ATen.h>
 #include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/cuda/CUDAFunctions.h>
+#include <c10/cuda/CUDAGuard.h>
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
@@ -46,6 +47,7 @@ struct DeviceRow {
 DeviceRow measure_row(const MemoryBenchOptions& o, const std::string& technique, long batch,
                       const c10::Device& device, bool deterministic) {
   memory::CudaMemoryTracker& tracker = memory::CudaMemoryTracker::install(device.index());
+  const c10::cuda::CUDAGuard on_device(device);
   // The segments an earlier row's network left cached go back to the device, so that each
   // row's reserved bytes are its own.
   c10::cuda::device_synchronize();

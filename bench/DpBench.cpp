@@ -24,6 +24,7 @@
 #include "trainer/Trainer.h"
 
 #include <c10/cuda/CUDAFunctions.h>
+#include <c10/cuda/CUDAGuard.h>
 #include <torch/torch.h>
 #include <nlohmann/json.hpp>
 
@@ -253,7 +254,12 @@ Measured measure_schedule(Model& m, parallel::GradSync sync, const parallel::Dis
     for (long i = 0; i < 64 && !dp->schedule().chunk_choice().settled; ++i) session.step();
   auto* tracker = memory::MemoryTracker::installed();
   const bool on_cuda = o.device != "cpu";
-  if (on_cuda) c10::cuda::device_synchronize();
+  // The rank's own GPU current while its steps are timed (the session's guard is inside step).
+  std::optional<c10::cuda::CUDAGuard> on_device;
+  if (on_cuda) {
+    on_device.emplace(trainer::resolve_device(trainer::job_device_name(t)));
+    c10::cuda::device_synchronize();
+  }
   std::vector<double> seconds;
   for (long i = 0; i < o.steps; ++i) {
     const bool traced = tracker != nullptr && i + 1 == o.steps;
@@ -317,6 +323,8 @@ Communication measure_communication(parallel::Communicator& comm,
     t.job = comm_env;
     where = where.device(trainer::resolve_device(trainer::job_device_name(t)));
   }
+  std::optional<c10::cuda::CUDAGuard> on_device;
+  if (where.device().is_cuda()) on_device.emplace(where.device());
   std::vector<at::Tensor> buffers;
   for (std::size_t b : bytes)
     buffers.push_back(at::ones({static_cast<std::int64_t>(b / sizeof(float))}, where));
@@ -620,6 +628,14 @@ void run_dp_bench(const DpBenchOptions& options, std::ostream& out) {
   if (options.json_path.empty()) throw InvalidOption("json_path", "is required");
   check_writable(options.json_path);  // fail before the ranks' work, not after it
   trainer::resolve_device(options.device);  // a GPU this process does not see: before any work
+  bool emulated = options.link_latency > 0;
+  for (double b : options.link_bandwidths) emulated = emulated || b > 0;
+  if (parallel::resolved_backend(options.dist_backend, options.device != "cpu") == "nccl" &&
+      emulated && !options.skip_peer)
+    throw InvalidOption("dist_backend",
+                        "is nccl with emulated links: the DDP peer's delay would run in its "
+                        "backward (NCCL's future completes at launch), so its rows would not "
+                        "compare; give --no-peer, or --dist-backend gloo");
   // The hosts, and a first shaper on them, before any work: what this machine cannot do (no
   // root, no `tc`, a kernel without netem) fails now, not after the emulated links.
   std::optional<NetnsHosts> hosts;

@@ -5,6 +5,7 @@
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
 
+#include <deque>
 #include <stdexcept>
 #include <utility>
 
@@ -32,8 +33,26 @@ class CudaStreams : public StreamScheduler::Streams {
     done.block(c10::cuda::getCurrentCUDAStream());
   }
 
+  std::size_t record_on_side() override {
+    recorded_.emplace_back();
+    recorded_.back().record(side_);
+    return first_ + recorded_.size() - 1;
+  }
+
+  bool side_passed(std::size_t number) override {
+    // Events before `number` were passed too: forget them as they are seen.
+    while (!recorded_.empty() && first_ <= number) {
+      if (!recorded_.front().query()) return false;
+      recorded_.pop_front();
+      ++first_;
+    }
+    return first_ > number;
+  }
+
  private:
   c10::cuda::CUDAStream side_;
+  std::deque<at::cuda::CUDAEvent> recorded_;  ///< not yet seen passed, in order
+  std::size_t first_ = 1;                     ///< the number of recorded_.front()
 };
 
 std::unique_ptr<StreamScheduler::Streams> cuda_streams() {
@@ -63,9 +82,12 @@ StreamScheduler::~StreamScheduler() {
 }
 
 void StreamScheduler::submit(WeightGradTask task) {
+  // What earlier tasks captured goes once the side stream has finished reading it.
+  while (!held_.empty() && streams_->side_passed(held_.front().event)) held_.pop_front();
   streams_->side_waits_for_compute();
   streams_->on_side([&] { run(task); });
-  held_.push_back(std::move(task));
+  const std::size_t event = streams_->record_on_side();
+  held_.push_back({std::move(task), event});
 }
 
 void StreamScheduler::finish() {

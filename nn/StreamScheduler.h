@@ -13,7 +13,8 @@
 ///   reads complete gradients.
 /// Memory: LibTorch's caching allocator may hand a freed block to the stream it was allocated
 /// on before another stream has finished reading it; so every task is kept, with what it
-/// captured, until the compute stream has waited for the side stream (finish()), and only then
+/// captured, until the side stream has passed an event recorded after it (checked at each
+/// submit) or the compute stream has waited for the side stream (finish()), and only then
 /// released. Gradients are the immediate scheduler's bit for bit: the same tasks accumulate in
 /// the same order, on one stream.
 ///
@@ -26,9 +27,10 @@
 
 #include "nn/GradScheduler.h"
 
+#include <cstddef>
+#include <deque>
 #include <functional>
 #include <memory>
-#include <vector>
 
 namespace engram::nn {
 
@@ -45,6 +47,11 @@ class StreamScheduler : public GradScheduler {
     virtual void on_side(const std::function<void()>& fn) = 0;
     /// The compute stream waits for what the side stream has enqueued so far.
     virtual void compute_waits_for_side() = 0;
+    /// Records an event on the side stream after what it has enqueued so far; returns its
+    /// number (1, 2, ... in order).
+    virtual std::size_t record_on_side() = 0;
+    /// Whether the side stream has passed event `number` (and so every earlier one).
+    virtual bool side_passed(std::size_t number) = 0;
   };
 
   /// A side stream from LibTorch's pool on the current CUDA device. Throws std::runtime_error
@@ -59,13 +66,18 @@ class StreamScheduler : public GradScheduler {
   void submit(WeightGradTask task) override;
   /// The compute stream waits for the side stream; the tasks kept since the last finish() go.
   void finish() override;
-  /// Tasks kept (their kernels enqueued, what they captured held) until the next finish().
+  /// Tasks kept (their kernels enqueued, what they captured held), those the side stream may
+  /// not have finished reading.
   std::size_t held() const { return held_.size(); }
   const char* name() const override { return "streams"; }
 
  private:
+  struct Held {
+    WeightGradTask task;
+    std::size_t event;  ///< recorded on the side stream after the task
+  };
   std::unique_ptr<Streams> streams_;
-  std::vector<WeightGradTask> held_;
+  std::deque<Held> held_;
 };
 
 }  // namespace engram::nn

@@ -73,6 +73,8 @@ struct PendingCollective::State {
   std::int64_t launched_ns = 0;  ///< on the tracker's clock
   Clock::time_point launched_at;
   std::shared_ptr<std::atomic<std::int64_t>> completed_ns;  ///< set by the backend's thread
+  /// NCCL's future completes when the collective is enqueued: its end is when wait() returns.
+  bool ends_at_wait = false;
   std::function<PeerFailure(const std::string&, const std::string&)> fail;
   bool waited = false;
 };
@@ -88,8 +90,10 @@ void PendingCollective::wait() {
   } catch (const std::exception& e) {
     throw state_->fail("all-reduce of " + state_->name, first_line(e));
   }
+  auto* tracker = memory::MemoryTracker::installed();
+  if (tracker != nullptr && state_->ends_at_wait) state_->completed_ns->store(tracker->now_ns());
   std::this_thread::sleep_until(state_->link_done);  // a timed wait: no CPU spent
-  if (auto* tracker = memory::MemoryTracker::installed()) {
+  if (tracker != nullptr) {
     // The span ends when both the backend and the emulated link are done with it.
     const std::int64_t now = tracker->now_ns();
     const std::int64_t emulated =
@@ -130,12 +134,18 @@ struct Communicator::Impl {
     stop_heartbeat();  // also when the constructor throws after starting it
     if (nccl) {
       try {
-        nccl->shutdown();  // its watchdog joined and communicators freed before the store goes
+        // After a failure a collective may still wait on a rank that is gone (a deferred bucket
+        // nobody waited for): shutdown() would flush it forever, abort() does not.
+        if (failed)
+          nccl->abort();
+        else
+          nccl->shutdown();
       } catch (const std::exception&) {
-        // A failed job's communicators are already aborted.
+        // Nothing left to free in order.
       }
     }
   }
+  std::atomic<bool> failed{false};  ///< a collective or the rendezvous failed
 
   void start_heartbeat(const DistEnv& env, double timeout_seconds, const std::string& prefix) {
     beats.assign(env.world_size, -1);
@@ -278,6 +288,7 @@ void Communicator::set_link(LinkModel link) {
 }
 
 PeerFailure Communicator::failure(const std::string& during, const std::string& what) {
+  impl_->failed = true;
   return PeerFailure("rank " + std::to_string(env_.rank) + ": " + impl_->who_stopped(env_) +
                      " during " + during + " (" + what + ")");
 }
@@ -300,13 +311,14 @@ std::unique_ptr<PendingCollective> Communicator::allreduce_async(at::Tensor buff
                                                link_.allreduce_seconds(bytes, env_.world_size));
   }
   c10d::Backend& backend = impl_->backend_for(buffer);
+  state->ends_at_wait = &backend == impl_->nccl.get();
   std::vector<at::Tensor> tensors{std::move(buffer)};
   try {
     state->work = backend.allreduce(tensors);
   } catch (const std::exception& e) {
     throw failure("all-reduce of " + state->name, first_line(e));
   }
-  if (tracker != nullptr) {
+  if (tracker != nullptr && !state->ends_at_wait) {
     auto completed = state->completed_ns;
     state->work->getFuture()->addCallback(
         [completed, tracker](c10::ivalue::Future&) { completed->store(tracker->now_ns()); });

@@ -110,6 +110,12 @@ DataParallel::DataParallel(Workload& workload, std::vector<at::Tensor> parameter
     std::vector<at::Tensor> flat;
     for (const auto& p : parameters_) flat.push_back(p.detach().reshape({-1}));
     at::Tensor all = at::cat(flat);
+    // NCCL makes its communicator at the first collective on a device: not part of what the
+    // broadcast's time stands for (the link, which out-of-order backprop's model reads).
+    if (all.is_cuda()) {
+      at::Tensor warm = at::zeros({1}, all.options());
+      comm_->allreduce(warm, "the first collective on the device");
+    }
     const auto start = std::chrono::steady_clock::now();
     comm_->broadcast(all, 0);
     broadcast_seconds =

@@ -12,6 +12,14 @@
 #include <string>
 
 namespace engram::trainer {
+namespace {
+
+/// Ranks of a job on one named GPU ("cuda:N"), which NCCL cannot sum over (a GPU per rank).
+bool shares_a_gpu(const TrainingOptions& o) {
+  return o.device.rfind("cuda:", 0) == 0 && o.job.world_size > 1;
+}
+
+}  // namespace
 
 const std::vector<std::string>& optimizer_names() {
   static const std::vector<std::string> names{"adam", "sgd"};
@@ -78,6 +86,10 @@ void validate(const TrainingOptions& o, long min_steps) {
                         "is for one process; data-parallel training reorders its backward "
                         "with --grad-sync ooo");
   parallel::resolved_backend(o.dist.backend, o.device != "cpu");  // nccl on the CPU: refused
+  if (o.dist.backend == "nccl" && shares_a_gpu(o))
+    throw InvalidOption("dist.backend",
+                        "is nccl, which needs a GPU per rank, and the ranks share " + o.device +
+                            ": use gloo there, or --device cuda (each rank its LOCAL_RANK's GPU)");
 }
 
 void check_swap_bandwidth(double bytes_per_second, const std::string& field) {
@@ -163,7 +175,9 @@ std::string job_device_name(const TrainingOptions& o) {
 
 parallel::DistOptions job_dist_options(const TrainingOptions& o) {
   parallel::DistOptions d = o.dist;
-  d.backend = parallel::resolved_backend(d.backend, o.device != "cpu");
+  d.backend = d.backend == "auto" && shares_a_gpu(o)
+                  ? "gloo"
+                  : parallel::resolved_backend(d.backend, o.device != "cpu");
   return d;
 }
 

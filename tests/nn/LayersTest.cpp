@@ -534,35 +534,58 @@ class RecordedStreams : public StreamScheduler::Streams {
     log_.push_back("side ends");
   }
   void compute_waits_for_side() override { log_.push_back("compute waits"); }
+  std::size_t record_on_side() override {
+    log_.push_back("side records " + std::to_string(++recorded_));
+    return recorded_;
+  }
+  bool side_passed(std::size_t number) override { return number <= passed; }
+  std::size_t passed = 0;  ///< the side stream has passed the events up to this one
 
  private:
   std::vector<std::string>& log_;
+  std::size_t recorded_ = 0;
 };
 
 TEST_F(LayersTest, WeightGradientsOnASecondStreamWaitForTheChainAndAreWaitedFor) {
   std::vector<std::string> log;
-  StreamScheduler streams(std::make_unique<RecordedStreams>(log));
-  // What a task captured (a saved activation) stays alive until the compute stream has waited
-  // for the side stream: only then may the allocator give its block to another stream's work.
-  auto captured = std::make_shared<int>(0);
-  std::weak_ptr<int> alive = captured;
+  auto recorded = std::make_unique<RecordedStreams>(log);
+  RecordedStreams& device = *recorded;
+  StreamScheduler streams(std::move(recorded));
+  // What a task captured (a saved activation) stays alive until the side stream has passed the
+  // event after the task, or the compute stream has waited for the side stream: only then may
+  // the allocator give its block to another stream's work.
+  auto captured_a = std::make_shared<int>(0), captured_b = std::make_shared<int>(0);
+  std::weak_ptr<int> a_alive = captured_a, b_alive = captured_b;
   streams.on_ready([&](const WeightGradTask& task) { log.push_back("ready " + task.layer); });
-  streams.submit({"a", {}, [&, keep = captured] { log.push_back("compute a"); }});
-  captured.reset();
-  streams.submit({"b", {}, [&] { log.push_back("compute b"); }});
+  streams.submit({"a", {}, [&, keep = captured_a] { log.push_back("compute a"); }});
+  captured_a.reset();
+  streams.submit({"b", {}, [&, keep = captured_b] { log.push_back("compute b"); }});
+  captured_b.reset();
   EXPECT_EQ(streams.held(), 2u);
-  EXPECT_FALSE(alive.expired()) << "a task's captures went before the compute stream waited";
+  EXPECT_FALSE(a_alive.expired()) << "a task's captures went before the side stream read them";
+  device.passed = 1;  // the side stream is past task a, not past b
+  streams.submit({"c", {}, [&] { log.push_back("compute c"); }});
+  EXPECT_TRUE(a_alive.expired());
+  EXPECT_FALSE(b_alive.expired());
+  EXPECT_EQ(streams.held(), 2u);
   streams.finish();
   EXPECT_EQ(streams.held(), 0u);
-  EXPECT_TRUE(alive.expired());
+  EXPECT_TRUE(b_alive.expired());
   const std::vector<std::string> expected{
-      "side waits", "side begins", "compute a", "ready a", "side ends",
-      "side waits", "side begins", "compute b", "ready b", "side ends", "compute waits"};
+      "side waits", "side begins", "compute a", "ready a", "side ends", "side records 1",
+      "side waits", "side begins", "compute b", "ready b", "side ends", "side records 2",
+      "side waits", "side begins", "compute c", "ready c", "side ends", "side records 3",
+      "compute waits"};
   EXPECT_EQ(log, expected);
 }
 
 TEST_F(LayersTest, WeightGradientsOnASecondCudaStreamAreIdentical) {
   if (!torch::cuda::is_available()) GTEST_SKIP() << "needs a CUDA device; this process sees none";
+  // cuDNN's deterministic algorithms: an atomics-based weight gradient would differ run to run.
+  auto& context = at::globalContext();
+  const bool deterministic = context.deterministicCuDNN(), benchmark = context.benchmarkCuDNN();
+  context.setDeterministicCuDNN(true);
+  context.setBenchmarkCuDNN(false);
   SmallNet net;
   net.to(torch::kCUDA);
   ImmediateScheduler immediate;
@@ -570,6 +593,8 @@ TEST_F(LayersTest, WeightGradientsOnASecondCudaStreamAreIdentical) {
   StreamScheduler streams;
   net.zero_grad();
   const auto actual = gradients(net, &streams, nullptr, torch::kCUDA);
+  context.setDeterministicCuDNN(deterministic);
+  context.setBenchmarkCuDNN(benchmark);
   for (const auto& [name, grad] : expected)
     EXPECT_TRUE(torch::equal(actual.at(name), grad)) << name;
 }

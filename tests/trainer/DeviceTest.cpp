@@ -93,6 +93,15 @@ TEST(DeviceTest, CpuOptionsNeedNoGpuAndValidateRefusesABadName) {
   options.job.launched = true;  // a job's ranks on the CPU stay there
   EXPECT_EQ(job_device_name(options), "cpu");
   EXPECT_EQ(job_dist_options(options).backend, "gloo");
+  // Ranks sharing one named GPU sum over Gloo; NCCL, which needs a GPU per rank, is refused.
+  options.device = "cuda:0";
+  options.job.world_size = 2;
+  EXPECT_EQ(job_dist_options(options).backend, "gloo");
+  options.dist.backend = "nccl";
+  EXPECT_THROW(validate(options), InvalidOption);
+  options.dist.backend = "auto";
+  options.device = "cpu";
+  options.job.world_size = 1;
   options.job.launched = false;
   options.memory.techniques = {"relu"};
   EXPECT_NO_THROW(check_device_support(options));
