@@ -202,6 +202,15 @@ double slowest(parallel::Communicator& comm, double value) {
   return *std::max_element(all.begin(), all.end());
 }
 
+/// The device this rank trains on, as its sessions resolve it (trainer::job_device_name: the
+/// GPU of its LOCAL_RANK for "cuda").
+c10::Device rank_device(const DpBenchOptions& o, const parallel::DistEnv& env) {
+  trainer::TrainingOptions t;
+  t.device = o.device;
+  t.job = env;
+  return trainer::resolve_device(trainer::job_device_name(t));
+}
+
 /// The median over the timed steps of each step's slowest rank: a step of data parallelism
 /// ends when its last rank does, and the median keeps one step slowed by something else on the
 /// machine from moving the figure (a mean of 5 steps moved by a fifth with one such step).
@@ -253,11 +262,12 @@ Measured measure_schedule(Model& m, parallel::GradSync sync, const parallel::Dis
   if (auto* dp = session.data_parallel(); dp != nullptr && sync == parallel::GradSync::host)
     for (long i = 0; i < 64 && !dp->schedule().chunk_choice().settled; ++i) session.step();
   auto* tracker = memory::MemoryTracker::installed();
-  const bool on_cuda = o.device != "cpu";
+  const c10::Device device = rank_device(o, env);
+  const bool on_cuda = device.is_cuda();
   // The rank's own GPU current while its steps are timed (the session's guard is inside step).
   std::optional<c10::cuda::CUDAGuard> on_device;
   if (on_cuda) {
-    on_device.emplace(trainer::resolve_device(trainer::job_device_name(t)));
+    on_device.emplace(device);
     c10::cuda::device_synchronize();
   }
   std::vector<double> seconds;
@@ -315,19 +325,14 @@ Communication measure_communication(parallel::Communicator& comm,
                                     const parallel::DistEnv& comm_env,
                                     const std::vector<std::size_t>& bytes,
                                     const DpBenchOptions& o) {
-  // On the device the ranks train on (the rank's own GPU for "cuda", as the sessions').
-  at::TensorOptions where = at::TensorOptions(at::kFloat);
-  if (o.device != "cpu") {
-    trainer::TrainingOptions t;
-    t.device = o.device;
-    t.job = comm_env;
-    where = where.device(trainer::resolve_device(trainer::job_device_name(t)));
-  }
+  // On the device the ranks train on, as the sessions' gradients.
+  const c10::Device device = rank_device(o, comm_env);
   std::optional<c10::cuda::CUDAGuard> on_device;
-  if (where.device().is_cuda()) on_device.emplace(where.device());
+  if (device.is_cuda()) on_device.emplace(device);
+  const auto floats = at::dtype(at::kFloat).device(device);
   std::vector<at::Tensor> buffers;
   for (std::size_t b : bytes)
-    buffers.push_back(at::ones({static_cast<std::int64_t>(b / sizeof(float))}, where));
+    buffers.push_back(at::ones({static_cast<std::int64_t>(b / sizeof(float))}, floats));
   std::vector<double> seconds;
   double cpu = 0;
   for (long i = 0; i < o.warmup + o.steps; ++i) {
@@ -338,7 +343,7 @@ Communication measure_communication(parallel::Communicator& comm,
     for (std::size_t k = 0; k < buffers.size(); ++k)
       pending.push_back(comm.allreduce_async(buffers[k], "bucket " + std::to_string(k)));
     for (auto& p : pending) p->wait();
-    if (o.device != "cpu") c10::cuda::device_synchronize();
+    if (device.is_cuda()) c10::cuda::device_synchronize();
     if (i >= o.warmup) {
       seconds.push_back(std::chrono::duration<double>(Clock::now() - start).count());
       cpu += process_cpu_seconds() - cpu_start;
@@ -628,8 +633,9 @@ void run_dp_bench(const DpBenchOptions& options, std::ostream& out) {
   if (options.json_path.empty()) throw InvalidOption("json_path", "is required");
   check_writable(options.json_path);  // fail before the ranks' work, not after it
   trainer::resolve_device(options.device);  // a GPU this process does not see: before any work
-  bool emulated = options.link_latency > 0;
-  for (double b : options.link_bandwidths) emulated = emulated || b > 0;
+  const bool emulated = std::any_of(
+      options.link_bandwidths.begin(), options.link_bandwidths.end(),
+      [&](double b) { return parallel::LinkModel{b, options.link_latency}.emulated(); });
   if (parallel::resolved_backend(options.dist_backend, options.device != "cpu") == "nccl" &&
       emulated && !options.skip_peer)
     throw InvalidOption("dist_backend",

@@ -70,6 +70,10 @@ void validate(const TrainingOptions& o, long min_steps) {
     throw InvalidOption("ooo_threads",
                         "is for one process; data-parallel training reorders "
                         "its backward with --grad-sync ooo");
+  if (o.ooo_streams == 2 && o.job.distributed())
+    throw InvalidOption("ooo_streams",
+                        "is for one process; data-parallel training reorders its backward "
+                        "with --grad-sync ooo");
   if (o.log_every < 1) throw InvalidOption("log_every", "must be at least 1");
   if (!(o.curriculum >= 0 && o.curriculum <= 1))
     throw InvalidOption("curriculum", "must be a share of the steps, from 0 (none) to 1");
@@ -81,10 +85,6 @@ void validate(const TrainingOptions& o, long min_steps) {
     throw InvalidOption("checkpoint_path", "is needed to resume");
   validate(o.memory);
   parallel::validate(o.dist);
-  if (o.ooo_streams == 2 && o.job.distributed())
-    throw InvalidOption("ooo_streams",
-                        "is for one process; data-parallel training reorders its backward "
-                        "with --grad-sync ooo");
   parallel::resolved_backend(o.dist.backend, o.device != "cpu");  // nccl on the CPU: refused
   if (o.dist.backend == "nccl" && shares_a_gpu(o))
     throw InvalidOption("dist.backend",
