@@ -167,8 +167,13 @@ TrainingFlags add_training_flags(CLI::App* command, trainer::TrainingOptions& op
         "--swap-bandwidth", options.memory.swap_bandwidth,
         "Throttle the swap spill file to this many bytes per second, at least 1e6 "
         "(0: no)");
+    f.memory_cap = command->add_option(
+        "--memory-cap", options.memory.cap,
+        "On a GPU: what the device's allocator may hold while training, in bytes (8GiB) or as a "
+        "fraction of the device (0.5); recompute is then planned per unit to fit under it");
     flags["memory.budget_bytes"] = "--memory-budget";
     flags["memory.swap_bandwidth"] = "--swap-bandwidth";
+    flags["memory.cap"] = "--memory-cap";
   }
   add_dist_flags(command, options.dist, flags);
   return f;
@@ -305,6 +310,7 @@ void TrainingFlags::fill_unset(const trainer::TrainingOptions& defaults,
   if (!given(memory)) options.memory.techniques = defaults.memory.techniques;
   if (!given(memory_budget)) options.memory.budget_bytes = defaults.memory.budget_bytes;
   if (!given(swap_bandwidth)) options.memory.swap_bandwidth = defaults.memory.swap_bandwidth;
+  if (!given(memory_cap)) options.memory.cap = defaults.memory.cap;
 }
 
 void add_primitive_flags(CLI::App* command, PrimitiveFlags& p, bool runs_programs,

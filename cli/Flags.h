@@ -38,7 +38,7 @@ struct TrainingFlags {
   CLI::Option *steps = nullptr, *batch = nullptr, *lr = nullptr, *optimizer = nullptr,
               *momentum = nullptr, *clip = nullptr, *seed = nullptr, *threads = nullptr,
               *metrics = nullptr, *log_every = nullptr, *memory = nullptr,
-              *memory_budget = nullptr, *swap_bandwidth = nullptr;
+              *memory_budget = nullptr, *swap_bandwidth = nullptr, *memory_cap = nullptr;
 
   /// Every field of `options` whose flag was not given takes its value from `defaults`.
   void fill_unset(const trainer::TrainingOptions& defaults,

@@ -59,21 +59,31 @@ struct Unit {
 using UnitTreatment = memory::UnitChoice;
 using UnitPlan = std::vector<UnitTreatment>;
 
+/// Where a runner reads its figures for a model off the CPU: `live_bytes` replaces the CPU
+/// memory tracker's live bytes (a CUDA workload's, memory/CudaMemoryTracker.h), and
+/// `synchronize`, called before each clock reading, makes the times those of the kernels rather
+/// than of their launches (a device synchronize). Either may be empty: the CPU's figures.
+struct UnitProbe {
+  std::function<std::int64_t()> live_bytes;
+  std::function<void()> synchronize;
+};
+
 /// Times of the last forward and backward the runner ran, in nanoseconds of a steady clock.
 struct UnitTimings {
   std::vector<std::int64_t> forward_ns;         ///< per unit: its forward's duration
   std::vector<std::int64_t> backward_begin_ns;  ///< per unit: when its backward began (-1: not yet)
   std::int64_t forward_end_ns = 0;              ///< when the last unit's forward ended
   /// Per unit: bytes of its input tensor, and the memory tracker's live bytes after its forward
-  /// (0 without a tracker installed); live_bytes_before: before the first unit.
+  /// (0 without a tracker installed), or the probe's; live_bytes_before: before the first unit.
   std::vector<std::int64_t> input_bytes, live_bytes_after;
   std::int64_t live_bytes_before = 0;
 };
 
 class UnitRunner {
  public:
-  /// `swap` may be null when no unit of `plan` swaps (std::invalid_argument otherwise).
-  UnitRunner(UnitPlan plan, memory::SwapStore* swap);
+  /// `swap` may be null when no unit of `plan` swaps (std::invalid_argument otherwise); `probe`:
+  /// where the timings' live bytes and clock come from (the CPU's by default).
+  UnitRunner(UnitPlan plan, memory::SwapStore* swap, UnitProbe probe = {});
 
   /// Runs the units in order from `input` and returns the last one's output. The plan must have
   /// one entry per unit (std::invalid_argument). Outside gradient mode the plan is ignored: the
@@ -87,6 +97,7 @@ class UnitRunner {
  private:
   UnitPlan plan_;
   memory::SwapStore* swap_;
+  std::shared_ptr<const UnitProbe> probe_;  // shared with the backward hooks
   std::shared_ptr<UnitTimings> timings_;  // shared with the backward hooks
 };
 

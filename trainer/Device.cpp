@@ -4,10 +4,13 @@
 
 #include <ATen/Context.h>
 #include <ATen/cuda/CUDAContextLight.h>
+#include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/cuda/CUDAFunctions.h>
+#include <c10/cuda/CUDAGuard.h>
 
 #include <cstdlib>
 #include <exception>
+#include <stdexcept>
 #include <string>
 
 namespace engram::trainer {
@@ -73,6 +76,50 @@ std::string describe_device(const c10::Device& device) {
   } catch (const std::exception&) {
   }
   return name;
+}
+
+void synchronize(const c10::Device& device) {
+  if (!device.is_cuda()) return;
+  const c10::cuda::CUDAGuard on(device);
+  c10::cuda::device_synchronize();
+}
+
+std::int64_t device_memory_bytes(const c10::Device& device) {
+  if (!device.is_cuda()) return 0;
+  return static_cast<std::int64_t>(at::cuda::getDeviceProperties(device.index())->totalGlobalMem);
+}
+
+std::int64_t limit_device_memory(const c10::Device& device, std::int64_t bytes) {
+  if (!device.is_cuda())
+    throw std::invalid_argument("limit_device_memory: " + device.str() + " is no CUDA device");
+  const std::int64_t total = device_memory_bytes(device);
+  if (bytes < 0 || bytes > total)
+    throw std::invalid_argument("limit_device_memory: " + std::to_string(bytes) +
+                                " bytes on a device of " + std::to_string(total));
+  // The allocator's limit is a fraction of the memory cudaMemGetInfo reports in all, which is
+  // the device's total global memory.
+  const double before = c10::cuda::CUDACachingAllocator::getMemoryFraction(device.index());
+  const double fraction =
+      bytes == 0 ? 1.0 : static_cast<double>(bytes) / static_cast<double>(total);
+  c10::cuda::CUDACachingAllocator::setMemoryFraction(fraction, device.index());
+  return before >= 1.0 ? 0 : static_cast<std::int64_t>(before * static_cast<double>(total));
+}
+
+void release_cached_device_memory(const c10::Device& device) {
+  if (!device.is_cuda()) return;
+  synchronize(device);
+  c10::cuda::CUDACachingAllocator::emptyCache();
+}
+
+DeviceMemoryLimit::DeviceMemoryLimit(const c10::Device& device, std::int64_t bytes)
+    : device_(device), before_(limit_device_memory(device, bytes)) {}
+
+DeviceMemoryLimit::~DeviceMemoryLimit() {
+  try {
+    limit_device_memory(device_, before_);
+  } catch (const std::exception&) {
+    // The limit it replaced was valid on this device; nothing to restore otherwise.
+  }
 }
 
 void make_deterministic() {

@@ -13,6 +13,7 @@
 
 #include <c10/core/Device.h>
 
+#include <cstdint>
 #include <string>
 
 namespace engram::trainer {
@@ -32,6 +33,37 @@ int cuda_device_count();
 
 /// The device's name for reports: "cpu", or "cuda:0 (NVIDIA H100 80GB HBM3)".
 std::string describe_device(const c10::Device& device);
+
+/// Waits for every kernel queued on `device`; nothing on the CPU. Before reading a clock that is
+/// to time kernels rather than their launches.
+void synchronize(const c10::Device& device);
+
+/// Bytes of memory `device` has in all: a CUDA device's total global memory (0 for the CPU).
+std::int64_t device_memory_bytes(const c10::Device& device);
+
+/// Limits what LibTorch's CUDA caching allocator may hold on `device` (its cudaMalloc'd
+/// segments) to `bytes`, as torch.cuda.set_per_process_memory_fraction does: an allocation past
+/// it, after the allocator has freed its cached blocks, throws c10::OutOfMemoryError. `bytes` 0
+/// lifts the limit. Returns the limit it replaced (0: none), for restoring it. Throws
+/// std::invalid_argument for the CPU or for more than the device has.
+std::int64_t limit_device_memory(const c10::Device& device, std::int64_t bytes);
+
+/// Waits for `device`'s kernels, then gives the CUDA caching allocator's unused cached segments
+/// back to the device (torch.cuda.empty_cache()); nothing on the CPU.
+void release_cached_device_memory(const c10::Device& device);
+
+/// limit_device_memory() for a scope: the limit it replaced is back when it ends.
+class DeviceMemoryLimit {
+ public:
+  DeviceMemoryLimit(const c10::Device& device, std::int64_t bytes);
+  ~DeviceMemoryLimit();
+  DeviceMemoryLimit(const DeviceMemoryLimit&) = delete;
+  DeviceMemoryLimit& operator=(const DeviceMemoryLimit&) = delete;
+
+ private:
+  c10::Device device_;
+  std::int64_t before_;
+};
 
 /// Makes CUDA computation repeat itself bit for bit where it can: cuDNN's deterministic
 /// algorithms without benchmark mode, ATen's deterministic algorithms (an operation with none

@@ -1,7 +1,9 @@
 #include "trainer/MemoryTechniques.h"
 
 #include "common/Errors.h"
+#include "memory/CudaMemoryTracker.h"
 #include "memory/MemoryTracker.h"
+#include "trainer/Device.h"
 #include "nn/Runtime.h"
 #include "trainer/Stepper.h"
 
@@ -21,23 +23,69 @@ void reset_gradients(Workload& workload) {
   for (auto& p : workload.parameters()) p.mutable_grad().reset();
 }
 
-/// One forward and backward with `runner` (gradients reset before and after), in a tracker
-/// window; returns the window, and in `backward_end_ns` (if given) when backward ended.
+/// The device `workload`'s parameters are on (the CPU without parameters).
+c10::Device workload_device(Workload& workload) {
+  const auto params = workload.parameters();
+  return params.empty() ? c10::Device(c10::kCPU) : params.front().device();
+}
+
+/// The tracker of `device`'s memory: the CPU's, or the CUDA allocator's (installed if it is
+/// not; figures from before its install are not counted, which leaves a step's own peaks exact).
+/// Throws std::runtime_error when the CUDA allocator's trace hook is not attached: the device's
+/// peaks could not be measured then.
+memory::CudaMemoryTracker& cuda_tracker(const c10::Device& device) {
+  memory::CudaMemoryTracker& tracker = memory::CudaMemoryTracker::install(device.index());
+  if (!memory::CudaMemoryTracker::hooked())
+    throw std::runtime_error("planning on " + device.str() +
+                             " measures the CUDA allocator's peaks, and its trace hook is not "
+                             "attached (" + memory::CudaMemoryTracker::hook_status() + ")");
+  return tracker;
+}
+
+/// Where a unit runner reads live bytes and waits for kernels on `device` (nn::UnitProbe): the
+/// CPU's defaults, or the CUDA tracker's live bytes and a device synchronize.
+nn::UnitProbe probe_for(const c10::Device& device) {
+  if (!device.is_cuda()) return {};
+  memory::CudaMemoryTracker* tracker = &cuda_tracker(device);
+  return nn::UnitProbe{[tracker] { return tracker->live_bytes(); },
+                       [device] { synchronize(device); }};
+}
+
+/// One forward and backward with `runner` (gradients reset before and after), in a window of the
+/// tracker of the workload's device; returns the window, and in `backward_end_ns` (if given)
+/// when backward ended (its kernels, on a device).
 memory::MemoryWindow measured_step(Workload& workload, const std::vector<std::size_t>& batch,
                                    nn::UnitRunner* runner, memory::ActivationStore* store,
                                    memory::SwapStore* swap,
                                    std::int64_t* backward_end_ns = nullptr) {
+  const c10::Device device = workload_device(workload);
+  memory::CudaMemoryTracker* on_device = device.is_cuda() ? &cuda_tracker(device) : nullptr;
   auto& tracker = memory::MemoryTracker::install();
   workload.set_unit_runner(runner);
   reset_gradients(workload);
-  tracker.begin_window();
+  if (on_device != nullptr) {
+    on_device->begin_window();
+  } else {
+    tracker.begin_window();
+  }
   {
     nn::RuntimeGuard use(store, nullptr);
     forward_backward(workload, batch);
   }
+  synchronize(device);
   if (backward_end_ns != nullptr) *backward_end_ns = nn::steady_now_ns();
   if (swap != nullptr) swap->wait_for_transfers();
-  memory::MemoryWindow w = tracker.end_window();
+  memory::MemoryWindow w;
+  if (on_device != nullptr) {
+    // Autograd allocates the gradients, which the layers' retag reaches on the CPU only: each
+    // is counted as a gradient from its first byte (the window applies the final tag).
+    for (const auto& p : workload.parameters()) {
+      if (p.grad().defined()) on_device->retag(p.grad(), memory::Tag::gradient);
+    }
+    w = on_device->end_window();
+  } else {
+    w = tracker.end_window();
+  }
   reset_gradients(workload);
   workload.set_unit_runner(nullptr);
   return w;
@@ -97,7 +145,7 @@ std::vector<memory::UnitCosts> profile_units(Workload& workload,
                                              double& head_ms) {
   const std::vector<std::string> names = workload.unit_names();
   if (names.empty()) throw UsageError("recompute and swap need a model cut into units");
-  nn::UnitRunner runner(nn::UnitPlan(names.size()), nullptr);
+  nn::UnitRunner runner(nn::UnitPlan(names.size()), nullptr, probe_for(workload_device(workload)));
   std::int64_t backward_end = 0;
   // The second step is measured: the first warms up allocations and caches. The caller's store
   // stays current (nullptr keeps it).

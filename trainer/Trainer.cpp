@@ -8,6 +8,7 @@
 #include "trainer/BatchSampler.h"
 #include "trainer/DataParallel.h"
 #include "trainer/Device.h"
+#include "trainer/MemoryCap.h"
 #include "trainer/MemoryTechniques.h"
 #include "trainer/ProgressBar.h"
 #include "trainer/Stepper.h"
@@ -76,6 +77,18 @@ TrainingSession::TrainingSession(Workload& workload, const TrainingOptions& opti
   workload.to_device(device);
   check_parameters_on(workload, device);
   device_ = std::make_unique<DeviceScope>(device);
+  if (!options_.memory.cap.empty()) {
+    cap_bytes_ = resolve_memory_cap(options_.memory.cap, device_memory_bytes(device));
+    if (chosen_techniques(options_.memory.techniques).uses_units() &&
+        options_.memory.budget_bytes == 0) {
+      std::vector<std::int64_t> parameter_bytes;
+      for (const auto& p : workload.parameters())
+        parameter_bytes.push_back(static_cast<std::int64_t>(p.nbytes()));
+      options_.memory.budget_bytes = activation_budget_under_cap(
+          cap_bytes_,
+          step_state_bytes(parameter_bytes, options_.optimizer, options_.momentum));
+    }
+  }
   if (options_.deterministic) make_deterministic();
   const std::size_t n = workload.num_examples();
   if (n == 0) throw std::runtime_error("no training examples");
@@ -94,6 +107,13 @@ TrainingSession::TrainingSession(Workload& workload, const TrainingOptions& opti
     std::iota(first.begin(), first.end(), 0);
     memory_->plan(on, first);
     memory_->apply(workload);
+  }
+  if (cap_bytes_ > 0) {
+    // After planning, whose measured steps run uncapped (a step with every unit kept among
+    // them), and with the segments they left cached given back, so that only what the session
+    // holds counts against the cap.
+    release_cached_device_memory(device);
+    cap_limit_ = std::make_unique<DeviceMemoryLimit>(device, cap_bytes_);
   }
   const int world = options_.world_size();
   Curriculum curriculum;

@@ -35,6 +35,7 @@ class GradScheduler;
 namespace engram::trainer {
 
 class BatchSampler;
+class DeviceMemoryLimit;
 class DataParallel;
 class MemoryTechniques;
 class Stepper;
@@ -52,7 +53,13 @@ class TrainingSession {
   /// when the workload is not cut into units, memory::InfeasibleBudget when the budget is below
   /// every plan. Throws std::runtime_error when the workload has no examples. In a job of several
   /// ranks (options.job), also joins them (trainer/DataParallel.h): parallel::PeerFailure when
-  /// they do not come, std::runtime_error when their configurations differ.
+  /// they do not come, std::runtime_error when their configurations differ. With
+  /// options.memory.cap (a CUDA device only), recompute without a budget is planned under the
+  /// budget the cap leaves beside the parameters, their gradients and the optimizer's state
+  /// (trainer/MemoryCap.h; InvalidOption when it leaves none), then the allocator's cached
+  /// segments go back to the device and the allocator is limited to the cap for the session's
+  /// life: a step that needs more throws c10::OutOfMemoryError. Planning's measured steps run
+  /// before the limit (one with every unit kept among them).
   TrainingSession(Workload& workload, const TrainingOptions& options, Workload* planning = nullptr);
   /// Restores the activation store and detaches the workload from the units' runner.
   ~TrainingSession();
@@ -76,6 +83,8 @@ class TrainingSession {
 
   Stepper& stepper() { return *stepper_; }
   MemoryTechniques& memory() { return *memory_; }
+  /// The device-memory cap in bytes (options.memory.cap resolved on the device), 0 for none.
+  std::int64_t memory_cap_bytes() const { return cap_bytes_; }
   BatchSampler& sampler() { return *sampler_; }
   const TrainingOptions& options() const { return options_; }
 
@@ -85,6 +94,8 @@ class TrainingSession {
   Workload& workload_;
   TrainingOptions options_;
   std::unique_ptr<DeviceScope> device_;
+  std::int64_t cap_bytes_ = 0;
+  std::unique_ptr<DeviceMemoryLimit> cap_limit_;  ///< the cap on the allocator, for the session
   std::unique_ptr<MemoryTechniques> memory_;
   std::unique_ptr<RuntimeScope> runtime_;
   std::unique_ptr<BatchSampler> sampler_;

@@ -1,6 +1,7 @@
 #include "trainer/TrainingOptions.h"
 
 #include "trainer/Device.h"
+#include "trainer/MemoryCap.h"
 #include "trainer/Threads.h"
 
 #include "common/Errors.h"
@@ -131,14 +132,21 @@ void validate(const MemoryOptions& o) {
     throw InvalidOption("memory.budget_bytes",
                         "needs recompute, swap or algo among the techniques");
   check_swap_bandwidth(o.swap_bandwidth, "memory.swap_bandwidth");
+  if (!o.cap.empty()) check_memory_cap(o.cap);
 }
 
 void check_device_support(const TrainingOptions& o) {
   const c10::Device device = resolve_device(job_device_name(o));
-  if (device.is_cpu()) return;
-  // ReLU compression works on device memory (memory/cuda/'s kernels), and recompute on every
-  // unit (the device's generator replayed); a budget needs the device's measured peaks, and the
-  // other techniques act on host memory so far.
+  if (device.is_cpu()) {
+    if (!o.memory.cap.empty())
+      throw InvalidOption("memory.cap",
+                          "limits a device's memory, and the model is on the CPU: bound the "
+                          "CPU's activations with memory.budget_bytes (--memory-budget)");
+    return;
+  }
+  // ReLU compression works on device memory (memory/cuda/'s kernels), and recompute on the
+  // units (the device's generator replayed), planned on the device's measured peaks; the other
+  // techniques act on host memory so far.
   const TechniqueChoice chosen(o.memory.techniques);
   for (const MemoryTechniqueInfo* t : chosen.chosen()) {
     if (t->name != "relu" && t->name != "recompute")
@@ -147,11 +155,6 @@ void check_device_support(const TrainingOptions& o) {
                               " acts on host memory (the CPU's activations, spill files and "
                               "arenas)");
   }
-  if (o.memory.budget_bytes > 0)
-    throw InvalidOption("memory.budget_bytes",
-                        "must be 0 on " + o.device +
-                            " (recompute on every unit): planning under a budget measures host "
-                            "memory so far");
   if (o.ooo_threads != 1)
     throw InvalidOption("ooo_threads",
                         "must be 1 on " + o.device +

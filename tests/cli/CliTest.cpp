@@ -212,6 +212,14 @@ TEST_F(CliTest, TrainingWithRecomputeAndSwapWritesTheSameModel) {
   expect_error({"train", "npi", "--task", "addition", "--data", data_, "--out", model_, "--memory",
                 "relu", "--memory-budget", "1000"},
                2, "--memory-budget needs recompute, swap or algo");
+  // A device-memory cap: malformed, or on the CPU (whose bound is the budget), a usage error.
+  expect_error({"train", "npi", "--task", "addition", "--data", data_, "--out", model_,
+                "--memory-cap", "8 GB"},
+               2, "--memory-cap must be bytes");
+  expect_error({"train", "npi", "--task", "addition", "--data", data_, "--out", model_,
+                "--memory-cap", "8GiB"},
+               2, "--memory-cap limits a device's memory, and the model is on the CPU");
+  EXPECT_FALSE(std::filesystem::exists(model_));
   // Far below anything: the error names the smallest feasible budget, and nothing is written.
   const Outcome o = expect_error({"train", "npi", "--task", "addition", "--data", data_, "--out",
                                   model_, "--memory", "swap", "--memory-budget", "1000"},

@@ -162,3 +162,32 @@ TEST_F(UnitsTest, PlansMustFitTheUnits) {
 
 }  // namespace
 }  // namespace engram::nn
+
+namespace engram::nn {
+namespace {
+
+TEST_F(UnitsTest, AProbeGivesTheLiveBytesAndIsWaitedForAtEveryClockReading) {
+  // A device workload's runner reads live bytes from the device's tracker and synchronizes the
+  // device before each clock reading (trainer/MemoryTechniques.cpp's probe on CUDA): here a
+  // counter for the bytes, and a count of the synchronizations.
+  ResNet net = small_resnet();
+  const auto units = resnet_units(net);
+  std::int64_t bytes = 1000;
+  int waits = 0;
+  UnitProbe probe{[&bytes] { return bytes += 10; }, [&waits] { ++waits; }};
+  UnitRunner runner(UnitPlan(units.size()), nullptr, probe);
+  const at::Tensor logits = net->head(runner.forward(units, torch::randn({2, 3, 8, 8})));
+  const std::size_t n = units.size();
+  UnitTimings t = runner.timings();
+  EXPECT_EQ(t.live_bytes_before, 1010);
+  for (std::size_t u = 0; u < n; ++u)
+    EXPECT_EQ(t.live_bytes_after[u], 1010 + 10 * static_cast<std::int64_t>(u + 1)) << u;
+  EXPECT_EQ(waits, static_cast<int>(2 * n + 1));  // each unit's start and end, forward's end
+  logits.sum().backward();
+  EXPECT_EQ(waits, static_cast<int>(3 * n + 1));  // and each unit's backward begins
+  t = runner.timings();
+  for (std::size_t u = 0; u < n; ++u) EXPECT_GE(t.backward_begin_ns[u], 0) << u;
+}
+
+}  // namespace
+}  // namespace engram::nn

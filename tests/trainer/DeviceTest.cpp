@@ -67,9 +67,12 @@ TEST(DeviceTest, ACudaSessionRefusesWhatRunsOnTheCpuOnly) {
   EXPECT_NO_THROW(check_device_support(options));
   options.memory.techniques = {"relu", "recompute"};  // every unit rerun on the device
   EXPECT_NO_THROW(check_device_support(options));
-  options.memory.budget_bytes = 1 << 20;  // a plan under a budget measures host memory
-  EXPECT_THROW(check_device_support(options), InvalidOption);
+  options.memory.budget_bytes = 1 << 20;  // planned on the device's measured peaks
+  EXPECT_NO_THROW(check_device_support(options));
   options.memory.budget_bytes = 0;
+  options.memory.cap = "0.5";
+  EXPECT_NO_THROW(check_device_support(options));
+  options.memory.cap.clear();
   options.memory.techniques = {"swap"};
   EXPECT_THROW(check_device_support(options), InvalidOption);
   options.memory.techniques = {};
@@ -105,6 +108,16 @@ TEST(DeviceTest, CpuOptionsNeedNoGpuAndValidateRefusesABadName) {
   options.job.launched = false;
   options.memory.techniques = {"relu"};
   EXPECT_NO_THROW(check_device_support(options));
+  // A cap limits a device's allocator: on the CPU it is a usage error naming the budget instead.
+  options.memory.cap = "8GiB";
+  try {
+    check_device_support(options);
+    ADD_FAILURE() << "a cap on the CPU passed";
+  } catch (const InvalidOption& e) {
+    EXPECT_EQ(e.option(), "memory.cap");
+    EXPECT_NE(std::string(e.what()).find("--memory-budget"), std::string::npos) << e.what();
+  }
+  options.memory.cap.clear();
   options.device = "gpu";
   try {
     validate(options);

@@ -1,0 +1,75 @@
+#include "trainer/MemoryCap.h"
+
+#include "common/Errors.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+namespace engram::trainer {
+namespace {
+
+constexpr std::int64_t kGiB = std::int64_t{1} << 30;
+
+TEST(MemoryCapTest, BytesUnitsAndFractionsOfTheDevice) {
+  const std::int64_t device = 80 * kGiB;
+  EXPECT_EQ(resolve_memory_cap("8589934592", device), 8 * kGiB);
+  EXPECT_EQ(resolve_memory_cap("8GiB", device), 8 * kGiB);
+  EXPECT_EQ(resolve_memory_cap("8G", device), 8 * kGiB);
+  EXPECT_EQ(resolve_memory_cap("512MiB", device), 512 * (std::int64_t{1} << 20));
+  EXPECT_EQ(resolve_memory_cap("64K", device), 64 * 1024);
+  EXPECT_EQ(resolve_memory_cap("7.5GiB", device), 15 * kGiB / 2);
+  EXPECT_EQ(resolve_memory_cap("1e9", device), 1000000000);
+  EXPECT_EQ(resolve_memory_cap("0.1", device), 8 * kGiB);
+  EXPECT_EQ(resolve_memory_cap("1.0", device), device);
+}
+
+TEST(MemoryCapTest, AMalformedOrImpossibleCapIsAUsageErrorNamingTheField) {
+  for (const std::string bad : {"", "G", "-1", "0", "0.0", "8X", "8 GiB", "1.5", "abc", "8GB"}) {
+    try {
+      resolve_memory_cap(bad, 80 * kGiB, "memory.cap");
+      ADD_FAILURE() << "'" << bad << "' passed";
+    } catch (const InvalidOption& e) {
+      EXPECT_EQ(e.option(), "memory.cap") << bad;
+    }
+    EXPECT_THROW(check_memory_cap(bad), InvalidOption) << bad;
+  }
+  // More than the device has; a fraction without the device's size.
+  EXPECT_THROW(resolve_memory_cap("81GiB", 80 * kGiB), InvalidOption);
+  EXPECT_THROW(resolve_memory_cap("0.5", 0), InvalidOption);
+  EXPECT_NO_THROW(check_memory_cap("0.5"));
+  EXPECT_NO_THROW(check_memory_cap("81GiB"));  // the syntax alone
+}
+
+TEST(MemoryCapTest, TheStepStateIsCountedInTheAllocatorsBlocks) {
+  EXPECT_EQ(allocator_block_bytes(0), 0);
+  EXPECT_EQ(allocator_block_bytes(1), 512);
+  EXPECT_EQ(allocator_block_bytes(512), 512);
+  EXPECT_EQ(allocator_block_bytes(513), 1024);
+  const std::vector<std::int64_t> params{4, 4096, 1000};  // blocks 512, 4096, 1024
+  const StepState adam = step_state_bytes(params, "adam", 0.9);
+  EXPECT_EQ(adam.parameters, 5632);
+  EXPECT_EQ(adam.gradients, 5632);
+  EXPECT_EQ(adam.optimizer_state, 2 * 5632 + 3 * 512);  // two moments and a step count each
+  EXPECT_EQ(adam.total(), 4 * 5632 + 3 * 512);
+  EXPECT_EQ(step_state_bytes(params, "sgd", 0.9).optimizer_state, 5632);
+  EXPECT_EQ(step_state_bytes(params, "sgd", 0).optimizer_state, 0);
+  EXPECT_THROW(step_state_bytes(params, "lamb", 0), std::invalid_argument);
+}
+
+TEST(MemoryCapTest, TheActivationBudgetIsWhatTheCapLeavesOrAUsageError) {
+  StepState s;
+  s.parameters = s.gradients = 100;
+  s.optimizer_state = 200;
+  EXPECT_EQ(activation_budget_under_cap(1000, s), 600);
+  try {
+    activation_budget_under_cap(400, s);
+    ADD_FAILURE() << "a cap below the state passed";
+  } catch (const InvalidOption& e) {
+    EXPECT_NE(std::string(e.what()).find("optimizer state alone"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace engram::trainer

@@ -1,0 +1,59 @@
+#pragma once
+/// \file
+/// A device-memory cap (--memory-cap): what LibTorch's CUDA caching allocator may hold during a
+/// training session (trainer/Device.h's limit_device_memory, as
+/// torch.cuda.set_per_process_memory_fraction does), and the bound on activation_peak_bytes it
+/// leaves the memory planner (memory/UnitPlanner.h) once the step's state has its share.
+///
+/// \code
+///   std::int64_t cap = engram::trainer::resolve_memory_cap("8GiB", device_bytes);  // or "0.5"
+///   engram::trainer::StepState state = engram::trainer::step_state_bytes(
+///       parameter_bytes, "adam", /*momentum=*/0.9);
+///   std::int64_t budget = cap - state.total();   // activation_budget_under_cap() checks it
+/// \endcode
+///
+/// Why the bound holds: the trackers' activation peak is the step's live bytes less its
+/// parameters, gradients and optimizer state at that moment, so the step's live peak is at most
+/// the activation peak plus every parameter, its gradient and its optimizer state, each rounded
+/// up to the caching allocator's 512-byte blocks. A plan whose activation peak stays within
+/// cap - that sum keeps the step's live bytes within the cap; its reserved bytes may still not fit
+/// (fragmentation), and then the allocator says so, as it would to any user under the cap.
+/// No torch here.
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace engram::trainer {
+
+/// The cap `text` names on a device of `device_bytes` bytes: a number of bytes ("8589934592"),
+/// one with a binary unit ("512MiB", "8GiB", "8G": K, M, G and T, with or without "iB"), or a
+/// fraction of the device in (0, 1] ("0.5"). Throws InvalidOption(`field`) for anything else, a
+/// cap of no bytes, or one above the device's memory (device_bytes > 0).
+std::int64_t resolve_memory_cap(const std::string& text, std::int64_t device_bytes,
+                                const std::string& field = "memory.cap");
+
+/// Checks the syntax only (no device needed): resolve_memory_cap's errors but the device's size.
+void check_memory_cap(const std::string& text, const std::string& field = "memory.cap");
+
+/// Bytes of a block the caching allocator hands out for `bytes`: rounded up to 512.
+std::int64_t allocator_block_bytes(std::int64_t bytes);
+
+/// What a step holds besides its activations, in allocator blocks.
+struct StepState {
+  std::int64_t parameters = 0, gradients = 0, optimizer_state = 0;
+  std::int64_t total() const { return parameters + gradients + optimizer_state; }
+};
+
+/// For parameters of these byte sizes under `optimizer` ("adam": two moments and a one-float
+/// step count per parameter, as the fused kernel keeps; "sgd": a momentum buffer when
+/// `momentum` > 0). Throws std::invalid_argument for another optimizer.
+StepState step_state_bytes(const std::vector<std::int64_t>& parameter_bytes,
+                           const std::string& optimizer, double momentum);
+
+/// cap - state.total(): the planner's bound on activation_peak_bytes. Throws
+/// InvalidOption(`field`) when the cap leaves nothing for activations, naming both figures.
+std::int64_t activation_budget_under_cap(std::int64_t cap_bytes, const StepState& state,
+                                         const std::string& field = "memory.cap");
+
+}  // namespace engram::trainer
