@@ -71,6 +71,7 @@ DeviceRow measure_row(const MemoryBenchOptions& o, const std::string& technique,
   to.seed = o.seed;
   to.device = o.device;
   to.deterministic = deterministic;
+  to.memory.cap = o.memory_cap;
   if (technique != "none") to.memory.techniques = detail::row_techniques(technique);
   trainer::TrainingSession session(workload, to);
   auto step = [&] {

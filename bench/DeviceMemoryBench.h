@@ -31,4 +31,21 @@ namespace engram::bench {
 /// options.trace_path); the caller validated the options and resolved the device.
 void run_device_memory_bench(const MemoryBenchOptions& options, std::ostream& out);
 
+/// `engram bench memory --device cuda --memory-cap C --find-max-batch`: for each row (technique,
+/// none first), the largest batch that trains while the caching allocator may hold at most C
+/// (bench/BatchSearch.h: from --batch, default 8, for none, then from none's largest; doubling,
+/// then bisecting to 12.5%; at most --max-batch). A trial is a fresh network and training
+/// session at that batch under the cap (trainer/Trainer.h: recompute planned per unit under what
+/// the cap leaves, then the allocator limited to C), one warm-up and --steps measured steps; it
+/// trained unless c10::OutOfMemoryError was thrown (or the planner found no plan under the cap).
+/// Every trial is in the report with why it failed; at each row's largest batch: median step,
+/// images per second, live peak and reserved peak (memory/CudaMemoryTracker.h), and for
+/// recompute rows how many units the plan recomputes. Beside them, unless options.skip_peer,
+/// PyTorch under the same cap (torch.cuda.set_per_process_memory_fraction) with the same search,
+/// bench/peers/resnet_cap_peer.py: eager, torch.utils.checkpoint in both modes, and selective
+/// activation checkpointing where the pinned torch has it. Then at the equal batch (the smaller
+/// of the best row's largest and the largest any peer reached) the best row is timed again
+/// against the fastest peer that trains there (equal_batch.time_ratio_vs_fastest_peer).
+void run_max_batch_bench(const MemoryBenchOptions& options, std::ostream& out);
+
 }  // namespace engram::bench

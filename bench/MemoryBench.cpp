@@ -17,6 +17,7 @@
 #include "npi/NpiModel.h"
 #include "npi/NpiWorkload.h"
 #include "resnet/ResNetWorkload.h"
+#include "trainer/MemoryCap.h"
 #include "trainer/MemoryTechniques.h"
 #include "trainer/Stepper.h"
 #include "trainer/Threads.h"
@@ -934,8 +935,16 @@ void validate_options(const MemoryBenchOptions& options) {
     }
     if (!options.budget.empty())
       throw InvalidOption("budget", "is for the CPU: on " + options.device +
-                                        " recompute reruns every unit");
+                                        " bound the device's memory with --memory-cap");
+    if (!options.memory_cap.empty()) trainer::check_memory_cap(options.memory_cap, "memory_cap");
+  } else if (!options.memory_cap.empty()) {
+    throw InvalidOption("memory_cap", "limits a device's memory, and the bench runs on the CPU "
+                                      "(--device cuda; on the CPU, --budget)");
   }
+  if (options.find_max_batch && options.memory_cap.empty())
+    throw InvalidOption("find_max_batch", "searches under a device-memory cap: give --memory-cap "
+                                          "(and --device cuda)");
+  if (options.max_batch < 1) throw InvalidOption("max_batch", "must be at least 1");
   trainer::check_swap_bandwidth(options.swap_bandwidth, "swap_bandwidth");
   resolve_budget(options.budget, 1);  // the form, before anything runs
   bool plans = false;
@@ -1167,7 +1176,11 @@ void print_details(const MemoryBenchOptions& options, const json& report, std::o
 void run_memory_bench(const MemoryBenchOptions& options, std::ostream& out) {
   validate_options(options);
   if (options.device != "cpu") {
-    run_device_memory_bench(options, out);
+    if (options.find_max_batch) {
+      run_max_batch_bench(options, out);
+    } else {
+      run_device_memory_bench(options, out);
+    }
     return;
   }
   const bool resnet = is_resnet(options.workload);

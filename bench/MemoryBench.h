@@ -112,6 +112,14 @@ struct MemoryBenchOptions {
   std::string budget;
   double swap_bandwidth = 0;  ///< bytes per second of the spill file; 0: unthrottled
   bool explain = false;       ///< print each planning row's plan (memory::explain)
+  /// On a CUDA device: what its caching allocator may hold while a row trains
+  /// (trainer/MemoryCap.h's syntax: bytes, "8GiB" or a fraction "0.5"); recompute rows are
+  /// planned per unit under it. Empty: no cap.
+  std::string memory_cap;
+  /// With memory_cap: each row's largest batch that trains under the cap instead of one batch's
+  /// figures, beside PyTorch's (bench/DeviceMemoryBench.h, run_max_batch_bench).
+  bool find_max_batch = false;
+  long max_batch = 4096;  ///< find_max_batch: no larger batch is tried
 };
 
 /// The budget in bytes that `budget` (MemoryBenchOptions::budget) names, given the `none` row's

@@ -65,6 +65,14 @@ Command register_bench_memory(CLI::App& parent) {
          "Throttle the spill file to this many bytes per second, at least 1e6 (0: unthrottled)")
       ->capture_default_str();
   sub->add_flag("--explain", mo->explain, "Print the swap/recompute and algorithm plans of each row");
+  sub->add_option("--memory-cap", mo->memory_cap,
+                  "On a GPU: what the allocator may hold while a row trains, in bytes (8GiB) or "
+                  "as a fraction of the device (0.5); recompute is planned per unit under it");
+  sub->add_flag("--find-max-batch", mo->find_max_batch,
+                "With --memory-cap: each row's largest batch that trains under the cap, beside "
+                "PyTorch's eager and checkpointing under the same cap");
+  sub->add_option("--max-batch", mo->max_batch, "--find-max-batch tries no larger batch")
+      ->capture_default_str();
   FlagTable flags{{"workload", "--workload"},     {"techniques", "--techniques"},
                   {"json_path", "--json"},        {"trace_path", "--trace"},
                   {"steps", "--steps"},           {"batch", "--batch"},
@@ -72,7 +80,8 @@ Command register_bench_memory(CLI::App& parent) {
                   {"hidden", "--hidden"},         {"impl", "--impl"},
                   {"seed", "--seed"},             {"threads", "--threads"},
                   {"python", "--python"},         {"budget", "--budget"},
-                  {"swap_bandwidth", "--swap-bandwidth"}};
+                  {"swap_bandwidth", "--swap-bandwidth"}, {"memory_cap", "--memory-cap"},
+                  {"find_max_batch", "--find-max-batch"}, {"max_batch", "--max-batch"}};
   add_device_flag(sub, mo->device, flags);
   return {sub,
           [mo](std::ostream& out, std::ostream&) {

@@ -366,7 +366,13 @@ TEST_F(MemoryBenchTest, UnknownTechniquesAndWorkloadsExitWithTwo) {
            {"--workload", "resnet", "--techniques", "swap", "--swap-bandwidth", "1", "--json",
             json_path},
            {"--workload", "resnet", "--techniques", "none,relu", "--budget", "1000000", "--json",
-            json_path}}) {
+            json_path},
+           // A device-memory cap on the CPU, a malformed one, a search without a cap.
+           {"--workload", "resnet", "--memory-cap", "8GiB", "--json", json_path},
+           {"--workload", "resnet", "--memory-cap", "8 GB", "--json", json_path},
+           {"--workload", "resnet", "--find-max-batch", "--json", json_path},
+           {"--workload", "resnet", "--find-max-batch", "--memory-cap", "1GiB", "--max-batch", "0",
+            "--json", json_path}}) {
     const ProgramResult p = bench(args);
     EXPECT_EQ(p.code, 2) << p.err;
     EXPECT_EQ(p.err.rfind("engram: error: ", 0), 0u) << p.err;
@@ -378,6 +384,11 @@ TEST_F(MemoryBenchTest, UnknownTechniquesAndWorkloadsExitWithTwo) {
                        "reuse, algo, fp16, or several joined by +)"),
             std::string::npos)
       << p.err;
+  const ProgramResult cap =
+      bench({"--workload", "resnet", "--memory-cap", "0.5", "--find-max-batch", "--json", json_path});
+  EXPECT_NE(cap.err.find("--memory-cap limits a device's memory, and the bench runs on the CPU"),
+            std::string::npos)
+      << cap.err;
   const ProgramResult joined =
       bench({"--workload", "resnet", "--techniques", "none,reuse+zip", "--json", json_path});
   EXPECT_EQ(joined.code, 2);

@@ -1,0 +1,265 @@
+#include "bench/BatchSearch.h"
+#include "bench/BenchSupport.h"
+#include "bench/DeviceMemoryBench.h"
+#include "bench/MemoryBenchParts.h"
+#include "common/AtomicFile.h"
+#include "common/Errors.h"
+#include "memory/CudaMemoryTracker.h"
+#include "memory/UnitPlanner.h"
+#include "trainer/Device.h"
+#include "trainer/MemoryCap.h"
+#include "trainer/MemoryTechniques.h"
+#include "trainer/Trainer.h"
+
+#include <ATen/ATen.h>
+#include <c10/util/Exception.h>
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace engram::bench {
+namespace {
+
+using json = nlohmann::json;
+using Clock = std::chrono::steady_clock;
+
+constexpr double kLearningRate = 1e-3;  // as bench memory's other rows and the peers
+constexpr double kPrecision = 0.125;    // the search stops within 12.5% of the largest batch
+constexpr long kDefaultStart = 8;
+
+/// The first line of an error's message (c10's carry a stack trace after it).
+std::string first_line(const std::string& text) { return text.substr(0, text.find('\n')); }
+
+/// One trial: a fresh network trained at `batch` with `technique` under the cap, one warm-up
+/// step and `o.steps` measured ones. nullopt when it ran out of device memory (or the planner
+/// found no plan under the cap); the reason in `why`.
+std::optional<json> trial(const MemoryBenchOptions& o, const std::string& technique, long batch,
+                          const c10::Device& device, std::string& why) {
+  memory::CudaMemoryTracker& tracker = memory::CudaMemoryTracker::install(device.index());
+  trainer::release_cached_device_memory(device);
+  std::optional<json> result;
+  try {
+    detail::PreparedWorkload w = detail::make_resnet(o, batch);
+    trainer::TrainingOptions to;
+    to.learning_rate = kLearningRate;
+    to.grad_clip = 0;
+    to.batch = static_cast<int>(batch);
+    to.threads = o.threads;
+    to.seed = o.seed;
+    to.device = o.device;
+    to.memory.cap = o.memory_cap;
+    if (technique != "none") to.memory.techniques = detail::row_techniques(technique);
+    trainer::TrainingSession session(*w.workload, to);
+    const std::vector<std::size_t>& examples = w.batch;
+    session.step(examples);  // warm-up: the optimizer's state, cuDNN's plans
+    trainer::synchronize(device);
+    std::vector<double> ms;
+    std::int64_t peak = 0, reserved_peak = 0;
+    for (long i = 0; i < o.steps; ++i) {
+      tracker.begin_window();
+      const auto start = Clock::now();
+      session.step(examples);
+      trainer::synchronize(device);
+      ms.push_back(std::chrono::duration<double, std::milli>(Clock::now() - start).count());
+      const memory::DeviceMemoryWindow window = tracker.end_window();
+      peak = std::max(peak, window.peak_bytes);
+      reserved_peak = std::max(reserved_peak, window.reserved_peak_bytes);
+    }
+    const double step_ms = median(ms);
+    json r{{"batch", batch},
+           {"step_ms", step_ms},
+           {"step_ms_per_step", ms},
+           {"images_per_s", static_cast<double>(batch) / (step_ms / 1000.0)},
+           {"peak_bytes", peak},
+           {"reserved_peak_bytes", reserved_peak},
+           {"cap_bytes", session.memory_cap_bytes()}};
+    if (session.memory().uses_units()) {
+      long recomputed = 0;
+      for (const auto& c : session.memory().memory_plan().choices) recomputed += c.recompute;
+      r["units"] = session.memory().memory_plan().choices.size();
+      r["units_recomputed"] = recomputed;
+      r["planned_activation_peak_bytes"] = session.memory().memory_plan().activation_peak_bytes;
+    }
+    result = std::move(r);
+  } catch (const c10::OutOfMemoryError& e) {
+    why = "out of device memory: " + first_line(e.what());
+  } catch (const memory::InfeasibleBudget& e) {
+    why = std::string("no plan under the cap: ") + e.what();
+  } catch (const InvalidOption& e) {
+    if (e.option() != "memory.cap") throw;
+    why = e.what();  // the cap leaves nothing beside the step's state
+  }
+  if (tracker.window_open()) tracker.end_window();
+  trainer::release_cached_device_memory(device);
+  return result;
+}
+
+/// A technique's search; the row of the report.
+json search_row(const MemoryBenchOptions& o, const std::string& technique, long start,
+                const c10::Device& device, std::ostream& out) {
+  std::vector<json> tried;
+  json at_largest;
+  BatchSearchOptions so;
+  so.start = std::min(start, o.max_batch);
+  so.limit = o.max_batch;
+  so.precision = kPrecision;
+  const BatchSearch s = largest_training_batch(so, [&](long batch) {
+    std::string why;
+    const std::optional<json> r = trial(o, technique, batch, device, why);
+    json t{{"batch", batch}, {"trained", r.has_value()}};
+    if (r) {
+      t["step_ms"] = r->at("step_ms");
+      t["peak_bytes"] = r->at("peak_bytes");
+      t["reserved_peak_bytes"] = r->at("reserved_peak_bytes");
+    } else {
+      t["why"] = why;
+    }
+    tried.push_back(t);
+    out << "  " << technique << " batch " << batch << ": "
+        << (r ? "trained, step " + std::to_string(r->at("step_ms").get<double>()) + " ms"
+              : "did not train (" + why + ")")
+        << std::endl;
+    if (r && (at_largest.is_null() || batch > at_largest.at("batch").get<long>())) at_largest = *r;
+    return r.has_value();
+  });
+  json row{{"technique", technique},
+           {"largest_batch", s.largest},
+           {"smallest_failed_batch", s.smallest_failed},
+           {"trials", tried}};
+  if (s.largest > 0) row["at_largest"] = at_largest;
+  return row;
+}
+
+std::string mib(std::int64_t bytes) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.0f MiB", static_cast<double>(bytes) / 1048576.0);
+  return text;
+}
+
+}  // namespace
+
+void run_max_batch_bench(const MemoryBenchOptions& o, std::ostream& out) {
+  const c10::Device device = trainer::resolve_device(o.device);
+  // Before the first CUDA tensor, so that every byte and segment is seen.
+  memory::CudaMemoryTracker::install(device.index());
+  if (!memory::CudaMemoryTracker::hooked())
+    throw std::runtime_error("the CUDA allocator's trace hook is not attached (" +
+                             memory::CudaMemoryTracker::hook_status() + ")");
+  const std::int64_t device_bytes = trainer::device_memory_bytes(device);
+  const std::int64_t cap = trainer::resolve_memory_cap(o.memory_cap, device_bytes, "memory_cap");
+  const detail::PreparedWorkload described = detail::make_resnet(o, 1);
+  json config = described.config;
+  std::int64_t parameters = 0;
+  for (const auto& p : described.workload->parameters()) parameters += p.numel();
+  config["parameters"] = parameters;
+  out << o.workload << " under a cap of " << mib(cap) << " on " << trainer::describe_device(device)
+      << "\n";
+
+  json rows = json::array();
+  long start = o.batch > 0 ? o.batch : kDefaultStart;
+  for (const auto& technique : o.techniques) {
+    rows.push_back(search_row(o, technique, start, device, out));
+    // Every other row starts where none stopped: a technique lowers the memory a batch needs.
+    if (rows.size() == 1 && rows[0].at("largest_batch").get<long>() > 0)
+      start = rows[0].at("largest_batch").get<long>();
+  }
+  const long none_largest = rows[0].at("largest_batch").get<long>();
+  std::size_t best = 0;
+  for (std::size_t i = 0; i < rows.size(); ++i) {
+    if (none_largest > 0)
+      rows[i]["largest_batch_ratio_vs_none"] =
+          static_cast<double>(rows[i].at("largest_batch").get<long>()) /
+          static_cast<double>(none_largest);
+    if (rows[i].at("largest_batch").get<long>() > rows[best].at("largest_batch").get<long>())
+      best = i;
+  }
+  json report{{"benchmark", "memory_max_batch"},
+              {"workload", o.workload},
+              {"device", trainer::describe_device(device)},
+              {"device_memory_bytes", device_bytes},
+              {"cap", o.memory_cap},
+              {"cap_bytes", cap},
+              {"search", {{"start", o.batch > 0 ? o.batch : kDefaultStart},
+                          {"limit", o.max_batch},
+                          {"precision", kPrecision},
+                          {"steps_per_trial", o.steps}}},
+              {"allocator_hook", memory::CudaMemoryTracker::hook_status()},
+              {"config", config},
+              {"rows", rows},
+              {"best", rows[best].at("technique")}};
+
+  if (!o.skip_peer) {
+    const long best_largest = rows[best].at("largest_batch").get<long>();
+    json peer = detail::run_resnet_peer(
+        o, 1, config, "resnet_cap_peer.py", "cap-peer",
+        {"--cap-bytes", std::to_string(cap), "--start", std::to_string(start), "--limit",
+         std::to_string(o.max_batch), "--precision", std::to_string(kPrecision), "--steps",
+         std::to_string(o.steps), "--equal-batch-limit", std::to_string(best_largest),
+         "--device", "cuda:" + std::to_string(device.index())});
+    report["peer"] = peer;
+    // The best row against the fastest peer that trains at the equal batch.
+    const long equal = peer.at("equal_batch").at("batch").get<long>();
+    const json& peers_there = peer.at("equal_batch").at("rows");
+    if (equal > 0 && !peers_there.empty()) {
+      std::string fastest;
+      double fastest_ms = 0;
+      for (auto it = peers_there.begin(); it != peers_there.end(); ++it) {
+        const double ms = it.value().at("step_ms").get<double>();
+        if (fastest.empty() || ms < fastest_ms) {
+          fastest = it.key();
+          fastest_ms = ms;
+        }
+      }
+      std::string why;
+      const std::string technique = rows[best].at("technique").get<std::string>();
+      const std::optional<json> ours = trial(o, technique, equal, device, why);
+      json cmp{{"batch", equal}, {"technique", technique}, {"fastest_peer", fastest},
+               {"fastest_peer_step_ms", fastest_ms}};
+      if (ours) {
+        cmp["engram"] = *ours;
+        cmp["time_ratio_vs_fastest_peer"] = ours->at("step_ms").get<double>() / fastest_ms;
+      } else {
+        cmp["engram_did_not_train"] = why;
+      }
+      report["equal_batch"] = cmp;
+    }
+  }
+  write_file_atomically(o.json_path, report.dump(2) + "\n");
+
+  out << "largest batch under " << mib(cap) << ":\n";
+  for (const auto& r : report["rows"]) {
+    out << "  " << r["technique"].get<std::string>() << ": " << r["largest_batch"].get<long>();
+    if (r.contains("at_largest")) {
+      const json& a = r["at_largest"];
+      out << " (" << a["images_per_s"].get<double>() << " images/s, peak "
+          << mib(a["peak_bytes"].get<std::int64_t>()) << ", reserved "
+          << mib(a["reserved_peak_bytes"].get<std::int64_t>()) << ")";
+    }
+    if (r.contains("largest_batch_ratio_vs_none"))
+      out << ", " << r["largest_batch_ratio_vs_none"].get<double>() << "x none";
+    out << "\n";
+  }
+  if (report.contains("peer")) {
+    for (const auto& r : report["peer"]["rows"]) {
+      out << "  PyTorch " << r["variant"].get<std::string>() << ": "
+          << r["largest_batch"].get<long>() << "\n";
+    }
+  }
+  if (report.contains("equal_batch")) {
+    const json& c = report["equal_batch"];
+    out << "at batch " << c["batch"].get<long>() << ": " << c["technique"].get<std::string>();
+    if (c.contains("time_ratio_vs_fastest_peer"))
+      out << " takes " << c["time_ratio_vs_fastest_peer"].get<double>() << "x the step of ";
+    else
+      out << " did not train, against ";
+    out << "PyTorch " << c["fastest_peer"].get<std::string>() << "\n";
+  }
+  out << "wrote " << o.json_path << "\n";
+}
+
+}  // namespace engram::bench

@@ -1,0 +1,231 @@
+#!/usr/bin/env python3
+"""Python PyTorch peer of `engram bench memory --device cuda --find-max-batch`: the largest batch
+of the same ResNet (resnet_memory_peer.py's network and synthetic batch) that trains on the GPU
+when PyTorch's caching allocator may hold at most --cap-bytes
+(torch.cuda.set_per_process_memory_fraction), for plain eager PyTorch and PyTorch's activation
+checkpointing of the same units as Engram's recompute (the stem and every block, as
+resnet_checkpoint_peer.py): torch.utils.checkpoint in both modes, and selective activation
+checkpointing (torch.utils.checkpoint.create_selective_checkpoint_contexts, where the pinned
+torch has it: every convolution's output saved, everything else recomputed).
+
+    "$ENGRAM_VENV"/bin/python bench/peers/resnet_cap_peer.py --cap-bytes 8589934592 \
+        --start 64 --limit 4096 --precision 0.125 --steps 2 --equal-batch-limit 900 \
+        --device cuda:0 [network options of resnet_memory_peer.py]
+
+A trial at batch B builds the model from the seed on the device with torch.optim.Adam(fused=True)
+and trains one warm-up step and --steps timed steps (zero_grad(set_to_none=True), the batch made
+on the CPU and copied, forward, backward, optimizer.step(), synchronized on both ends); it trained
+unless torch.cuda.OutOfMemoryError was raised, after which everything is dropped and the cache
+emptied. The search is bench/BatchSearch.cpp's: from --start double until a trial fails or
+--limit, halve while the start fails, then bisect until the failed and trained batches are within
+--precision of the trained one, or adjacent. Per variant: the largest batch, every trial, and at
+the largest batch the median step, images per second, torch.cuda.max_memory_allocated and
+max_memory_reserved. Then at the equal batch, the smaller of --equal-batch-limit (Engram's
+largest) and the largest any variant reached, every variant that trained there is timed again.
+
+Prints one JSON object on stdout.
+"""
+
+import functools
+import gc
+import json
+import os
+import statistics
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import torch  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
+
+from resnet_checkpoint_peer import CheckpointedResNet  # noqa: E402
+from resnet_memory_peer import (LEARNING_RATE, ResNet, make_batch,  # noqa: E402
+                                network_arguments, network_parser, versions)
+
+
+def selective_checkpointing_available():
+    return hasattr(torch.utils.checkpoint, "create_selective_checkpoint_contexts")
+
+
+def save_convolutions(ctx, op, *args, **kwargs):
+    """The SAC policy: a convolution's output is saved, every other op recomputed."""
+    from torch.utils.checkpoint import CheckpointPolicy
+    if op in (torch.ops.aten.convolution.default, torch.ops.aten.cudnn_convolution.default):
+        return CheckpointPolicy.MUST_SAVE
+    return CheckpointPolicy.PREFER_RECOMPUTE
+
+
+class SelectiveResNet(ResNet):
+    """The same network; the stem and each block under non-reentrant checkpointing with the
+    selective policy above."""
+
+    def forward(self, x):
+        from torch.utils.checkpoint import checkpoint, create_selective_checkpoint_contexts
+        context = functools.partial(create_selective_checkpoint_contexts, save_convolutions)
+        h = checkpoint(self.stem, x, use_reentrant=False, context_fn=context)
+        for block in self.blocks:
+            h = checkpoint(block, h, use_reentrant=False, context_fn=context)
+        return self.fc(h.mean((2, 3)))
+
+
+def variants():
+    names = ["none", "checkpoint_reentrant", "checkpoint_nonreentrant"]
+    if selective_checkpointing_available():
+        names.append("selective_checkpoint")
+    return names
+
+
+def build(variant, args, device):
+    torch.manual_seed(args.seed)
+    network, keywords = network_arguments(args)
+    if variant == "none":
+        model = ResNet(*network, **keywords)
+    elif variant == "selective_checkpoint":
+        model = SelectiveResNet(*network, **keywords)
+    else:
+        model = CheckpointedResNet(*network, **keywords,
+                                   reentrant=variant == "checkpoint_reentrant")
+        model.anchor = model.anchor.to(device).detach().requires_grad_(True)
+    model = model.to(device)
+    model.train()
+    return model, torch.optim.Adam(model.parameters(), lr=LEARNING_RATE, fused=True)
+
+
+def step(model, optimizer, args, batch, device):
+    optimizer.zero_grad(set_to_none=True)
+    images, labels = make_batch(batch, args.in_channels, args.image_size, args.num_classes,
+                                args.seed)
+    loss = F.cross_entropy(model(images.to(device)), labels.to(device))
+    loss.backward()
+    optimizer.step()
+    return loss
+
+
+def trial(variant, batch, args, device):
+    """Trains at `batch`; the figures, or None when the allocator ran out of memory."""
+    model = optimizer = None
+    try:
+        torch.cuda.synchronize(device)
+        torch.cuda.empty_cache()
+        torch.cuda.reset_peak_memory_stats(device)
+        model, optimizer = build(variant, args, device)
+        step(model, optimizer, args, batch, device)  # warm-up: Adam's state, cuDNN's plans
+        times = []
+        for _ in range(args.steps):
+            torch.cuda.synchronize(device)
+            begin = time.perf_counter()
+            step(model, optimizer, args, batch, device)
+            torch.cuda.synchronize(device)
+            times.append((time.perf_counter() - begin) * 1e3)
+        ms = statistics.median(times)
+        return {"batch": batch, "step_ms": ms, "images_per_s": batch / (ms / 1e3),
+                "step_ms_per_step": times,
+                "peak_bytes": torch.cuda.max_memory_allocated(device),
+                "reserved_peak_bytes": torch.cuda.max_memory_reserved(device)}
+    except torch.cuda.OutOfMemoryError:
+        return None
+    finally:
+        del model, optimizer
+        gc.collect()
+        torch.cuda.synchronize(device)
+        torch.cuda.empty_cache()
+
+
+def search(variant, args, device):
+    """bench/BatchSearch.cpp's search; returns (largest, its figures, trials)."""
+    trials, figures = [], {}
+
+    def trains(batch):
+        result = trial(variant, batch, args, device)
+        trials.append({"batch": batch, "trained": result is not None})
+        if result is not None:
+            figures[batch] = result
+        return result is not None
+
+    trained = failed = 0
+    if trains(args.start):
+        trained = args.start
+        while trained < args.limit:
+            following = min(args.limit, trained * 2)
+            if not trains(following):
+                failed = following
+                break
+            trained = following
+    else:
+        failed = args.start
+        while failed > 1:
+            following = failed // 2
+            if trains(following):
+                trained = following
+                break
+            failed = following
+    while trained > 0 and failed > 0 and failed - trained > 1 and \
+            failed - trained > args.precision * trained:
+        middle = trained + (failed - trained) // 2
+        if trains(middle):
+            trained = middle
+        else:
+            failed = middle
+    return trained, figures.get(trained), trials
+
+
+def main():
+    parser = network_parser(__doc__.split("\n\n")[0])
+    parser.add_argument("--cap-bytes", type=int, required=False, default=0)
+    parser.add_argument("--start", type=int, default=8)
+    parser.add_argument("--limit", type=int, default=4096)
+    parser.add_argument("--precision", type=float, default=0.125)
+    parser.add_argument("--steps", type=int, default=2)
+    parser.add_argument("--equal-batch-limit", type=int, default=0)
+    parser.add_argument("--device", default="cuda")
+    args = parser.parse_args()
+    if args.probe:
+        print(json.dumps(versions()))
+        return
+    if not torch.cuda.is_available():
+        sys.exit("resnet_cap_peer.py: no CUDA device is visible")
+    if args.cap_bytes <= 0 or args.start < 1 or args.limit < args.start or args.steps < 1:
+        sys.exit("resnet_cap_peer.py: --cap-bytes, --start, --limit and --steps must be positive "
+                 "(limit at least start)")
+    device = torch.device(args.device)
+    torch.cuda.set_device(device)
+    torch.set_num_threads(args.threads)
+    total = torch.cuda.get_device_properties(device).total_memory
+    if args.cap_bytes > total:
+        sys.exit(f"resnet_cap_peer.py: the cap {args.cap_bytes} is above the device's {total}")
+    torch.cuda.set_per_process_memory_fraction(args.cap_bytes / total, device)
+
+    rows = []
+    for variant in variants():
+        largest, figures, trials = search(variant, args, device)
+        rows.append({"variant": variant, "largest_batch": largest, "at_largest": figures,
+                     "trials": trials})
+    reached = max(r["largest_batch"] for r in rows)
+    equal = min(reached, args.equal_batch_limit) if args.equal_batch_limit > 0 else reached
+    at_equal = {}
+    if equal > 0:
+        for r in rows:
+            if r["largest_batch"] >= equal:
+                result = trial(r["variant"], equal, args, device)
+                if result is not None:
+                    at_equal[r["variant"]] = result
+    network, keywords = network_arguments(args)
+    print(json.dumps({
+        **versions(),
+        "device": torch.cuda.get_device_name(device),
+        "cap_bytes": args.cap_bytes,
+        "memory_fraction": args.cap_bytes / total,
+        "selective_checkpointing": selective_checkpointing_available(),
+        "rows": rows,
+        "equal_batch": {"batch": equal, "rows": at_equal},
+        "parameters": sum(p.numel() for p in build("none", args, "cpu")[0].parameters()),
+        "batch": args.batch,
+        "image_size": args.image_size,
+        "widths": network[0],
+        "cudnn_benchmark": torch.backends.cudnn.benchmark,
+    }))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,73 @@
+#include "bench/BatchSearch.h"
+
+#include <gtest/gtest.h>
+
+#include <stdexcept>
+#include <vector>
+
+namespace engram::bench {
+namespace {
+
+/// A device on which batches up to `fits` train.
+struct Device {
+  long fits;
+  std::vector<long> tried;
+  bool operator()(long batch) {
+    tried.push_back(batch);
+    return batch <= fits;
+  }
+};
+
+TEST(BatchSearchTest, DoublesThenBisectsToThePrecision) {
+  Device d{700, {}};
+  const BatchSearch s = largest_training_batch({64, 4096, 0.125}, std::ref(d));
+  // 64, 128, 256, 512 train, 1024 fails; then 768 fails, 640 trains, 704 fails: 704 - 640 = 64
+  // <= 0.125 * 640.
+  EXPECT_EQ(d.tried, (std::vector<long>{64, 128, 256, 512, 1024, 768, 640, 704}));
+  EXPECT_EQ(s.largest, 640);
+  EXPECT_EQ(s.smallest_failed, 704);
+  ASSERT_EQ(s.trials.size(), d.tried.size());
+  EXPECT_TRUE(s.trials[3].trained);
+  EXPECT_FALSE(s.trials[4].trained);
+}
+
+TEST(BatchSearchTest, PrecisionZeroFindsTheExactBatch) {
+  for (const long fits : {1L, 2L, 37L, 100L, 255L, 256L, 257L}) {
+    Device d{fits, {}};
+    const BatchSearch s = largest_training_batch({8, 4096, 0}, std::ref(d));
+    EXPECT_EQ(s.largest, fits);
+    EXPECT_EQ(s.smallest_failed, fits + 1);
+  }
+}
+
+TEST(BatchSearchTest, HalvesWhenTheStartFailsAndReportsNoneWhenNothingTrains) {
+  Device d{5, {}};
+  BatchSearch s = largest_training_batch({64, 4096, 0}, std::ref(d));
+  EXPECT_EQ(s.largest, 5);
+  EXPECT_EQ((std::vector<long>(d.tried.begin(), d.tried.begin() + 5)),
+            (std::vector<long>{64, 32, 16, 8, 4}));
+  Device none{0, {}};
+  s = largest_training_batch({4, 4096, 0}, std::ref(none));
+  EXPECT_EQ(s.largest, 0);
+  EXPECT_EQ(s.smallest_failed, 1);
+  EXPECT_EQ(none.tried, (std::vector<long>{4, 2, 1}));
+}
+
+TEST(BatchSearchTest, StopsAtTheLimitWhenEverythingTrains) {
+  Device d{1 << 20, {}};
+  const BatchSearch s = largest_training_batch({100, 1000, 0.125}, std::ref(d));
+  EXPECT_EQ(d.tried, (std::vector<long>{100, 200, 400, 800, 1000}));
+  EXPECT_EQ(s.largest, 1000);
+  EXPECT_EQ(s.smallest_failed, 0);
+}
+
+TEST(BatchSearchTest, OptionsOutOfRangeAreRefused) {
+  Device d{10, {}};
+  EXPECT_THROW(largest_training_batch({0, 10, 0.1}, std::ref(d)), std::invalid_argument);
+  EXPECT_THROW(largest_training_batch({20, 10, 0.1}, std::ref(d)), std::invalid_argument);
+  EXPECT_THROW(largest_training_batch({1, 10, -1}, std::ref(d)), std::invalid_argument);
+  EXPECT_TRUE(d.tried.empty());
+}
+
+}  // namespace
+}  // namespace engram::bench
