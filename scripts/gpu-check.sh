@@ -14,7 +14,10 @@
 #      data parallelism on the GPU: a one-rank NCCL job against the plain process, two ranks
 #      sharing the GPU over Gloo against one process, the schedules bit-identical, the weight
 #      gradients on a second stream bit-identical to one; NCCL on every GPU where there are two),
-#   5. measures on the GPU, what has no committed result first: gpu_memory_resnet50.sh (`bench
+#   5. measures on the GPU, what has no committed result first: gpu_memory_cap.sh (`bench memory
+#      --device cuda --memory-cap 8GiB --find-max-batch`: ResNet-50's largest batch under the
+#      cap per technique, beside PyTorch eager and checkpointing under the same cap),
+#      gpu_memory_resnet50.sh (`bench
 #      memory --device cuda`, ResNet-50 at 224x224, batch 64 and 128, beside PyTorch eager),
 #      gpu_ooo_streams.sh (`bench streams`: the weight gradients on a second CUDA stream against
 #      one, ResNet-18 and ResNet-50, beside the step model) and `bench scale` on it (into the
@@ -130,8 +133,8 @@ stage configure 180 cmake -S "$root" -B "$root/build-gpu" -G Ninja -DCMAKE_BUILD
 # own counts, determinism; verbose, with their largest differences), the GPU measurements; then
 # the rest of the build (ninja -k 0: every compile error in one log), the whole suite, and last
 # the kernel benchmarks, whose code changes least. Eight files at most come back from $OUT:
-# gpu-check.log (build errors and the suite's summary at its end), device-tests.log and the
-# results files.
+# gpu-check.log (build errors and the suite's summary at its end), device-tests.log and six
+# results files (gpu_relu_cuda.json stays on the machine, its table in the log).
 bin=$root/build-gpu
 stage build-device 300 ninja -C "$bin" -j "$jobs" engram engram_tests_trainer engram_tests_nn \
   engram_tests_memory engram_tests_npi engram_tests_primitives engram_tests_tbcnn \
@@ -149,8 +152,11 @@ export ENGRAM_BIN=$bin/cli/engram ENGRAM_REPRO_ANY_BINARY=1
 ENGRAM_REPRO_COMMIT=${ENGRAM_REPRO_COMMIT:-$(git -C "$root" rev-parse --short=12 HEAD 2> /dev/null || echo unknown)}
 export ENGRAM_REPRO_COMMIT
 if [ -x "$ENGRAM_BIN" ]; then
-  # What no GPU has measured yet first (ResNet-50, the second stream and its scaling, the
-  # data-parallel bench on the device), then what has results committed from an earlier run.
+  # What no GPU has measured yet first (the largest batch under a memory cap, ResNet-50, the
+  # second stream and its scaling, the data-parallel bench on the device), then what has
+  # results committed from an earlier run.
+  stage memory-cap 240 bash "$root/scripts/reproduce/gpu_memory_cap.sh" \
+    --out "$out/gpu_memory_cap.json"
   stage memory-resnet50 150 bash "$root/scripts/reproduce/gpu_memory_resnet50.sh" \
     --out "$out/gpu_memory_resnet50.json"
   stage ooo-streams 120 bash "$root/scripts/reproduce/gpu_ooo_streams.sh" \
@@ -178,8 +184,10 @@ if [ $build_rc -eq 0 ]; then
     -E '^notebooks_' -j "$jobs" --timeout 300 --output-on-failure
 fi
 if [ -x "$bin/bench/engram_relu_cuda_bench" ]; then
+  # Its JSON stays on the machine (eight files come back; this kernel's result is committed and
+  # its code changes least): the table goes into the log.
   ENGRAM_RELU_CUDA_BENCH=$bin/bench/engram_relu_cuda_bench \
-    stage bench-cuda 60 bash "$root/scripts/reproduce/relu_cuda.sh" --out "$out/gpu_relu_cuda.json"
+    stage bench-cuda 60 bash "$root/scripts/reproduce/relu_cuda.sh" --out "$bin/gpu_relu_cuda.json"
 fi
 if [ -x "$bin/bench/engram_cudnn_conv_bench" ]; then
   ENGRAM_CUDNN_CONV_BENCH=$bin/bench/engram_cudnn_conv_bench \

@@ -11,7 +11,8 @@ scratch=$2/gpu_scripts
 rm -rf "$scratch"
 mkdir -p "$scratch"
 status=0
-for script in gpu_memory_resnet.sh gpu_memory_resnet50.sh gpu_npi_addition.sh gpu_ooo_streams.sh; do
+for script in gpu_memory_resnet.sh gpu_memory_resnet50.sh gpu_npi_addition.sh gpu_ooo_streams.sh \
+    gpu_memory_cap.sh; do
   out=$scratch/${script%.sh}.json
   bash "$root/scripts/reproduce/$script" --quick --out "$out" > "$scratch/out.txt" 2> "$scratch/err.txt"
   rc=$?

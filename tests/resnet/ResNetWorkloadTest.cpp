@@ -2,8 +2,10 @@
 // they are drawn in, a trainable loss, clear errors.
 #include "resnet/ResNetWorkload.h"
 
+#include "memory/CudaMemoryTracker.h"
 #include "memory/MemoryTracker.h"
 #include "memory/UnitPlanner.h"
+#include "trainer/Device.h"
 #include "trainer/Trainer.h"
 #include "tests/support/DeviceRuns.h"
 
@@ -11,6 +13,7 @@
 #include <torch/torch.h>
 
 #include <cmath>
+#include <numeric>
 #include <stdexcept>
 
 namespace engram::resnet {
@@ -141,6 +144,51 @@ TEST(ResNetWorkloadTest, OnCudaReluCompressionAndRecomputeTrainBitForBitAsNone) 
       EXPECT_TRUE(torch::equal(none.parameters[i], other.parameters[i])) << "parameter " << i;
     EXPECT_EQ(none.losses, other.losses);
   }
+}
+
+// A device-memory cap is real: the caching allocator may not hold more than it, so a cap well
+// below the plain step's live peak runs it out of memory, while recompute planned under the same
+// cap (the budget it leaves beside the step's state) trains with its live peak under the cap.
+// When the session ends the cap is lifted.
+TEST(ResNetWorkloadTest, OnCudaACapBelowThePlainStepRunsOutOfMemoryAndRecomputePlannedUnderItFits) {
+  ENGRAM_SKIP_WITHOUT_CUDA();
+  const c10::Device cuda(c10::kCUDA, 0);
+  memory::CudaMemoryTracker& tracker = memory::CudaMemoryTracker::install(0);
+  ASSERT_TRUE(memory::CudaMemoryTracker::hooked()) << memory::CudaMemoryTracker::hook_status();
+  SyntheticImages images;
+  images.num_examples = 64;
+  images.image_size = 32;
+  std::vector<std::size_t> batch(64);
+  std::iota(batch.begin(), batch.end(), 0);
+  trainer::TrainingOptions options;
+  options.batch = 64;
+  options.optimizer = "sgd";
+  options.momentum = 0;
+  options.device = "cuda";
+  // The live peak of a session's second step.
+  auto peak_of = [&](const std::vector<std::string>& techniques, const std::string& cap) {
+    torch::manual_seed(0);
+    ResNetWorkload workload(ResNet(ResNetOptions().widths({32, 64})), images);
+    options.memory.techniques = techniques;
+    options.memory.cap = cap;
+    trainer::TrainingSession session(workload, options);
+    session.step(batch);
+    trainer::synchronize(cuda);
+    tracker.begin_window();
+    session.step(batch);
+    trainer::synchronize(cuda);
+    return tracker.end_window().peak_bytes;
+  };
+  const std::int64_t none = peak_of({}, "");
+  const std::int64_t cap = none * 3 / 5;
+  EXPECT_THROW(peak_of({}, std::to_string(cap)), c10::OutOfMemoryError);
+  if (tracker.window_open()) tracker.end_window();
+  trainer::release_cached_device_memory(cuda);
+  const std::int64_t planned = peak_of({"recompute"}, std::to_string(cap));
+  EXPECT_LE(planned, cap);
+  EXPECT_LT(planned, none);
+  trainer::release_cached_device_memory(cuda);
+  EXPECT_NO_THROW(at::empty({cap / 4 + 1024}, at::TensorOptions().device(cuda)));
 }
 
 }  // namespace

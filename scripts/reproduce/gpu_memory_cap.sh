@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Measurement (on a GPU machine): ResNet-50 at 224x224 under a device-memory cap of 8 GiB (the
+# caching allocator limited to it, as torch.cuda.set_per_process_memory_fraction limits
+# PyTorch's): the largest batch that trains for none, relu, recompute (planned per unit under
+# the cap) and both, each trial a fresh session of one warm-up and one measured step; at each
+# largest batch images/s, live and reserved peak; beside them PyTorch eager, torch.utils.checkpoint
+# in both modes and selective activation checkpointing under the same cap with the same search;
+# and the best row against the fastest PyTorch variant at the equal batch. The goal of issue 35
+# (the best row at least 2.5x none's batch, no slower than the fastest peer at equal batch) is
+# recorded, never asserted.
+# Writes results/gpu_memory_cap.json (the device among the machine's facts); scripts/gpu-check.sh
+# runs it. --quick: ResNet-18 at 32x32 under 1 GiB, at most batch 256 (the script's own check).
+source "$(dirname "$0")/common.sh"
+out=${out:-$root/results/gpu_memory_cap.json}
+args=(--workload resnet50 --memory-cap 8GiB --max-batch 2048 --batch 32 --steps 1)
+if [ "$quick" = 1 ]; then
+  args=(--workload resnet --memory-cap 1GiB --max-batch 256 --batch 16 --steps 1)
+fi
+run_logged cap bench memory --device cuda --find-max-batch "${args[@]}" \
+  --techniques none,relu,recompute,relu+recompute --json "$work/cap.json" > "$work/cap.txt"
+cat "$work/cap.txt" >&2
+claim="ResNet-50 at 224x224 under an 8 GiB device-memory cap: the largest batch that trains for"
+claim+=" none, relu, recompute and both, beside PyTorch eager, checkpointing and selective"
+claim+=" checkpointing under the same cap"
+collect_bench_runs "$claim" cap
+echo "wrote $out"
