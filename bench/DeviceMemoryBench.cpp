@@ -4,6 +4,9 @@
 #include "bench/MemoryBenchParts.h"
 #include "common/AtomicFile.h"
 #include "memory/CudaMemoryTracker.h"
+#include "memory/PinnedCopy.h"
+#include "memory/SwapStore.h"
+#include "trainer/MemoryTechniques.h"
 #include "trainer/Device.h"
 #include "trainer/Stepper.h"
 #include "trainer/Trainer.h"
@@ -17,6 +20,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -42,6 +46,7 @@ struct DeviceRow {
   std::vector<at::Tensor> parameters;  ///< after the last step, on the CPU
   memory::DeviceMemoryWindow last;
   json config;
+  json swap;  ///< the swap store's figures, for a row that swaps
 };
 
 DeviceRow measure_row(const MemoryBenchOptions& o, const std::string& technique, long batch,
@@ -113,6 +118,21 @@ DeviceRow measure_row(const MemoryBenchOptions& o, const std::string& technique,
     fragmentation.push_back(last.fragmentation_bytes);
   }
   for (const auto& p : params) r.parameters.push_back(p.detach().to(at::kCPU));
+  if (const memory::SwapStore* swap = session.memory().swap_store()) {
+    // Since planning: the warm-up step and the measured ones.
+    const memory::SwapStats st = swap->stats();
+    const double steps = static_cast<double>(o.steps + 1);
+    auto rate = [](std::int64_t bytes, std::int64_t ns) {
+      return ns > 0 ? static_cast<double>(bytes) / (static_cast<double>(ns) / 1e9) : 0.0;
+    };
+    r.swap = json{{"swapped_out_bytes_per_step", static_cast<double>(st.swapped_out_bytes) / steps},
+                  {"swapped_in_bytes_per_step", static_cast<double>(st.swapped_in_bytes) / steps},
+                  {"prefetched", st.prefetched},
+                  {"on_demand", st.on_demand},
+                  {"stall_ms_per_step", static_cast<double>(st.stall_ns) / 1e6 / steps},
+                  {"device_to_host_bytes_per_s", rate(st.swapped_out_bytes, st.swap_out_ns)},
+                  {"host_to_device_bytes_per_s", rate(st.swapped_in_bytes, st.swap_in_ns)}};
+  }
   auto largest = [](const std::vector<std::int64_t>& v) {
     return v.empty() ? std::int64_t{0} : *std::max_element(v.begin(), v.end());
   };
@@ -182,7 +202,21 @@ void run_device_memory_bench(const MemoryBenchOptions& o, std::ostream& out) {
   }
   const json& config = rows.front().config;
   json report_rows = json::array();
-  for (const auto& r : rows) report_rows.push_back(r.row);
+  std::optional<memory::BusBandwidth> bus;
+  for (auto& r : rows) {
+    if (!r.swap.is_null()) {
+      // The copies' rate against the bus's peak, measured here with the same pinned copies.
+      if (!bus) bus = memory::measure_bus_bandwidth(device);
+      r.swap["bus_device_to_host_bytes_per_s"] = bus->device_to_host;
+      r.swap["bus_host_to_device_bytes_per_s"] = bus->host_to_device;
+      r.swap["device_to_host_share_of_bus"] =
+          r.swap["device_to_host_bytes_per_s"].get<double>() / bus->device_to_host;
+      r.swap["host_to_device_share_of_bus"] =
+          r.swap["host_to_device_bytes_per_s"].get<double>() / bus->host_to_device;
+      r.row["swap"] = r.swap;
+    }
+    report_rows.push_back(r.row);
+  }
   json report{{"benchmark", "memory"},
               {"workload", o.workload},
               {"device", trainer::describe_device(device)},
@@ -221,6 +255,17 @@ void run_device_memory_bench(const MemoryBenchOptions& o, std::ostream& out) {
     if (r.contains("bit_identical_to_none"))
       out << "; bit-identical to none: " << (r["bit_identical_to_none"].get<bool>() ? "yes" : "no");
     out << "\n";
+    if (r.contains("swap")) {
+      const json& w = r["swap"];
+      out << "    swap: " << w["swapped_out_bytes_per_step"].get<double>() / 1048576.0
+          << " MiB out per step, to the host at "
+          << w["device_to_host_bytes_per_s"].get<double>() / 1e9 << " GB/s ("
+          << w["device_to_host_share_of_bus"].get<double>() << " of the bus's "
+          << w["bus_device_to_host_bytes_per_s"].get<double>() / 1e9 << "), back at "
+          << w["host_to_device_bytes_per_s"].get<double>() / 1e9 << " GB/s ("
+          << w["host_to_device_share_of_bus"].get<double>() << "), stall "
+          << w["stall_ms_per_step"].get<double>() << " ms per step\n";
+    }
   }
   if (report.contains("peer")) {
     const auto& p = report["peer"];

@@ -5,11 +5,15 @@
 /// PyTorch eager's own figures for the same network and batch on the same GPU in the same
 /// invocation (bench/peers/resnet_cuda_peer.py: torch.cuda.max_memory_allocated, Adam with
 /// fused=True). Called by run_memory_bench (bench/MemoryBench.h) for a device other than the CPU;
-/// the ResNets, and the rows `none` first, then relu, recompute or both (`relu+recompute`), the
-/// techniques that act on device memory so far, each on a fresh copy of the same network. With
-/// rows beside none every row computes deterministically, and each says against none its peak,
-/// activation-peak, reserved-peak and time ratios and whether its losses and final parameters
-/// are none's bit for bit (bit_identical_to_none; the largest parameter difference beside it).
+/// the ResNets, and the rows `none` first, then relu, recompute, swap or several joined by '+'
+/// ("all": the three), the techniques that act on device memory, each on a fresh copy of the
+/// same network (under options.memory_cap, if given). With rows beside none every row computes
+/// deterministically, and each says against none its peak, activation-peak, reserved-peak and
+/// time ratios and whether its losses and final parameters are none's bit for bit
+/// (bit_identical_to_none; the largest parameter difference beside it). A row that swaps adds
+/// "swap": bytes out and in per step, prefetched and on-demand reads, the stall per step, and the
+/// pinned copies' rate each way against the bus's peak (memory/PinnedCopy.h's
+/// measure_bus_bandwidth, once per report).
 ///
 /// Per measured step (after one warm-up step): peak_bytes (live bytes' maximum, what
 /// max_memory_allocated counts), activation_peak_bytes (as on the CPU: live bytes minus

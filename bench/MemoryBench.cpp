@@ -927,8 +927,8 @@ void validate_options(const MemoryBenchOptions& options) {
                                             ": every other row is compared with it");
     for (const auto& row : options.techniques) {
       for (const auto& t : row_techniques(row)) {
-        if (t != "none" && t != "relu" && t != "recompute")
-          throw InvalidOption("techniques", "can be none, relu and recompute on " +
+        if (t != "none" && t != "relu" && t != "recompute" && t != "swap" && t != "all")
+          throw InvalidOption("techniques", "can be none, relu, recompute, swap and all on " +
                                                 options.device + ", not " + t +
                                                 ": the others act on host memory");
       }

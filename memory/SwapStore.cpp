@@ -2,6 +2,7 @@
 
 #include "common/FileChecks.h"
 #include "memory/MemoryTracker.h"
+#include "memory/PinnedCopy.h"
 #include "memory/detail/TensorIdentity.h"
 
 #include <ATen/ops/empty_strided.h>
@@ -17,6 +18,7 @@
 #include <deque>
 #include <filesystem>
 #include <mutex>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -43,11 +45,13 @@ std::int64_t ns_since(Clock::time_point start) {
 /// Where a handle's data is.
 enum class Where : std::uint8_t { resident, queued_out, writing, out, queued_in, reading, failed };
 
-/// One buffer's place in the spill file and how to make it again.
+/// One buffer's place in the spill file, or its pinned host copy (a CUDA buffer), and how to
+/// make it again.
 struct Region {
   std::int64_t offset = 0, bytes = 0;
   std::vector<std::int64_t> sizes, strides;
   at::ScalarType dtype = at::kFloat;
+  at::Tensor host;  ///< a CUDA buffer's bytes in pinned host memory (memory/PinnedCopy.h)
 };
 
 class SwapHandle;
@@ -92,6 +96,23 @@ struct SwapState {
   mutable std::atomic<std::int64_t> resident_after_write{0};  // set by the const transfer()
 
   std::thread io;
+
+  std::mutex copier_mutex;  // guards copier
+  std::unique_ptr<PinnedCopier> copier;  // made on the first CUDA buffer
+
+  /// The copier of `device`'s buffers (one device per store: std::runtime_error for another).
+  PinnedCopier& copier_for(const c10::Device& device) {
+    std::lock_guard<std::mutex> lock(copier_mutex);
+    if (!copier) {
+      copier = std::make_unique<PinnedCopier>(device);
+      copier_device = device;
+    } else if (copier_device != device) {
+      throw std::runtime_error("swap: buffers of " + device.str() + " after buffers of " +
+                               copier_device.str() + " (one device per store)");
+    }
+    return *copier;
+  }
+  c10::Device copier_device{c10::kCPU};
 
   ~SwapState() {
     if (fd >= 0) ::close(fd);
@@ -175,7 +196,11 @@ class SwapHandle final : public SavedTensor {
       : state_(std::move(state)),
         inner_(std::move(inner)),
         identity_(std::move(identity)),
-        storage_(tensor.storage().getWeakStorageImpl()) {}
+        storage_(tensor.storage().getWeakStorageImpl()) {
+    // Where the compute stream stands once the tensor (and the inner store's buffers of it) are
+    // made: a copy to the host waits for it.
+    if (tensor.is_cuda()) made_ = StreamPoint::now(tensor.device());
+  }
 
   ~SwapHandle() override { unregister(); }
 
@@ -292,9 +317,14 @@ class SwapHandle final : public SavedTensor {
       std::lock_guard<std::mutex> inner_lock(inner_mutex_);
       if (inner_) buffers = inner_->take_buffers();
     }
+    // Dense buffers in host memory go to the spill file; those of a CUDA tensor, to pinned host
+    // memory.
+    const bool on_device = made_.has_value();
     const bool movable =
-        !buffers.empty() && std::all_of(buffers.begin(), buffers.end(), [](const at::Tensor& b) {
-          return b.defined() && b.device().is_cpu() && b.layout() == at::kStrided &&
+        !buffers.empty() &&
+        std::all_of(buffers.begin(), buffers.end(), [&](const at::Tensor& b) {
+          return b.defined() && b.layout() == at::kStrided &&
+                 (on_device ? b.device() == made_->device() : b.device().is_cpu()) &&
                  (b.numel() == 0 || b.is_non_overlapping_and_dense());
         });
     std::vector<Region> regions;
@@ -310,7 +340,7 @@ class SwapHandle final : public SavedTensor {
         r.sizes = b.sizes().vec();
         r.strides = b.strides().vec();
         r.dtype = b.scalar_type();
-        state_->file_end += (r.bytes + 63) / 64 * 64;
+        if (!on_device) state_->file_end += (r.bytes + 63) / 64 * 64;
         total += r.bytes;
         regions.push_back(std::move(r));
       }
@@ -321,8 +351,12 @@ class SwapHandle final : public SavedTensor {
       const auto start = Clock::now();
       try {
         for (std::size_t i = 0; i < buffers.size(); ++i) {
-          state_->transfer(true, static_cast<char*>(buffers[i].data_ptr()), regions[i].offset,
-                           regions[i].bytes);
+          if (on_device) {
+            regions[i].host = state_->copier_for(made_->device()).to_host(buffers[i], *made_);
+          } else {
+            state_->transfer(true, static_cast<char*>(buffers[i].data_ptr()), regions[i].offset,
+                             regions[i].bytes);
+          }
         }
         written = true;
       } catch (const std::exception&) {
@@ -445,8 +479,14 @@ class SwapHandle final : public SavedTensor {
       SpanGuard span("swap_in", "memory");
       const auto start = Clock::now();
       for (const auto& r : regions) {
-        at::Tensor b = at::empty_strided(r.sizes, r.strides, at::TensorOptions().dtype(r.dtype));
-        state_->transfer(false, static_cast<char*>(b.data_ptr()), r.offset, r.bytes);
+        at::Tensor b;
+        if (r.host.defined()) {
+          // Allocated on the stream that saved it, which reads it in backward.
+          b = state_->copier_for(made_->device()).to_device(r.host, *made_);
+        } else {
+          b = at::empty_strided(r.sizes, r.strides, at::TensorOptions().dtype(r.dtype));
+          state_->transfer(false, static_cast<char*>(b.data_ptr()), r.offset, r.bytes);
+        }
         total += r.bytes;
         buffers.push_back(std::move(b));
       }
@@ -477,6 +517,8 @@ class SwapHandle final : public SavedTensor {
   const TensorIdentity identity_;
   c10::weak_intrusive_ptr<c10::StorageImpl> storage_;  // keeps the identity's address unique
   std::atomic<bool> registered_{false};
+  // Set when made, then only read: a CUDA tensor's point of its stream when it was saved.
+  std::optional<StreamPoint> made_;
   // Guarded by state_->mutex:
   int users_ = 1;
   int last_unit_ = -1;

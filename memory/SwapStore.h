@@ -43,6 +43,14 @@
 /// handle's take_buffers() hands over and puts it back with put_buffers(). Buffers that are not
 /// non-overlapping and dense stay in memory.
 ///
+/// The buffers of a CUDA tensor go to pinned host memory instead of the spill file
+/// (memory/PinnedCopy.h): on a copy stream of the store's own, after the compute stream's work
+/// that made the tensor (an event recorded at save()), into blocks of LibTorch's caching host
+/// allocator (a pool of pinned memory), and back onto the device, allocated on the stream that
+/// saved them; the I/O thread waits for each copy to land, so a buffer is freed only after its
+/// copy and handed back only complete. One CUDA device per store; throttling and the page-cache
+/// figures are the spill file's only.
+///
 /// The spill file is created in `spill_directory` and unlinked at once (nothing is left on disk,
 /// whatever happens to the process); its space is reused whenever nothing is out.
 /// `bandwidth_bytes_per_second` > 0 throttles every transfer to that rate (--swap-bandwidth), so

@@ -25,8 +25,8 @@ std::deque<MemoryTechniqueInfo> built_in() {
                   true,
                   {}});
   list.push_back({"swap",
-                  "the units' saved tensors moved to a spill file and read back before their "
-                  "backward",
+                  "the units' saved tensors moved to a spill file (on a GPU: pinned host memory) "
+                  "and read back before their backward",
                   TechniqueKind::units,
                   true,
                   true,

@@ -91,12 +91,14 @@ memory::MemoryWindow measured_step(Workload& workload, const std::vector<std::si
   return w;
 }
 
-/// Bytes per millisecond of a write and read back through a swap store.
-double measure_swap_rate(const MemoryOptions& o) {
+/// Bytes per millisecond of a write and read back through a swap store, of a tensor on `device`
+/// (the spill file's rate for the CPU, the pinned copies' for a CUDA device).
+double measure_swap_rate(const MemoryOptions& o, const c10::Device& device) {
   memory::SwapStoreOptions so;
   so.spill_directory = o.spill_directory;
   memory::SwapStore store(so);
-  at::Tensor probe = at::randn({kRateProbeBytes / 4});
+  at::Tensor probe = at::randn({kRateProbeBytes / 4}, at::TensorOptions().device(device));
+  synchronize(device);
   const auto start = std::chrono::steady_clock::now();
   store.begin_unit(0, true);
   auto saved = store.save(probe, memory::SavedKind::activation);
@@ -412,8 +414,9 @@ void MemoryTechniques::plan(Workload& workload, const std::vector<std::size_t>& 
     }
     swap_bytes_per_ms_ = 0;
     if (swap_) {
-      swap_bytes_per_ms_ = options_.swap_bandwidth > 0 ? options_.swap_bandwidth / 1000.0
-                                                       : measure_swap_rate(options_);
+      swap_bytes_per_ms_ = options_.swap_bandwidth > 0
+                               ? options_.swap_bandwidth / 1000.0
+                               : measure_swap_rate(options_, workload_device(workload));
     }
   }
   if (algo_ && options_.budget_bytes == 0) {

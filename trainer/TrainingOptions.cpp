@@ -144,16 +144,15 @@ void check_device_support(const TrainingOptions& o) {
                           "CPU's activations with memory.budget_bytes (--memory-budget)");
     return;
   }
-  // ReLU compression works on device memory (memory/cuda/'s kernels), and recompute on the
-  // units (the device's generator replayed), planned on the device's measured peaks; the other
-  // techniques act on host memory so far.
+  // ReLU compression works on device memory (memory/cuda/'s kernels), recompute on the units
+  // (the device's generator replayed) and swap to pinned host memory (memory/PinnedCopy.h),
+  // planned on the device's measured peaks; reuse and algo act on host memory so far.
   const TechniqueChoice chosen(o.memory.techniques);
   for (const MemoryTechniqueInfo* t : chosen.chosen()) {
-    if (t->name != "relu" && t->name != "recompute")
+    if (t->name != "relu" && t->name != "recompute" && t->name != "swap")
       throw InvalidOption("memory.techniques",
-                          "must be none, relu or recompute on " + o.device + ": " + t->name +
-                              " acts on host memory (the CPU's activations, spill files and "
-                              "arenas)");
+                          "must be none, relu, recompute or swap on " + o.device + ": " +
+                              t->name + " acts on host memory (the CPU's arenas and algorithms)");
   }
   if (o.ooo_threads != 1)
     throw InvalidOption("ooo_threads",

@@ -1,7 +1,9 @@
 // The swap store (memory/SwapStore.h): what moves and what stays, bit-exact round trips, memory
 // that really drops, prefetch triggers, on-demand reads, throttling, and the inner stores.
 #include "memory/CompressingStore.h"
+#include "memory/CudaMemoryTracker.h"
 #include "memory/MemoryTracker.h"
+#include "memory/PinnedCopy.h"
 #include "memory/SwapStore.h"
 
 #include <gtest/gtest.h>
@@ -380,6 +382,72 @@ TEST_F(SwapStoreTest, ReleasedWhileOutFreesItsPlaceAndTheFileIsReused) {
     EXPECT_EQ(store.bytes_out(), 0);
   }
   EXPECT_EQ(store.stats().swapped_out_tensors, 3);
+}
+
+}  // namespace
+}  // namespace engram::memory
+
+namespace engram::memory {
+namespace {
+
+// A CUDA tensor of a swapped unit goes to pinned host memory on the copy stream (not to the spill
+// file) once the kernel that made it has run, its device bytes are freed, and it comes back onto
+// the device bit for bit: on demand, and at a prefetch trigger.
+TEST_F(SwapStoreTest, OnCudaASwappedTensorGoesToPinnedHostMemoryAndComesBackBitExact) {
+  if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device: the pinned copies need one";
+  CudaMemoryTracker& gpu = CudaMemoryTracker::install(0);
+  SwapStore store(options());
+  const at::Tensor source = torch::randn({256, 1024}, torch::kCUDA);  // 1 MiB
+  const at::Tensor expected = (source * 3).cpu();
+  for (const bool prefetch : {false, true}) {
+    SCOPED_TRACE(prefetch ? "prefetched" : "on demand");
+    store.set_prefetch_schedule(prefetch ? std::vector<std::vector<int>>{{}, {0}}
+                                         : std::vector<std::vector<int>>{});
+    c10::intrusive_ptr<SavedTensor> saved;
+    std::int64_t live_with_tensor = 0;
+    {
+      at::Tensor x = source * 3;  // queued just before the save: the copy must wait for it
+      live_with_tensor = gpu.live_bytes();
+      store.begin_unit(0, /*swapped=*/true);
+      saved = store.save(x, SavedKind::activation);
+      store.end_unit(torch::zeros({1}, torch::kCUDA));
+    }
+    if (!prefetch) {
+      store.end_forward();
+      store.wait_for_transfers();
+      EXPECT_EQ(store.bytes_out(), 1 << 20);
+      if (CudaMemoryTracker::hooked()) EXPECT_LE(gpu.live_bytes(), live_with_tensor - (1 << 20));
+    } else {
+      store.end_forward();  // trigger 1 (the number of units) reads unit 0's tensor back
+      store.wait_for_transfers();
+      EXPECT_EQ(store.bytes_out(), 0);
+    }
+    const at::Tensor back = saved->load();
+    EXPECT_TRUE(back.is_cuda());
+    EXPECT_TRUE(bit_equal(back.cpu(), expected));
+    saved->release();
+  }
+  const SwapStats s = store.stats();
+  EXPECT_EQ(s.swapped_out_tensors, 2);
+  EXPECT_EQ(s.on_demand, 1);
+  EXPECT_EQ(s.prefetched, 1);
+  EXPECT_EQ(s.swapped_in_bytes, 2 << 20);
+  EXPECT_GT(s.swap_out_ns, 0);
+  EXPECT_EQ(s.resident_after_write_bytes, 0);  // nothing went through the spill file
+}
+
+TEST(PinnedCopyTest, WithoutACudaDeviceEveryCallSaysSo) {
+  EXPECT_THROW(StreamPoint::now(c10::Device(c10::kCPU)), std::invalid_argument);
+  EXPECT_THROW(PinnedCopier(c10::Device(c10::kCPU)), std::invalid_argument);
+  if (torch::cuda::is_available()) GTEST_SKIP() << "a CUDA device is visible";
+  try {
+    StreamPoint::now(c10::Device(c10::kCUDA, 0));
+    ADD_FAILURE() << "a stream point without a device";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("no CUDA device is visible"), std::string::npos)
+        << e.what();
+  }
+  EXPECT_THROW(measure_bus_bandwidth(c10::Device(c10::kCUDA, 0)), std::runtime_error);
 }
 
 }  // namespace

@@ -118,11 +118,12 @@ TEST(ResNetWorkloadTest, OnCudaAFewStepsMatchTheCpuAndDeterministicRunsRepeat) {
   EXPECT_EQ(gpu.losses, again.losses);
 }
 
-// ReLU compression and recompute on device memory: the ReLU outputs kept as bitmap plus values
-// on the GPU (memory/cuda/'s kernels) and decompressed there for backward, every unit rerun with
-// the device's generator replayed and batch norm's statistics left alone; lossless, so three
-// deterministic CUDA steps land bit for bit where the plain store's land.
-TEST(ResNetWorkloadTest, OnCudaReluCompressionAndRecomputeTrainBitForBitAsNone) {
+// ReLU compression, recompute and swap on device memory: the ReLU outputs kept as bitmap plus
+// values on the GPU (memory/cuda/'s kernels) and decompressed there for backward, every unit
+// rerun with the device's generator replayed and batch norm's statistics left alone, every
+// unit's saved tensors copied to pinned host memory and back (memory/PinnedCopy.h); lossless, so
+// three deterministic CUDA steps land bit for bit where the plain store's land.
+TEST(ResNetWorkloadTest, OnCudaReluCompressionRecomputeAndSwapTrainBitForBitAsNone) {
   ENGRAM_SKIP_WITHOUT_CUDA();
   trainer::TrainingOptions options;
   options.optimizer = "sgd";
@@ -137,8 +138,11 @@ TEST(ResNetWorkloadTest, OnCudaReluCompressionAndRecomputeTrainBitForBitAsNone) 
   };
   const auto none = run({});
   for (const std::vector<std::string> techniques :
-       {std::vector<std::string>{"relu"}, {"recompute"}, {"relu", "recompute"}}) {
-    SCOPED_TRACE(techniques.size() == 2 ? "relu+recompute" : techniques.front());
+       {std::vector<std::string>{"relu"}, {"recompute"}, {"relu", "recompute"}, {"swap"},
+        {"relu", "swap"}, {"all"}}) {
+    std::string name;
+    for (const auto& t : techniques) name += (name.empty() ? "" : "+") + t;
+    SCOPED_TRACE(name);
     const auto other = run(techniques);
     for (std::size_t i = 0; i < none.parameters.size(); ++i)
       EXPECT_TRUE(torch::equal(none.parameters[i], other.parameters[i])) << "parameter " << i;

@@ -73,7 +73,11 @@ TEST(DeviceTest, ACudaSessionRefusesWhatRunsOnTheCpuOnly) {
   options.memory.cap = "0.5";
   EXPECT_NO_THROW(check_device_support(options));
   options.memory.cap.clear();
-  options.memory.techniques = {"swap"};
+  options.memory.techniques = {"swap"};  // to pinned host memory
+  EXPECT_NO_THROW(check_device_support(options));
+  options.memory.techniques = {"reuse"};  // a host arena
+  EXPECT_THROW(check_device_support(options), InvalidOption);
+  options.memory.techniques = {"algo"};  // the CPU's convolution algorithms
   EXPECT_THROW(check_device_support(options), InvalidOption);
   options.memory.techniques = {};
   options.ooo_threads = 2;
