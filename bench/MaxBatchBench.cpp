@@ -197,15 +197,16 @@ void run_max_batch_bench(const MemoryBenchOptions& o, std::ostream& out) {
     const long best_largest = rows[best].at("largest_batch").get<long>();
     json peer = detail::run_resnet_peer(
         o, 1, config, "resnet_cap_peer.py", "cap-peer",
-        {"--cap-bytes", std::to_string(cap), "--start", std::to_string(start), "--limit",
-         std::to_string(o.max_batch), "--precision", std::to_string(kPrecision), "--steps",
-         std::to_string(o.steps), "--equal-batch-limit", std::to_string(best_largest),
+        {"--cap-bytes", std::to_string(cap), "--start", std::to_string(std::min(start, o.max_batch)),
+         "--limit", std::to_string(o.max_batch), "--precision", std::to_string(kPrecision),
+         "--steps", std::to_string(o.steps), "--equal-batch-limit",
+         std::to_string(std::max(best_largest, 1L)),
          "--device", "cuda:" + std::to_string(device.index())});
     report["peer"] = peer;
     // The best row against the fastest peer that trains at the equal batch.
     const long equal = peer.at("equal_batch").at("batch").get<long>();
     const json& peers_there = peer.at("equal_batch").at("rows");
-    if (equal > 0 && !peers_there.empty()) {
+    if (best_largest > 0 && equal > 0 && !peers_there.empty()) {
       std::string fastest;
       double fastest_ms = 0;
       for (auto it = peers_there.begin(); it != peers_there.end(); ++it) {

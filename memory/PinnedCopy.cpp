@@ -1,6 +1,8 @@
 #include "memory/PinnedCopy.h"
 
 #include <ATen/ATen.h>
+#include <ATen/core/CachingHostAllocator.h>
+#include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/cuda/CUDAEvent.h>
 #include <c10/cuda/CUDAFunctions.h>
 #include <c10/cuda/CUDAGuard.h>
@@ -40,11 +42,6 @@ StreamPoint StreamPoint::now(const c10::Device& device) {
   return record_on(c10::cuda::getCurrentCUDAStream(device.index()));
 }
 
-StreamPoint StreamPoint::stream_now() const {
-  const c10::cuda::CUDAGuard on(state_->stream.device());
-  return record_on(state_->stream);
-}
-
 c10::Device StreamPoint::device() const { return state_->stream.device(); }
 
 struct PinnedCopier::State {
@@ -60,7 +57,28 @@ PinnedCopier::PinnedCopier(const c10::Device& device) {
 
 PinnedCopier::~PinnedCopier() = default;
 
-at::Tensor PinnedCopier::to_host(const at::Tensor& buffer, const StreamPoint& after) {
+namespace {
+
+/// Runs `copy` on `stream` between two timing events and waits for it to land; the copy's own
+/// nanoseconds into `copy_ns` (if given).
+template <typename Copy>
+void timed_copy(const c10::cuda::CUDAStream& stream, std::int64_t* copy_ns, Copy&& copy) {
+  c10::cuda::CUDAEvent start(cudaEventDefault), landed(cudaEventDefault);
+  start.record(stream);
+  {
+    const c10::cuda::CUDAStreamGuard on(stream);
+    copy();
+  }
+  landed.record(stream);
+  landed.synchronize();
+  if (copy_ns != nullptr)
+    *copy_ns = static_cast<std::int64_t>(static_cast<double>(start.elapsed_time(landed)) * 1e6);
+}
+
+}  // namespace
+
+at::Tensor PinnedCopier::to_host(const at::Tensor& buffer, const StreamPoint& after,
+                                 std::int64_t* copy_ns) {
   if (!buffer.is_cuda() || buffer.device() != state_->device)
     throw std::invalid_argument("PinnedCopier::to_host: a tensor on " + buffer.device().str() +
                                 ", the copier is for " + state_->device.str());
@@ -69,36 +87,30 @@ at::Tensor PinnedCopier::to_host(const at::Tensor& buffer, const StreamPoint& af
       buffer.sizes(), buffer.strides(),
       at::TensorOptions().dtype(buffer.scalar_type()).pinned_memory(true));
   after.state().event->block(state_->copy);
-  {
-    const c10::cuda::CUDAStreamGuard stream(state_->copy);
-    host.copy_(buffer, /*non_blocking=*/true);
-  }
-  c10::cuda::CUDAEvent landed(cudaEventDisableTiming);
-  landed.record(state_->copy);
-  landed.synchronize();
+  timed_copy(state_->copy, copy_ns, [&] { host.copy_(buffer, /*non_blocking=*/true); });
   return host;
 }
 
-at::Tensor PinnedCopier::to_device(const at::Tensor& host, const StreamPoint& on) {
+at::Tensor PinnedCopier::to_device(const at::Tensor& host, const StreamPoint& on,
+                                   std::int64_t* copy_ns) {
   if (!host.device().is_cpu())
     throw std::invalid_argument("PinnedCopier::to_device: a tensor on " + host.device().str());
   const c10::cuda::CUDAGuard guard(state_->device);
   at::Tensor buffer;
   {
-    // Allocated on the stream that reads it, after what that stream queued so far.
-    const c10::cuda::CUDAStreamGuard stream(on.state().stream);
+    const c10::cuda::CUDAStreamGuard stream(state_->copy);
     buffer = at::empty_strided(host.sizes(), host.strides(),
                                at::TensorOptions().dtype(host.scalar_type()).device(state_->device));
   }
-  on.stream_now().state().event->block(state_->copy);
-  {
-    const c10::cuda::CUDAStreamGuard stream(state_->copy);
-    buffer.copy_(host, /*non_blocking=*/true);
-  }
-  c10::cuda::CUDAEvent landed(cudaEventDisableTiming);
-  landed.record(state_->copy);
-  landed.synchronize();
+  timed_copy(state_->copy, copy_ns, [&] { buffer.copy_(host, /*non_blocking=*/true); });
+  // Read on the compute stream from now on: its block is reused only after that stream's work.
+  c10::cuda::CUDACachingAllocator::recordStream(buffer.storage().data_ptr(), on.state().stream);
   return buffer;
+}
+
+void release_cached_pinned_memory() {
+  if (c10::cuda::device_count() == 0) return;
+  at::getHostAllocator(at::kCUDA)->empty_cache();
 }
 
 BusBandwidth measure_bus_bandwidth(const c10::Device& device, std::int64_t bytes, int repeats) {

@@ -10,17 +10,16 @@
 ///   engram::memory::StreamPoint made = engram::memory::StreamPoint::now(tensor.device());
 ///   engram::memory::PinnedCopier copier(tensor.device());   // on any thread
 ///   at::Tensor host = copier.to_host(tensor, made);         // returns once the bytes landed
-///   at::Tensor back = copier.to_device(host, made.stream_now());
+///   at::Tensor back = copier.to_device(host, made);         // read on made's stream
 ///   engram::memory::BusBandwidth bus = engram::memory::measure_bus_bandwidth(tensor.device());
 /// \endcode
 ///
 /// Each copy returns when its bytes have landed (the calling thread, the swap store's I/O thread,
 /// waits on the copy's event), so a buffer handed back is complete and one given up can be freed:
 /// the training thread never waits, and compute never reads a buffer before its copy lands. A
-/// buffer copied back is allocated on the stream the point names (the compute stream, where it is
-/// read), and the copy waits for the work that stream had queued when the allocation was made, so
-/// the block the caching allocator reuses is no longer in use. Without a CUDA device every call
-/// throws std::runtime_error. The header includes no CUDA header.
+/// buffer copied back comes from the copy stream's blocks and is marked in use by the stream the
+/// point names (the compute stream, where it is read) with the caching allocator's recordStream.
+/// Without a CUDA device every call throws std::runtime_error. The header includes no CUDA header.
 
 #include <ATen/core/Tensor.h>
 #include <c10/core/Device.h>
@@ -35,8 +34,6 @@ class StreamPoint {
  public:
   /// The point reached now by the current stream of `device` (a CUDA device).
   static StreamPoint now(const c10::Device& device);
-  /// The point reached now by the same stream (recorded again from the calling thread).
-  StreamPoint stream_now() const;
   c10::Device device() const;
 
   struct State;
@@ -56,16 +53,24 @@ class PinnedCopier {
   PinnedCopier& operator=(const PinnedCopier&) = delete;
 
   /// A pinned host copy of `buffer` (dense, on the copier's device) made after the work before
-  /// `after`; returns once it has landed.
-  at::Tensor to_host(const at::Tensor& buffer, const StreamPoint& after);
-  /// A copy of `host` (pinned) on the copier's device, allocated on the stream of `on` and
-  /// written after the work before `on`; returns once it has landed.
-  at::Tensor to_device(const at::Tensor& host, const StreamPoint& on);
+  /// `after`; returns once it has landed. `copy_ns` (if given) gets the copy's own time, from
+  /// events on the copy stream around it (not the wait for `after`).
+  at::Tensor to_host(const at::Tensor& buffer, const StreamPoint& after,
+                     std::int64_t* copy_ns = nullptr);
+  /// A copy of `host` (pinned) on the copier's device, for the stream of `on` to read: allocated
+  /// on the copy stream, written there, and recorded as in use by `on`'s stream (so that the
+  /// caching allocator reuses its block only after that stream's work with it), without waiting
+  /// for the work `on`'s stream has queued; returns once it has landed. `copy_ns` as to_host's.
+  at::Tensor to_device(const at::Tensor& host, const StreamPoint& on,
+                       std::int64_t* copy_ns = nullptr);
 
  private:
   struct State;
   std::unique_ptr<State> state_;
 };
+
+/// Gives the pinned blocks LibTorch's caching host allocator keeps cached back to the system.
+void release_cached_pinned_memory();
 
 /// Pinned copies' throughput in bytes per second, each direction the median of `repeats` copies
 /// of `bytes` timed with CUDA events on a copy stream: the bus's peak as the swap store sees it.

@@ -7,6 +7,7 @@
 
 #include <ATen/ops/empty_strided.h>
 #include <c10/core/StorageImpl.h>
+#include <c10/util/Exception.h>
 #include <c10/util/intrusive_ptr.h>
 
 #include <algorithm>
@@ -16,6 +17,7 @@
 #include <condition_variable>
 #include <cstring>
 #include <deque>
+#include <exception>
 #include <filesystem>
 #include <mutex>
 #include <optional>
@@ -92,7 +94,8 @@ struct SwapState {
   std::vector<c10::intrusive_ptr<SwapHandle>> unit_writes;  // written eagerly in this unit
 
   std::atomic<std::int64_t> swapped_out_tensors{0}, swapped_out_bytes{0}, swapped_in_bytes{0},
-      prefetched{0}, on_demand{0}, stall_ns{0}, swap_out_ns{0}, swap_in_ns{0};
+      prefetched{0}, on_demand{0}, stall_ns{0}, swap_out_ns{0}, swap_in_ns{0}, copy_out_ns{0},
+      copy_in_ns{0};
   mutable std::atomic<std::int64_t> resident_after_write{0};  // set by the const transfer()
 
   std::thread io;
@@ -243,14 +246,16 @@ class SwapHandle final : public SavedTensor {
     unregister();
   }
 
-  /// An I/O job of this handle failed: load() reports `what` from now on.
-  void fail(const std::string& what) {
+  /// An I/O job of this handle failed: load() reports `what` from now on, or rethrows
+  /// `out_of_memory` (the device allocator's error) when given.
+  void fail(const std::string& what, std::exception_ptr out_of_memory = nullptr) {
     std::lock_guard<std::mutex> lock(state_->mutex);
     if (where_ == Where::writing || where_ == Where::out || where_ == Where::reading ||
         where_ == Where::queued_in) {
       if (where_ != Where::writing) --state_->regions_in_use;
     }
     error_ = what;
+    out_of_memory_ = out_of_memory;
     where_ = Where::failed;
     state_->changed.notify_all();
   }
@@ -352,7 +357,10 @@ class SwapHandle final : public SavedTensor {
       try {
         for (std::size_t i = 0; i < buffers.size(); ++i) {
           if (on_device) {
-            regions[i].host = state_->copier_for(made_->device()).to_host(buffers[i], *made_);
+            std::int64_t copy_ns = 0;
+            regions[i].host =
+                state_->copier_for(made_->device()).to_host(buffers[i], *made_, &copy_ns);
+            state_->copy_out_ns += copy_ns;
           } else {
             state_->transfer(true, static_cast<char*>(buffers[i].data_ptr()), regions[i].offset,
                              regions[i].bytes);
@@ -443,7 +451,10 @@ class SwapHandle final : public SavedTensor {
   /// Waits until the data is in memory, queueing the read ahead of everything (on demand).
   void bring_back_locked(std::unique_lock<std::mutex>& lock) {
     while (where_ != Where::resident) {
-      if (where_ == Where::failed) throw std::runtime_error("swap: " + error_);
+      if (where_ == Where::failed) {
+        if (out_of_memory_) std::rethrow_exception(out_of_memory_);
+        throw std::runtime_error("swap: " + error_);
+      }
       if (where_ == Where::queued_out) {  // never written: it has not left
         remove_jobs_locked();
         where_ = Where::resident;
@@ -457,6 +468,8 @@ class SwapHandle final : public SavedTensor {
           lock.unlock();
           try {
             read_regions(regions);
+          } catch (const c10::OutOfMemoryError& e) {
+            fail(e.what(), std::current_exception());
           } catch (const std::exception& e) {
             fail(e.what());
           }
@@ -482,7 +495,9 @@ class SwapHandle final : public SavedTensor {
         at::Tensor b;
         if (r.host.defined()) {
           // Allocated on the stream that saved it, which reads it in backward.
-          b = state_->copier_for(made_->device()).to_device(r.host, *made_);
+          std::int64_t copy_ns = 0;
+          b = state_->copier_for(made_->device()).to_device(r.host, *made_, &copy_ns);
+          state_->copy_in_ns += copy_ns;
         } else {
           b = at::empty_strided(r.sizes, r.strides, at::TensorOptions().dtype(r.dtype));
           state_->transfer(false, static_cast<char*>(b.data_ptr()), r.offset, r.bytes);
@@ -527,6 +542,7 @@ class SwapHandle final : public SavedTensor {
   Where where_ = Where::resident;
   std::vector<Region> regions_;
   std::string error_;  // why where_ is failed
+  std::exception_ptr out_of_memory_;  // the device allocator's error, when that was why
 };
 
 void io_loop(SwapState* state) {
@@ -544,6 +560,11 @@ void io_loop(SwapState* state) {
       } else {
         job.handle->read_in();
       }
+    } catch (const c10::OutOfMemoryError& e) {
+      // Reading back under a device-memory cap: load() throws the allocator's own error.
+      job.handle->fail(std::string("reading back a saved tensor ran out of device memory: ") +
+                           e.what(),
+                       std::current_exception());
     } catch (const std::exception& e) {
       // A failed read (or a failed allocation) must not end the process: the handle's load()
       // reports it.
@@ -626,8 +647,17 @@ SwapStore::~SwapStore() {
     state_->changed.notify_all();
   }
   state_->io.join();
-  std::lock_guard<std::mutex> lock(state_->mutex);
-  state_->io_running = false;
+  {
+    std::lock_guard<std::mutex> lock(state_->mutex);
+    state_->io_running = false;
+  }
+  // The pinned blocks the copies used go back to the system, but those handles still hold.
+  bool copied = false;
+  {
+    std::lock_guard<std::mutex> lock(state_->copier_mutex);
+    copied = state_->copier != nullptr;
+  }
+  if (copied) release_cached_pinned_memory();
 }
 
 c10::intrusive_ptr<SavedTensor> SwapStore::save(const at::Tensor& tensor, SavedKind kind) {
@@ -782,6 +812,8 @@ SwapStats SwapStore::stats() const {
   out.stall_ns = s.stall_ns;
   out.swap_out_ns = s.swap_out_ns;
   out.swap_in_ns = s.swap_in_ns;
+  out.copy_out_ns = s.copy_out_ns;
+  out.copy_in_ns = s.copy_in_ns;
   out.resident_after_write_bytes = s.resident_after_write;
   return out;
 }
@@ -790,7 +822,8 @@ void SwapStore::reset_stats() {
   auto& s = *state_;
   for (auto* counter :
        {&s.swapped_out_tensors, &s.swapped_out_bytes, &s.swapped_in_bytes, &s.prefetched,
-        &s.on_demand, &s.stall_ns, &s.swap_out_ns, &s.swap_in_ns, &s.resident_after_write}) {
+        &s.on_demand, &s.stall_ns, &s.swap_out_ns, &s.swap_in_ns, &s.copy_out_ns, &s.copy_in_ns,
+        &s.resident_after_write}) {
     counter->store(0);
   }
 }

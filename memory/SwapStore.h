@@ -49,7 +49,9 @@
 /// allocator (a pool of pinned memory), and back onto the device, allocated on the stream that
 /// saved them; the I/O thread waits for each copy to land, so a buffer is freed only after its
 /// copy and handed back only complete. One CUDA device per store; throttling and the page-cache
-/// figures are the spill file's only.
+/// figures are the spill file's only. When a read back runs out of device memory (a cap), load()
+/// throws the allocator's c10::OutOfMemoryError itself. The store gives the pinned blocks the
+/// host allocator cached back when it is destroyed.
 ///
 /// The spill file is created in `spill_directory` and unlinked at once (nothing is left on disk,
 /// whatever happens to the process); its space is reused whenever nothing is out.
@@ -95,6 +97,9 @@ struct SwapStats {
   std::int64_t stall_ns = 0;     ///< time load() waited for tensors to come back
   std::int64_t swap_out_ns = 0;  ///< I/O thread time spent writing (throttling included)
   std::int64_t swap_in_ns = 0;   ///< I/O thread time spent reading (throttling included)
+  /// CUDA tensors' pinned copies (memory/PinnedCopy.h): the copies' own time on the copy stream
+  /// (CUDA events), to the host and back, without the waits for the compute stream.
+  std::int64_t copy_out_ns = 0, copy_in_ns = 0;
   /// The spill file's pages still in memory (the kernel's page cache, mincore) just after a
   /// write was flushed and dropped: the most over the writes (0 when swapped bytes really left
   /// memory; a tmpfs spill directory keeps them all).

@@ -28,13 +28,17 @@
 #      integration tests, and last the kernel benchmarks (relu_cuda.sh, cudnn_conv.sh), whose
 #      code changes least,
 # each stage within what is left of a deadline, so that the run ends, with its logs, before the
-# machine's limit. Logs and results go to DIR ($OUT where the device tool sets it).
-#   scripts/gpu-check.sh [--out DIR] [--deadline SECONDS] [--prefix DIR]
+# machine's limit. Logs and results go to DIR ($OUT where the device tool sets it). --stages
+# NAME,... runs only those stages after the build of what the GPU checks need (on a machine still
+# warm from a run cut short by its deadline: what that run left out, say
+# --stages ooo-streams,scale,memory-resnet50).
+#   scripts/gpu-check.sh [--out DIR] [--deadline SECONDS] [--prefix DIR] [--stages NAME,...]
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 out=${OUT:-$root/build-gpu/check}
 deadline=450
 prefix=/tmp/engram-prefix
+only=""  # ",NAME,...,": the stages --stages names; empty: every stage
 # The tests that train or measure on a GPU (each skips, saying why, without one).
 device_tests='OnCuda|DeviceTest|CudaMemoryTracker|LstmDevice|OptimizerDevice|Gpu|SecondCudaStream'
 
@@ -43,7 +47,9 @@ while [ $# -gt 0 ]; do
     --out) out=$2; shift ;;
     --deadline) deadline=$2; shift ;;
     --prefix) prefix=$2; shift ;;
-    *) echo "usage: $0 [--out DIR] [--deadline SECONDS] [--prefix DIR]" >&2; exit 2 ;;
+    --stages) only=",$2,"; shift ;;
+    *) echo "usage: $0 [--out DIR] [--deadline SECONDS] [--prefix DIR] [--stages NAME,...]" >&2
+       exit 2 ;;
   esac
   shift
 done
@@ -57,6 +63,12 @@ left() { echo $(( deadline - ($(date +%s) - start) )); }
 stage() {
   local name=$1 limit=$2
   shift 2
+  case "$name" in unpack | configure | build-device) ;; *)
+    if [ -n "$only" ] && [[ "$only" != *",$name,"* ]]; then
+      say "$name: not among --stages"
+      return 125
+    fi ;;
+  esac
   local budget
   budget=$(left)
   [ "$limit" -lt "$budget" ] && budget=$limit

@@ -433,6 +433,9 @@ TEST_F(SwapStoreTest, OnCudaASwappedTensorGoesToPinnedHostMemoryAndComesBackBitE
   EXPECT_EQ(s.prefetched, 1);
   EXPECT_EQ(s.swapped_in_bytes, 2 << 20);
   EXPECT_GT(s.swap_out_ns, 0);
+  EXPECT_GT(s.copy_out_ns, 0);  // the copies' own time, on the copy stream
+  EXPECT_GT(s.copy_in_ns, 0);
+  EXPECT_LE(s.copy_out_ns, s.swap_out_ns);
   EXPECT_EQ(s.resident_after_write_bytes, 0);  // nothing went through the spill file
 }
 
