@@ -927,10 +927,11 @@ void validate_options(const MemoryBenchOptions& options) {
                                             ": every other row is compared with it");
     for (const auto& row : options.techniques) {
       for (const auto& t : row_techniques(row)) {
-        if (t != "none" && t != "relu" && t != "recompute" && t != "swap" && t != "all")
-          throw InvalidOption("techniques", "can be none, relu, recompute, swap and all on " +
+        if (t != "none" && t != "relu" && t != "recompute" && t != "swap" && t != "algo" &&
+            t != "all")
+          throw InvalidOption("techniques", "can be none, relu, recompute, swap, algo and all on " +
                                                 options.device + ", not " + t +
-                                                ": the others act on host memory");
+                                                " (host memory only so far)");
       }
     }
     if (!options.budget.empty())

@@ -1,6 +1,8 @@
 #include "nn/Conv2d.h"
 
+#include "memory/CudaMemoryTracker.h"
 #include "memory/MemoryTracker.h"
+#include "nn/detail/CudnnConv2d.h"
 #include "nn/detail/FunctionSupport.h"
 
 #include <ATen/ops/_slow_conv2d_backward.h>
@@ -12,11 +14,15 @@
 #include <ATen/ops/randn.h>
 #include <ATen/ops/zeros.h>
 #include <ATen/ops/zeros_like.h>
+#include <c10/cuda/CUDAFunctions.h>
+#include <c10/cuda/CUDAGuard.h>
 #include <torch/nn/init.h>
 
 #include <algorithm>
+#include <cctype>
 #include <chrono>
 #include <cmath>
+#include <functional>
 #include <stdexcept>
 
 namespace engram::nn {
@@ -25,6 +31,16 @@ namespace {
 using detail::AutogradContext;
 using detail::variable_list;
 using memory::SavedKind;
+
+/// CudnnAlgorithms packed into one integer for the autograd Function's saved data, and back.
+int64_t pack(const CudnnAlgorithms& a) {
+  return a.forward | (a.backward_data << 8) | (a.backward_filter << 16);
+}
+CudnnAlgorithms unpack(int64_t v) {
+  return CudnnAlgorithms{static_cast<int>(v & 0xff), static_cast<int>((v >> 8) & 0xff),
+                         static_cast<int>((v >> 16) & 0xff)};
+}
+
 
 // --- direct: one kernel offset at a time, the samples in small chunks -------------------------
 
@@ -190,7 +206,7 @@ double max_rel_difference(const at::Tensor& a, const at::Tensor& reference) {
 struct Conv2dFunction : public torch::autograd::Function<Conv2dFunction> {
   // `params` is {weight} or {weight, bias}: undefined tensors cannot be autograd inputs.
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, at::TensorList params,
-                            int64_t stride, int64_t padding, int64_t algorithm) {
+                            int64_t stride, int64_t padding, int64_t algorithm, int64_t cudnn) {
     const at::Tensor& weight = params[0];
     const at::Tensor bias = params.size() > 1 ? params[1] : at::Tensor();
     TORCH_CHECK(x.dim() == 4 && weight.dim() == 4 && x.size(1) == weight.size(1),
@@ -202,7 +218,9 @@ struct Conv2dFunction : public torch::autograd::Function<Conv2dFunction> {
     ctx->saved_data["stride"] = stride;
     ctx->saved_data["padding"] = padding;
     ctx->saved_data["algorithm"] = algorithm;
-    return conv2d_forward(static_cast<ConvAlgorithm>(algorithm), x, weight, bias, stride, padding);
+    ctx->saved_data["cudnn"] = cudnn;
+    return conv2d_forward(static_cast<ConvAlgorithm>(algorithm), x, weight, bias, stride, padding,
+                          unpack(cudnn));
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grad_outputs) {
@@ -213,23 +231,25 @@ struct Conv2dFunction : public torch::autograd::Function<Conv2dFunction> {
     const int64_t stride = ctx->saved_data["stride"].toInt();
     const int64_t padding = ctx->saved_data["padding"].toInt();
     const auto algorithm = static_cast<ConvAlgorithm>(ctx->saved_data["algorithm"].toInt());
+    const CudnnAlgorithms cudnn = unpack(ctx->saved_data["cudnn"].toInt());
     const at::Tensor g = grad_outputs[0].contiguous();
     detail::submit_weight_grad(
         ctx,
-        WeightGradTask{"conv2d", {weight, bias}, [x, weight, bias, g, stride, padding, algorithm] {
+        WeightGradTask{"conv2d", {weight, bias},
+                       [x, weight, bias, g, stride, padding, algorithm, cudnn] {
                          const bool dw = weight.requires_grad();
                          const bool db = bias.defined() && bias.requires_grad();
                          auto grads = conv2d_backward(algorithm, g, x, weight, bias.defined(),
-                                                      stride, padding, {false, dw, db});
+                                                      stride, padding, {false, dw, db}, cudnn);
                          if (dw) detail::accumulate_grad(weight, std::get<1>(grads));
                          if (db) detail::accumulate_grad(bias, std::get<2>(grads));
                        }});
     at::Tensor dx;
     if (ctx->needs_input_grad(0)) {
       dx = std::get<0>(conv2d_backward(algorithm, g, x, weight, has_bias, stride, padding,
-                                       {true, false, false}));
+                                       {true, false, false}, cudnn));
     }
-    variable_list grads(1 + (has_bias ? 2 : 1) + 3);
+    variable_list grads(1 + (has_bias ? 2 : 1) + 4);
     grads[0] = dx;
     return grads;
   }
@@ -243,21 +263,54 @@ const char* conv_algorithm_name(ConvAlgorithm algorithm) {
       return "im2col";
     case ConvAlgorithm::kDirect:
       return "direct";
+    case ConvAlgorithm::kCudnn:
+      return "cudnn";
     default:
       return "default";
   }
 }
 
 ConvAlgorithm parse_conv_algorithm(const std::string& name) {
-  for (auto a : {ConvAlgorithm::kDefault, ConvAlgorithm::kIm2col, ConvAlgorithm::kDirect}) {
+  for (auto a : {ConvAlgorithm::kDefault, ConvAlgorithm::kIm2col, ConvAlgorithm::kDirect,
+                 ConvAlgorithm::kCudnn}) {
     if (name == conv_algorithm_name(a)) return a;
   }
-  throw std::invalid_argument("no convolution algorithm '" + name + "' (default, im2col, direct)");
+  throw std::invalid_argument("no convolution algorithm '" + name +
+                              "' (default, im2col, direct, cudnn:F,BD,BF)");
+}
+
+std::string cudnn_algorithm_name(const CudnnAlgorithms& a) {
+  return "cudnn:" + std::to_string(a.forward) + "," + std::to_string(a.backward_data) + "," +
+         std::to_string(a.backward_filter);
+}
+
+bool parse_cudnn_algorithm_name(const std::string& name, CudnnAlgorithms* algorithms) {
+  const std::string prefix = "cudnn:";
+  if (name.rfind(prefix, 0) != 0) return false;
+  int values[3];
+  std::size_t at = prefix.size();
+  for (int i = 0; i < 3; ++i) {
+    std::size_t end = at;
+    while (end < name.size() && std::isdigit(static_cast<unsigned char>(name[end]))) ++end;
+    if (end == at || end - at > 2) return false;
+    values[i] = std::stoi(name.substr(at, end - at));
+    if (i < 2) {
+      if (end >= name.size() || name[end] != ',') return false;
+      at = end + 1;
+    } else if (end != name.size()) {
+      return false;
+    }
+  }
+  if (algorithms != nullptr) *algorithms = CudnnAlgorithms{values[0], values[1], values[2]};
+  return true;
 }
 
 at::Tensor conv2d_forward(ConvAlgorithm algorithm, const at::Tensor& x, const at::Tensor& weight,
-                          const at::Tensor& bias, int64_t stride, int64_t padding) {
+                          const at::Tensor& bias, int64_t stride, int64_t padding,
+                          const CudnnAlgorithms& cudnn) {
   switch (algorithm) {
+    case ConvAlgorithm::kCudnn:
+      return detail::cudnn_conv2d_forward(cudnn, x, weight, bias, stride, padding);
     case ConvAlgorithm::kIm2col: {
       const int64_t k = weight.size(2);
       return at::_slow_conv2d_forward(
@@ -276,9 +329,12 @@ at::Tensor conv2d_forward(ConvAlgorithm algorithm, const at::Tensor& x, const at
 std::tuple<at::Tensor, at::Tensor, at::Tensor> conv2d_backward(
     ConvAlgorithm algorithm, const at::Tensor& grad_output, const at::Tensor& x,
     const at::Tensor& weight, bool has_bias, int64_t stride, int64_t padding,
-    std::array<bool, 3> mask) {
+    std::array<bool, 3> mask, const CudnnAlgorithms& cudnn) {
   mask[2] = mask[2] && has_bias;
   switch (algorithm) {
+    case ConvAlgorithm::kCudnn:
+      return detail::cudnn_conv2d_backward(cudnn, grad_output, x, weight, has_bias, stride,
+                                           padding, mask);
     case ConvAlgorithm::kIm2col: {
       const int64_t k = weight.size(2);
       return at::_slow_conv2d_backward(grad_output.contiguous(), x.contiguous(),
@@ -298,15 +354,17 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> conv2d_backward(
 }
 
 at::Tensor conv2d(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias,
-                  int64_t stride, int64_t padding, ConvAlgorithm algorithm) {
+                  int64_t stride, int64_t padding, ConvAlgorithm algorithm,
+                  const CudnnAlgorithms& cudnn) {
   TORCH_CHECK(weight.defined(), "nn::conv2d: undefined weight");
   detail::gate_parameters({weight, bias});
   detail::SavingScope saving({x, weight, bias});
   const auto a = static_cast<int64_t>(algorithm);
   if (bias.defined()) {
-    return Conv2dFunction::apply(x, at::TensorList({weight, bias}), stride, padding, a);
+    return Conv2dFunction::apply(x, at::TensorList({weight, bias}), stride, padding, a,
+                                 pack(cudnn));
   }
-  return Conv2dFunction::apply(x, at::TensorList(weight), stride, padding, a);
+  return Conv2dFunction::apply(x, at::TensorList(weight), stride, padding, a, pack(cudnn));
 }
 
 Conv2dImpl::Conv2dImpl(Conv2dOptions options_) : options(options_) { reset(); }
@@ -334,28 +392,76 @@ void Conv2dImpl::reset() {
 
 at::Tensor Conv2dImpl::forward(const at::Tensor& x) {
   last_input_sizes_ = x.sizes().vec();
-  return nn::conv2d(x, weight, bias, options.stride(), options.padding(), algorithm_);
+  last_input_on_cuda_ = x.is_cuda();
+  last_input_device_ = x.is_cuda() ? x.device().index() : 0;
+  return nn::conv2d(x, weight, bias, options.stride(), options.padding(), algorithm_, cudnn_);
 }
 
 std::vector<std::string> Conv2dImpl::algorithms() const {
+  if (last_input_on_cuda_) {
+    std::vector<std::string> names{conv_algorithm_name(ConvAlgorithm::kDefault)};
+    names.insert(names.end(), cudnn_choices_.begin(), cudnn_choices_.end());
+    return names;
+  }
   return {conv_algorithm_name(ConvAlgorithm::kDefault), conv_algorithm_name(ConvAlgorithm::kIm2col),
           conv_algorithm_name(ConvAlgorithm::kDirect)};
 }
 
-void Conv2dImpl::set_algorithm(const std::string& name) { algorithm_ = parse_conv_algorithm(name); }
+std::string Conv2dImpl::algorithm() const {
+  return algorithm_ == ConvAlgorithm::kCudnn ? cudnn_algorithm_name(cudnn_)
+                                             : conv_algorithm_name(algorithm_);
+}
+
+void Conv2dImpl::set_algorithm(const std::string& name) {
+  CudnnAlgorithms cudnn;
+  if (parse_cudnn_algorithm_name(name, &cudnn)) {
+    algorithm_ = ConvAlgorithm::kCudnn;
+    cudnn_ = cudnn;
+    return;
+  }
+  const ConvAlgorithm a = parse_conv_algorithm(name);
+  if (a == ConvAlgorithm::kCudnn)
+    throw std::invalid_argument("convolution algorithm 'cudnn' names each pass's: cudnn:F,BD,BF");
+  algorithm_ = a;
+}
 
 std::vector<AlgorithmCost> Conv2dImpl::measure_algorithms(int repeats) {
   if (last_input_sizes_.empty())
     throw std::logic_error("Conv2d::measure_algorithms before any forward");
-  auto* tracker = memory::MemoryTracker::installed();
-  if (tracker == nullptr) throw std::logic_error("Conv2d::measure_algorithms needs the tracker");
+  // The bytes from the tracker of the input's device, the times of kernels that have run.
+  std::function<void()> begin_window, synchronize = [] {};
+  std::function<memory::MemoryWindow()> end_window;
+  if (last_input_on_cuda_) {
+    auto* tracker = memory::CudaMemoryTracker::installed(last_input_device_);
+    if (tracker == nullptr || !memory::CudaMemoryTracker::hooked())
+      throw std::logic_error("Conv2d::measure_algorithms on CUDA needs the CUDA memory tracker");
+    begin_window = [tracker] { tracker->begin_window(); };
+    end_window = [tracker]() -> memory::MemoryWindow { return tracker->end_window(); };
+    const auto device = static_cast<c10::DeviceIndex>(last_input_device_);
+    synchronize = [device] {
+      const c10::cuda::CUDAGuard on(device);
+      c10::cuda::device_synchronize();
+    };
+    // cuDNN's own choices on this shape: the fastest and the least workspace of each pass.
+    const auto [fastest, least] =
+        detail::cudnn_choices(last_input_sizes_, weight.sizes().vec(), options.stride(),
+                              options.padding(), last_input_device_, std::max(1, repeats));
+    cudnn_choices_ = {cudnn_algorithm_name(fastest)};
+    if (!(least == fastest)) cudnn_choices_.push_back(cudnn_algorithm_name(least));
+  } else {
+    auto* tracker = memory::MemoryTracker::installed();
+    if (tracker == nullptr) throw std::logic_error("Conv2d::measure_algorithms needs the tracker");
+    begin_window = [tracker] { tracker->begin_window(); };
+    end_window = [tracker] { return tracker->end_window(); };
+  }
   torch::NoGradGuard no_grad;
   const at::Tensor w = weight.detach(), b = bias.defined() ? bias.detach() : at::Tensor();
   const int64_t s = options.stride(), p = options.padding();
   const at::Tensor x = at::randn(last_input_sizes_, w.options());
   const bool has_bias = b.defined();
   const std::array<bool, 3> all{true, true, has_bias};
-  const auto ms_since = [](std::chrono::steady_clock::time_point t) {
+  const auto ms_since = [&](std::chrono::steady_clock::time_point t) {
+    synchronize();
     return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t).count();
   };
   const auto median = [](std::vector<double> v) {
@@ -365,17 +471,22 @@ std::vector<AlgorithmCost> Conv2dImpl::measure_algorithms(int repeats) {
   std::vector<AlgorithmCost> costs;
   at::Tensor grad_output, y0, dx0, dw0, db0;  // the default's results, on the same tensors
   for (const auto& name : algorithms()) {
-    const ConvAlgorithm a = parse_conv_algorithm(name);
+    CudnnAlgorithms ca;
+    const ConvAlgorithm a =
+        parse_cudnn_algorithm_name(name, &ca) ? ConvAlgorithm::kCudnn : parse_conv_algorithm(name);
     AlgorithmCost c;
     c.algorithm = name;
     // Warm-up, and the bytes: what the run held beyond its inputs and its results.
-    tracker->begin_window();
-    at::Tensor y = conv2d_forward(a, x, w, b, s, p);
-    memory::MemoryWindow fw = tracker->end_window();
+    synchronize();
+    begin_window();
+    at::Tensor y = conv2d_forward(a, x, w, b, s, p, ca);
+    synchronize();
+    memory::MemoryWindow fw = end_window();
     if (!grad_output.defined()) grad_output = at::randn(y.sizes(), y.options());
-    tracker->begin_window();
-    auto [dx, dw, db] = conv2d_backward(a, grad_output, x, w, has_bias, s, p, all);
-    memory::MemoryWindow bw = tracker->end_window();
+    begin_window();
+    auto [dx, dw, db] = conv2d_backward(a, grad_output, x, w, has_bias, s, p, all, ca);
+    synchronize();
+    memory::MemoryWindow bw = end_window();
     c.workspace_bytes = std::max(fw.peak_bytes - fw.start_live_bytes - defined_bytes({y}),
                                  bw.peak_bytes - bw.start_live_bytes - defined_bytes({dx, dw, db}));
     if (a == ConvAlgorithm::kDefault) {
@@ -388,11 +499,12 @@ std::vector<AlgorithmCost> Conv2dImpl::measure_algorithms(int repeats) {
     }
     std::vector<double> forward_ms, backward_ms;
     for (int r = 0; r < std::max(1, repeats); ++r) {
+      synchronize();
       auto t = std::chrono::steady_clock::now();
-      y = conv2d_forward(a, x, w, b, s, p);
+      y = conv2d_forward(a, x, w, b, s, p, ca);
       forward_ms.push_back(ms_since(t));
       t = std::chrono::steady_clock::now();
-      std::tie(dx, dw, db) = conv2d_backward(a, grad_output, x, w, has_bias, s, p, all);
+      std::tie(dx, dw, db) = conv2d_backward(a, grad_output, x, w, has_bias, s, p, all, ca);
       backward_ms.push_back(ms_since(t));
     }
     c.forward_ms = median(forward_ms);

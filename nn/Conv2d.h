@@ -12,8 +12,9 @@
 /// Parameters and initialization as torch::nn::Conv2d. Square kernels, strides and paddings;
 /// no groups, no dilation.
 ///
-/// Three algorithms compute the same convolution (nn/Algorithms.h: the memory planner may replace
-/// one by another that needs less workspace; results equal up to floating-point summation order):
+/// Three algorithms compute the same convolution on the CPU (nn/Algorithms.h: the memory planner
+/// may replace one by another that needs less workspace; results equal up to floating-point
+/// summation order):
 ///   default  at::convolution's own choice: on a CPU build with oneDNN, oneDNN, which reorders
 ///            the input and output gradient into its blocked layout (a copy of each);
 ///   im2col   ATen's im2col + GEMM path (at::_slow_conv2d_*): the columns of the whole batch,
@@ -23,6 +24,11 @@
 ///            most 512 KiB of window and an eighth of the batch, times that offset's weight matrix,
 ///            accumulated (forward, weight gradient) or scattered back (input gradient); holds one
 ///            offset's weight matrix, one chunk's window and their product.
+/// On CUDA the layer's algorithms are `default` (ATen's: cuDNN with its heuristics' choice, as
+/// PyTorch runs it) and cuDNN's own per pass, named "cudnn:F,BD,BF" (see CudnnAlgorithms): after a
+/// forward on CUDA, measure_algorithms() measures every cuDNN algorithm of each pass on the
+/// layer's shape (nn/cuda/CudnnConv.h) and offers two such choices, the fastest per pass and the
+/// least workspace per pass; the planner sets one by set_algorithm().
 
 #include "nn/Algorithms.h"
 
@@ -50,25 +56,45 @@ struct Conv2dOptions {
   TORCH_ARG(bool, bias) = true;
 };
 
-enum class ConvAlgorithm { kDefault, kIm2col, kDirect };
-/// "default", "im2col", "direct".
+enum class ConvAlgorithm { kDefault, kIm2col, kDirect, kCudnn };
+/// "default", "im2col", "direct", "cudnn".
 const char* conv_algorithm_name(ConvAlgorithm algorithm);
 /// The algorithm of that name; throws std::invalid_argument for another.
 ConvAlgorithm parse_conv_algorithm(const std::string& name);
 
+/// ConvAlgorithm::kCudnn's choice: cuDNN's algorithm for each pass (the numbers of cuDNN's
+/// cudnnConvolution{Fwd,BwdData,BwdFilter}Algo_t, nn/cuda/CudnnConv.h), run on CUDA tensors
+/// only, never replaced by another without an error.
+struct CudnnAlgorithms {
+  int forward = 0, backward_data = 0, backward_filter = 0;
+  bool operator==(const CudnnAlgorithms& o) const {
+    return forward == o.forward && backward_data == o.backward_data &&
+           backward_filter == o.backward_filter;
+  }
+};
+/// The layer algorithm's name for them: "cudnn:F,BD,BF" ("cudnn:1,1,0").
+std::string cudnn_algorithm_name(const CudnnAlgorithms& algorithms);
+/// The algorithms of such a name; false when `name` is not of that form (numbers 0..99).
+bool parse_cudnn_algorithm_name(const std::string& name, CudnnAlgorithms* algorithms);
+
 /// Convolution of x [N, C, H, W] with weight [O, C, k, k]; `bias` [O] may be undefined.
 at::Tensor conv2d(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias,
                   int64_t stride, int64_t padding,
-                  ConvAlgorithm algorithm = ConvAlgorithm::kDefault);
+                  ConvAlgorithm algorithm = ConvAlgorithm::kDefault,
+                  const CudnnAlgorithms& cudnn = {});
 
-/// The algorithms' kernels, outside autograd (conv2d() calls them; tests compare them).
+/// The algorithms' kernels, outside autograd (conv2d() calls them; tests compare them). kCudnn:
+/// `cudnn`'s algorithms on CUDA float32 tensors, the workspace from the caching allocator, on
+/// the current stream (std::invalid_argument for other tensors; nn::cudnn::CudnnError or
+/// WorkspaceExceeded from cuDNN; std::runtime_error in a build without nn/cuda/).
 at::Tensor conv2d_forward(ConvAlgorithm algorithm, const at::Tensor& x, const at::Tensor& weight,
-                          const at::Tensor& bias, int64_t stride, int64_t padding);
+                          const at::Tensor& bias, int64_t stride, int64_t padding,
+                          const CudnnAlgorithms& cudnn = {});
 /// Input, weight and bias gradients, each computed only where `mask` asks (else undefined).
 std::tuple<at::Tensor, at::Tensor, at::Tensor> conv2d_backward(
     ConvAlgorithm algorithm, const at::Tensor& grad_output, const at::Tensor& x,
     const at::Tensor& weight, bool has_bias, int64_t stride, int64_t padding,
-    std::array<bool, 3> mask);
+    std::array<bool, 3> mask, const CudnnAlgorithms& cudnn = {});
 
 class Conv2dImpl : public torch::nn::Cloneable<Conv2dImpl>, public AlgorithmLayer {
  public:
@@ -77,7 +103,8 @@ class Conv2dImpl : public torch::nn::Cloneable<Conv2dImpl>, public AlgorithmLaye
   at::Tensor forward(const at::Tensor& x);
 
   std::vector<std::string> algorithms() const override;
-  std::string algorithm() const override { return conv_algorithm_name(algorithm_); }
+  /// "default", "im2col", "direct" or "cudnn:F,BD,BF".
+  std::string algorithm() const override;
   void set_algorithm(const std::string& name) override;
   std::vector<AlgorithmCost> measure_algorithms(int repeats) override;
   /// Sizes of the last forward's input (empty before any).
@@ -89,7 +116,11 @@ class Conv2dImpl : public torch::nn::Cloneable<Conv2dImpl>, public AlgorithmLaye
 
  private:
   ConvAlgorithm algorithm_ = ConvAlgorithm::kDefault;
+  CudnnAlgorithms cudnn_;                  ///< with kCudnn
   std::vector<int64_t> last_input_sizes_;  ///< of the last forward's input
+  bool last_input_on_cuda_ = false;
+  int last_input_device_ = 0;
+  std::vector<std::string> cudnn_choices_;  ///< "cudnn:..." names measure_algorithms offered
 };
 TORCH_MODULE(Conv2d);
 

@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <cmath>
 #include <iterator>
+#include <mutex>
 #include <sstream>
 #include <utility>
 
@@ -225,32 +226,70 @@ bool device_available(std::string* why) {
 
 std::size_t cudnn_version() { return cudnnGetVersion(); }
 
-struct CudnnConv::State {
+namespace {
+
+/// A cuDNN handle and the descriptors of one shape: float32 NCHW, cross-correlation, FMA math
+/// (no TF32). Throws CudnnError without a device or when cuDNN refuses the shape.
+struct Descriptors {
   cudnnHandle_t handle = nullptr;
   cudnnTensorDescriptor_t x = nullptr, y = nullptr;
   cudnnFilterDescriptor_t w = nullptr;
   cudnnConvolutionDescriptor_t conv = nullptr;
-  DeviceBuffer x_buf, w_buf, y_buf, dy_buf, dx_buf, dw_buf;
 
-  ~State() {
+  explicit Descriptors(const ConvShape& shape) {
+    shape.check();
+    std::string why;
+    if (!device_available(&why)) throw CudnnError("no CUDA device: " + why);
+    try {
+      set_up(shape);
+    } catch (...) {
+      destroy();
+      throw;
+    }
+  }
+  ~Descriptors() { destroy(); }
+  Descriptors(const Descriptors&) = delete;
+  Descriptors& operator=(const Descriptors&) = delete;
+
+  void destroy() {
     if (conv != nullptr) cudnnDestroyConvolutionDescriptor(conv);
     if (w != nullptr) cudnnDestroyFilterDescriptor(w);
     if (y != nullptr) cudnnDestroyTensorDescriptor(y);
     if (x != nullptr) cudnnDestroyTensorDescriptor(x);
     if (handle != nullptr) cudnnDestroy(handle);
+    conv = nullptr, w = nullptr, y = nullptr, x = nullptr, handle = nullptr;
   }
 
-  /// The pass's output buffer and its size in floats.
-  std::pair<void*, std::int64_t> output(Pass pass, const ConvShape& s) const {
-    switch (pass) {
-      case Pass::kForward:
-        return {y_buf.get(), s.output_elements()};
-      case Pass::kBackwardData:
-        return {dx_buf.get(), s.input_elements()};
-      case Pass::kBackwardFilter:
-        return {dw_buf.get(), s.weight_elements()};
-    }
-    return {nullptr, 0};
+  void set_up(const ConvShape& shape) {
+    check(cudnnCreate(&handle), "cudnnCreate");
+    check(cudnnCreateTensorDescriptor(&x), "cudnnCreateTensorDescriptor");
+    check(cudnnCreateTensorDescriptor(&y), "cudnnCreateTensorDescriptor");
+    check(cudnnCreateFilterDescriptor(&w), "cudnnCreateFilterDescriptor");
+    check(cudnnCreateConvolutionDescriptor(&conv), "cudnnCreateConvolutionDescriptor");
+    check(cudnnSetTensor4dDescriptor(x, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT,
+                                     as_int(shape.batch, "batch"),
+                                     as_int(shape.in_channels, "in_channels"),
+                                     as_int(shape.height, "height"), as_int(shape.width, "width")),
+          "cudnnSetTensor4dDescriptor (input)");
+    check(cudnnSetFilter4dDescriptor(
+              w, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, as_int(shape.out_channels, "out_channels"),
+              as_int(shape.in_channels, "in_channels"), as_int(shape.kernel, "kernel"),
+              as_int(shape.kernel, "kernel")),
+          "cudnnSetFilter4dDescriptor");
+    const int pad = as_int(shape.padding, "padding"), stride = as_int(shape.stride, "stride");
+    // Cross-correlation, as every deep-learning framework's "convolution".
+    check(cudnnSetConvolution2dDescriptor(conv, pad, pad, stride, stride, 1, 1,
+                                          CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT),
+          "cudnnSetConvolution2dDescriptor");
+    check(cudnnSetConvolutionMathType(conv, CUDNN_FMA_MATH), "cudnnSetConvolutionMathType");
+    int n = 0, c = 0, h = 0, wd = 0;
+    check(cudnnGetConvolution2dForwardOutputDim(conv, x, w, &n, &c, &h, &wd),
+          "cudnnGetConvolution2dForwardOutputDim");
+    if (n != shape.batch || c != shape.out_channels || h != shape.out_height() ||
+        wd != shape.out_width())
+      throw CudnnError("cuDNN's output shape differs from the layer's for " + shape.to_string());
+    check(cudnnSetTensor4dDescriptor(y, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, n, c, h, wd),
+          "cudnnSetTensor4dDescriptor (output)");
   }
 
   cudnnStatus_t workspace(Pass pass, int algorithm, std::size_t* bytes) const {
@@ -268,23 +307,60 @@ struct CudnnConv::State {
     return CUDNN_STATUS_BAD_PARAM;
   }
 
-  /// One run of `pass` with `algorithm` into the pass's output buffer (overwritten: beta 0).
-  cudnnStatus_t launch(Pass pass, int algorithm, void* ws, std::size_t ws_bytes) const {
+  /// One run of `pass` with `algorithm` into `out` (overwritten: beta 0) from `a` and `b`:
+  /// forward y from (x, w), backward data dx from (w, dy), backward filter dw from (x, dy).
+  cudnnStatus_t launch(Pass pass, int algorithm, const void* a, const void* b, void* out,
+                       void* ws, std::size_t ws_bytes) const {
     const float one = 1, zero = 0;
     switch (pass) {
       case Pass::kForward:
-        return cudnnConvolutionForward(handle, &one, x, x_buf.get(), w, w_buf.get(), conv,
+        return cudnnConvolutionForward(handle, &one, x, a, w, b, conv,
                                        static_cast<cudnnConvolutionFwdAlgo_t>(algorithm), ws,
-                                       ws_bytes, &zero, y, y_buf.get());
+                                       ws_bytes, &zero, y, out);
       case Pass::kBackwardData:
-        return cudnnConvolutionBackwardData(handle, &one, w, w_buf.get(), y, dy_buf.get(), conv,
+        return cudnnConvolutionBackwardData(handle, &one, w, a, y, b, conv,
                                             static_cast<cudnnConvolutionBwdDataAlgo_t>(algorithm),
-                                            ws, ws_bytes, &zero, x, dx_buf.get());
+                                            ws, ws_bytes, &zero, x, out);
       case Pass::kBackwardFilter:
         return cudnnConvolutionBackwardFilter(
-            handle, &one, x, x_buf.get(), y, dy_buf.get(), conv,
-            static_cast<cudnnConvolutionBwdFilterAlgo_t>(algorithm), ws, ws_bytes, &zero, w,
-            dw_buf.get());
+            handle, &one, x, a, y, b, conv,
+            static_cast<cudnnConvolutionBwdFilterAlgo_t>(algorithm), ws, ws_bytes, &zero, w, out);
+    }
+    return CUDNN_STATUS_BAD_PARAM;
+  }
+};
+
+}  // namespace
+
+struct CudnnConv::State : Descriptors {
+  explicit State(const ConvShape& shape) : Descriptors(shape) {}
+  DeviceBuffer x_buf, w_buf, y_buf, dy_buf, dx_buf, dw_buf;
+
+  /// The pass's output buffer and its size in floats.
+  std::pair<void*, std::int64_t> output(Pass pass, const ConvShape& s) const {
+    switch (pass) {
+      case Pass::kForward:
+        return {y_buf.get(), s.output_elements()};
+      case Pass::kBackwardData:
+        return {dx_buf.get(), s.input_elements()};
+      case Pass::kBackwardFilter:
+        return {dw_buf.get(), s.weight_elements()};
+    }
+    return {nullptr, 0};
+  }
+
+  /// One run of `pass` with `algorithm` into the pass's output buffer (overwritten: beta 0).
+  cudnnStatus_t launch(Pass pass, int algorithm, void* ws, std::size_t ws_bytes) const {
+    switch (pass) {
+      case Pass::kForward:
+        return Descriptors::launch(pass, algorithm, x_buf.get(), w_buf.get(), y_buf.get(), ws,
+                                   ws_bytes);
+      case Pass::kBackwardData:
+        return Descriptors::launch(pass, algorithm, w_buf.get(), dy_buf.get(), dx_buf.get(), ws,
+                                   ws_bytes);
+      case Pass::kBackwardFilter:
+        return Descriptors::launch(pass, algorithm, x_buf.get(), dy_buf.get(), dw_buf.get(), ws,
+                                   ws_bytes);
     }
     return CUDNN_STATUS_BAD_PARAM;
   }
@@ -335,40 +411,9 @@ struct CudnnConv::State {
   }
 };
 
-CudnnConv::CudnnConv(const ConvShape& shape) : shape_(shape), state_(std::make_unique<State>()) {
-  shape_.check();
-  std::string why;
-  if (!device_available(&why)) throw CudnnError("no CUDA device: " + why);
+CudnnConv::CudnnConv(const ConvShape& shape)
+    : shape_(shape), state_(std::make_unique<State>(shape)) {
   State& s = *state_;
-  check(cudnnCreate(&s.handle), "cudnnCreate");
-  check(cudnnCreateTensorDescriptor(&s.x), "cudnnCreateTensorDescriptor");
-  check(cudnnCreateTensorDescriptor(&s.y), "cudnnCreateTensorDescriptor");
-  check(cudnnCreateFilterDescriptor(&s.w), "cudnnCreateFilterDescriptor");
-  check(cudnnCreateConvolutionDescriptor(&s.conv), "cudnnCreateConvolutionDescriptor");
-  check(cudnnSetTensor4dDescriptor(s.x, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT,
-                                   as_int(shape_.batch, "batch"),
-                                   as_int(shape_.in_channels, "in_channels"),
-                                   as_int(shape_.height, "height"), as_int(shape_.width, "width")),
-        "cudnnSetTensor4dDescriptor (input)");
-  check(cudnnSetFilter4dDescriptor(
-            s.w, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, as_int(shape_.out_channels, "out_channels"),
-            as_int(shape_.in_channels, "in_channels"), as_int(shape_.kernel, "kernel"),
-            as_int(shape_.kernel, "kernel")),
-        "cudnnSetFilter4dDescriptor");
-  const int pad = as_int(shape_.padding, "padding"), stride = as_int(shape_.stride, "stride");
-  // Cross-correlation, as every deep-learning framework's "convolution".
-  check(cudnnSetConvolution2dDescriptor(s.conv, pad, pad, stride, stride, 1, 1,
-                                        CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT),
-        "cudnnSetConvolution2dDescriptor");
-  check(cudnnSetConvolutionMathType(s.conv, CUDNN_FMA_MATH), "cudnnSetConvolutionMathType");
-  int n = 0, c = 0, h = 0, w = 0;
-  check(cudnnGetConvolution2dForwardOutputDim(s.conv, s.x, s.w, &n, &c, &h, &w),
-        "cudnnGetConvolution2dForwardOutputDim");
-  if (n != shape_.batch || c != shape_.out_channels || h != shape_.out_height() ||
-      w != shape_.out_width())
-    throw CudnnError("cuDNN's output shape differs from the layer's for " + shape_.to_string());
-  check(cudnnSetTensor4dDescriptor(s.y, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, n, c, h, w),
-        "cudnnSetTensor4dDescriptor (output)");
   s.x_buf = DeviceBuffer(bytes_of(shape_.input_elements()));
   s.dx_buf = DeviceBuffer(bytes_of(shape_.input_elements()));
   s.w_buf = DeviceBuffer(bytes_of(shape_.weight_elements()));
@@ -502,5 +547,48 @@ std::vector<AlgorithmCost> CudnnConv::measure(Pass pass, int repeats, std::size_
   }
   return costs;
 }
+
+struct CudnnConvRunner::State : Descriptors {
+  explicit State(const ConvShape& shape) : Descriptors(shape) {}
+  std::mutex mutex;  // one thread at a time on the handle
+};
+
+CudnnConvRunner::CudnnConvRunner(const ConvShape& shape)
+    : shape_(shape), state_(std::make_unique<State>(shape)) {}
+
+CudnnConvRunner::~CudnnConvRunner() = default;
+
+std::optional<std::size_t> CudnnConvRunner::workspace_bytes(Pass pass, int algorithm,
+                                                            std::string* status) const {
+  if (algorithm < 0 || algorithm >= algorithm_count(pass)) {
+    if (status != nullptr) *status = "no such algorithm";
+    return std::nullopt;
+  }
+  std::size_t bytes = 0;
+  const cudnnStatus_t st = state_->workspace(pass, algorithm, &bytes);
+  if (st != CUDNN_STATUS_SUCCESS) {
+    if (status != nullptr) *status = cudnnGetErrorString(st);
+    return std::nullopt;
+  }
+  return bytes;
+}
+
+void CudnnConvRunner::run(Pass pass, int algorithm, const float* a, const float* b, float* out,
+                          void* workspace, std::size_t workspace_limit, void* stream) const {
+  std::string status;
+  const auto need = workspace_bytes(pass, algorithm, &status);
+  const std::string what = std::string(pass_name(pass)) + " " + algorithm_name(pass, algorithm) +
+                           " on " + shape_.to_string();
+  if (!need) throw CudnnError(what + ": " + status);
+  if (*need > workspace_limit)
+    throw WorkspaceExceeded(what + " needs " + std::to_string(*need) +
+                            " bytes of workspace, the limit is " +
+                            std::to_string(workspace_limit));
+  std::lock_guard<std::mutex> lock(state_->mutex);
+  check(cudnnSetStream(state_->handle, static_cast<cudaStream_t>(stream)), "cudnnSetStream");
+  check(state_->launch(pass, algorithm, a, b, out, workspace, *need), what.c_str());
+}
+
+std::string algorithm_label(Pass pass, int algorithm) { return algorithm_name(pass, algorithm); }
 
 }  // namespace engram::nn::cudnn

@@ -113,6 +113,40 @@ bool device_available(std::string* why = nullptr);
 /// The version of the cuDNN library loaded (cudnnGetVersion(): 91900 for 9.19.0).
 std::size_t cudnn_version();
 
+/// cuDNN's name of `algorithm` of `pass` without its prefix ("IMPLICIT_PRECOMP_GEMM", "ALGO_1"),
+/// or "algorithm N" for a number cuDNN does not have.
+std::string algorithm_label(Pass pass, int algorithm);
+
+/// A shape's cuDNN handle and descriptors, run on the caller's device buffers on the caller's
+/// stream with the caller's workspace: what nn::Conv2d runs on CUDA with the algorithms the
+/// planner chose (nn/Conv2d.h). The same descriptors and math as CudnnConv (float32 NCHW, FMA
+/// math, no TF32). One run at a time (a mutex guards the handle).
+class CudnnConvRunner {
+ public:
+  /// Throws std::invalid_argument for a bad shape, CudnnError without a device or cuDNN.
+  explicit CudnnConvRunner(const ConvShape& shape);
+  ~CudnnConvRunner();
+  CudnnConvRunner(const CudnnConvRunner&) = delete;
+  CudnnConvRunner& operator=(const CudnnConvRunner&) = delete;
+
+  const ConvShape& shape() const { return shape_; }
+  /// As CudnnConv::workspace_bytes.
+  std::optional<std::size_t> workspace_bytes(Pass pass, int algorithm,
+                                             std::string* status = nullptr) const;
+  /// Queues `pass` with `algorithm` on `stream` (a cudaStream_t) into `out` (overwritten) from
+  /// `a` and `b`: forward y from (x, w), backward data dx from (w, dy), backward filter dw from
+  /// (x, dy); every pointer on the device, dense NCHW float32 of the shape. `workspace` holds
+  /// `workspace_limit` bytes. Throws WorkspaceExceeded when the algorithm needs more, CudnnError
+  /// when cuDNN does not run it on this shape or fails; never runs another algorithm.
+  void run(Pass pass, int algorithm, const float* a, const float* b, float* out,
+           void* workspace, std::size_t workspace_limit, void* stream) const;
+
+ private:
+  struct State;
+  ConvShape shape_;
+  std::unique_ptr<State> state_;
+};
+
 /// One layer on the current CUDA device: a cuDNN handle, the descriptors of its shape, and device
 /// buffers for x, w, y, dy, dx and dw (not for the workspace, which is allocated per run at the
 /// algorithm's size). Not copyable; one thread at a time.

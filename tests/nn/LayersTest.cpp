@@ -1,6 +1,7 @@
 // Tests of the nn module: every layer against finite differences and against the plain torch
 // module it replaces; activation stores; gradient schedulers.
 #include "memory/CompressingStore.h"
+#include "memory/CudaMemoryTracker.h"
 #include "memory/MemoryTracker.h"
 #include "nn/BatchNorm2d.h"
 #include "nn/Conv2d.h"
@@ -208,6 +209,74 @@ TEST_F(LayersTest, Conv2dMeasuresTheWorkspaceOfItsAlgorithms) {
   }
   // Measuring changes nothing: the layer still runs its algorithm.
   EXPECT_EQ(conv->algorithm(), "default");
+}
+
+// cuDNN's algorithms per pass are named "cudnn:F,BD,BF"; on CPU tensors they refuse to run
+// rather than run another algorithm.
+TEST_F(LayersTest, Conv2dCudnnAlgorithmsAreNamedPerPassAndRunOnCudaOnly) {
+  CudnnAlgorithms a;
+  EXPECT_TRUE(parse_cudnn_algorithm_name("cudnn:1,0,3", &a));
+  EXPECT_EQ(a, (CudnnAlgorithms{1, 0, 3}));
+  EXPECT_EQ(cudnn_algorithm_name(a), "cudnn:1,0,3");
+  for (const std::string bad : {"cudnn", "cudnn:", "cudnn:1,0", "cudnn:1,0,3,", "cudnn:1,,3",
+                                "cudnn:100,0,0", "cudnn:1,0,x", "default", "cudnn:-1,0,0"})
+    EXPECT_FALSE(parse_cudnn_algorithm_name(bad, nullptr)) << bad;
+  Conv2d conv(Conv2dOptions(2, 3, 3).padding(1));
+  conv->set_algorithm("cudnn:1,0,3");
+  EXPECT_EQ(conv->algorithm(), "cudnn:1,0,3");
+  EXPECT_THROW(conv->set_algorithm("cudnn"), std::invalid_argument);
+  EXPECT_THROW(conv->set_algorithm("cudnn:1"), std::invalid_argument);
+  EXPECT_EQ(conv->algorithm(), "cudnn:1,0,3");  // a refused name changes nothing
+  try {
+    conv(torch::randn({1, 2, 5, 5}));
+    ADD_FAILURE() << "a cudnn algorithm ran on CPU tensors";
+  } catch (const std::exception& e) {
+    EXPECT_NE(std::string(e.what()).find("cudnn"), std::string::npos) << e.what();
+  }
+  conv->set_algorithm("im2col");
+  EXPECT_EQ(conv->algorithm(), "im2col");
+  EXPECT_EQ(conv->algorithms(), (std::vector<std::string>{"default", "im2col", "direct"}));
+}
+
+// On a GPU a layer offers cuDNN's fastest and least-workspace algorithms of each pass beside
+// ATen's default, measured on its shape; each computes the default's convolution and gradients
+// within float32 rounding (TF32 off), and an algorithm cuDNN does not have fails, never runs
+// another.
+TEST_F(LayersTest, OnCudaConv2dRunsTheCudnnAlgorithmsItMeasured) {
+  if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device: cuDNN needs one";
+  memory::CudaMemoryTracker::install(0);
+  if (!memory::CudaMemoryTracker::hooked()) GTEST_SKIP() << "the CUDA allocator hook is not attached";
+  at::globalContext().setAllowTF32CuDNN(false);
+  torch::manual_seed(5);
+  Conv2d conv(Conv2dOptions(16, 32, 3).padding(1).stride(2));
+  conv->to(torch::kCUDA);
+  const at::Tensor x = torch::randn({8, 16, 20, 20}, torch::kCUDA).requires_grad_(true);
+  auto step = [&] {
+    conv->zero_grad();
+    x.mutable_grad().reset();
+    const at::Tensor y = conv(x);
+    y.square().sum().backward();
+    return std::vector<at::Tensor>{y.detach().cpu(), x.grad().cpu(), conv->weight.grad().cpu(),
+                                   conv->bias.grad().cpu()};
+  };
+  const auto reference = step();
+  const auto costs = conv->measure_algorithms(2);
+  ASSERT_GE(costs.size(), 2u);
+  EXPECT_EQ(costs[0].algorithm, "default");
+  for (std::size_t i = 1; i < costs.size(); ++i) {
+    SCOPED_TRACE(costs[i].algorithm);
+    EXPECT_EQ(costs[i].algorithm.rfind("cudnn:", 0), 0u);
+    EXPECT_LT(costs[i].max_rel_diff, 1e-4);
+    conv->set_algorithm(costs[i].algorithm);
+    const auto got = step();
+    for (std::size_t t = 0; t < got.size(); ++t) {
+      const double scale = reference[t].abs().max().item<double>();
+      EXPECT_LT((got[t] - reference[t]).abs().max().item<double>(), 1e-4 * scale) << t;
+    }
+  }
+  conv->set_algorithm("cudnn:99,0,0");
+  EXPECT_THROW(conv(x), std::runtime_error);
+  at::globalContext().setAllowTF32CuDNN(true);
 }
 
 TEST_F(LayersTest, BatchNorm2dMatchesFiniteDifferencesInTrainingAndEvaluation) {

@@ -1,0 +1,177 @@
+#include "nn/detail/CudnnConv2d.h"
+
+#include <stdexcept>
+#include <string>
+
+#ifdef ENGRAM_NN_CUDNN
+#include "nn/cuda/CudnnConv.h"
+
+#include <ATen/ops/empty.h>
+#include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAStream.h>
+
+#include <map>
+#include <memory>
+#include <mutex>
+#endif
+
+namespace engram::nn::detail {
+
+#ifdef ENGRAM_NN_CUDNN
+namespace {
+
+namespace cc = nn::cudnn;
+
+cc::ConvShape shape_of(const at::Tensor& x, const at::Tensor& weight, int64_t stride,
+                       int64_t padding) {
+  return cc::ConvShape{x.size(0),      x.size(1),      x.size(2), x.size(3),
+                       weight.size(0), weight.size(2), stride,    padding};
+}
+
+/// The runner of `shape` on `device`, made on first use (a cuDNN handle each).
+const cc::CudnnConvRunner& runner_for(const cc::ConvShape& shape, int device) {
+  using Key = std::array<int64_t, 9>;
+  static std::mutex mutex;
+  static std::map<Key, std::unique_ptr<cc::CudnnConvRunner>> runners;
+  const Key key{device,           shape.batch,        shape.in_channels,
+                shape.height,     shape.width,        shape.out_channels,
+                shape.kernel,     shape.stride,       shape.padding};
+  std::lock_guard<std::mutex> lock(mutex);
+  auto& r = runners[key];
+  if (!r) {
+    const c10::cuda::CUDAGuard on(static_cast<c10::DeviceIndex>(device));
+    r = std::make_unique<cc::CudnnConvRunner>(shape);
+  }
+  return *r;
+}
+
+void check_tensors(const char* what, std::initializer_list<at::Tensor> ts) {
+  for (const auto& t : ts) {
+    if (t.defined() && (!t.is_cuda() || t.scalar_type() != at::kFloat))
+      throw std::invalid_argument(std::string("nn::conv2d: the cudnn algorithms run on CUDA "
+                                              "float32 tensors; ") +
+                                  what + " got one on " + t.device().str());
+  }
+}
+
+/// Runs `pass` with `algorithm` into `out`, its workspace from the caching allocator.
+void run(const cc::CudnnConvRunner& runner, cc::Pass pass, int algorithm, const at::Tensor& a,
+         const at::Tensor& b, const at::Tensor& out) {
+  std::string status;
+  const auto need = runner.workspace_bytes(pass, algorithm, &status);
+  if (!need)
+    throw cc::CudnnError(std::string("nn::conv2d: cuDNN ") + cc::pass_name(pass) + " " +
+                         cc::algorithm_label(pass, algorithm) + " on " +
+                         runner.shape().to_string() + ": " + status);
+  const at::Tensor workspace = at::empty({static_cast<int64_t>(std::max<std::size_t>(*need, 1))},
+                                         out.options().dtype(at::kByte));
+  runner.run(pass, algorithm, a.data_ptr<float>(), b.data_ptr<float>(), out.data_ptr<float>(),
+             workspace.data_ptr(), *need,
+             c10::cuda::getCurrentCUDAStream(out.device().index()).stream());
+}
+
+}  // namespace
+
+at::Tensor cudnn_conv2d_forward(const CudnnAlgorithms& algorithms, const at::Tensor& x,
+                                const at::Tensor& weight, const at::Tensor& bias, int64_t stride,
+                                int64_t padding) {
+  check_tensors("forward", {x, weight, bias});
+  const c10::cuda::CUDAGuard on(x.device());
+  const at::Tensor xc = x.contiguous(), wc = weight.contiguous();
+  const cc::ConvShape shape = shape_of(xc, wc, stride, padding);
+  const cc::CudnnConvRunner& runner = runner_for(shape, x.device().index());
+  at::Tensor y = at::empty({shape.batch, shape.out_channels, shape.out_height(), shape.out_width()},
+                           x.options());
+  run(runner, cc::Pass::kForward, algorithms.forward, xc, wc, y);
+  if (bias.defined()) y.add_(bias.view({1, -1, 1, 1}));
+  return y;
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor> cudnn_conv2d_backward(
+    const CudnnAlgorithms& algorithms, const at::Tensor& grad_output, const at::Tensor& x,
+    const at::Tensor& weight, bool has_bias, int64_t stride, int64_t padding,
+    std::array<bool, 3> mask) {
+  check_tensors("backward", {grad_output, x, weight});
+  const c10::cuda::CUDAGuard on(x.device());
+  const at::Tensor xc = x.contiguous(), wc = weight.contiguous(), g = grad_output.contiguous();
+  const cc::ConvShape shape = shape_of(xc, wc, stride, padding);
+  const cc::CudnnConvRunner& runner = runner_for(shape, x.device().index());
+  at::Tensor dx, dw, db;
+  if (mask[0]) {
+    dx = at::empty(xc.sizes(), xc.options());
+    run(runner, cc::Pass::kBackwardData, algorithms.backward_data, wc, g, dx);
+  }
+  if (mask[1]) {
+    dw = at::empty(wc.sizes(), wc.options());
+    run(runner, cc::Pass::kBackwardFilter, algorithms.backward_filter, xc, g, dw);
+  }
+  if (mask[2] && has_bias) db = g.sum({0, 2, 3});
+  return {dx, dw, db};
+}
+
+std::pair<CudnnAlgorithms, CudnnAlgorithms> cudnn_choices(const std::vector<int64_t>& input_sizes,
+                                                          const std::vector<int64_t>& weight_sizes,
+                                                          int64_t stride, int64_t padding,
+                                                          int device, int repeats) {
+  const c10::cuda::CUDAGuard on(static_cast<c10::DeviceIndex>(device));
+  const cc::ConvShape shape{input_sizes.at(0),  input_sizes.at(1),  input_sizes.at(2),
+                            input_sizes.at(3),  weight_sizes.at(0), weight_sizes.at(2),
+                            stride,             padding};
+  cc::CudnnConv conv(shape);
+  std::vector<float> x(static_cast<std::size_t>(shape.input_elements()), 0.5f);
+  std::vector<float> w(static_cast<std::size_t>(shape.weight_elements()), 0.25f);
+  std::vector<float> dy(static_cast<std::size_t>(shape.output_elements()), 1.0f);
+  conv.upload(x, w, dy);
+  CudnnAlgorithms fastest, least;
+  int* fastest_of[] = {&fastest.forward, &fastest.backward_data, &fastest.backward_filter};
+  int* least_of[] = {&least.forward, &least.backward_data, &least.backward_filter};
+  int i = 0;
+  for (const cc::Pass pass : cc::all_passes()) {
+    const std::vector<cc::AlgorithmCost> costs = conv.measure(pass, std::max(1, repeats));
+    const cc::AlgorithmCost* best = cc::fastest_within(costs, static_cast<std::size_t>(-1));
+    const cc::AlgorithmCost* smallest = nullptr;
+    for (const cc::AlgorithmCost& c : costs) {
+      if (!c.supported) continue;
+      if (smallest == nullptr || c.workspace_bytes < smallest->workspace_bytes ||
+          (c.workspace_bytes == smallest->workspace_bytes && c.ms < smallest->ms))
+        smallest = &c;
+    }
+    if (best == nullptr || smallest == nullptr)
+      throw std::runtime_error(std::string("nn::conv2d: cuDNN runs no ") + cc::pass_name(pass) +
+                               " algorithm on " + shape.to_string());
+    *fastest_of[i] = best->algorithm;
+    *least_of[i] = smallest->algorithm;
+    ++i;
+  }
+  return {fastest, least};
+}
+
+#else  // built without nn/cuda/
+
+namespace {
+[[noreturn]] void no_cudnn() {
+  throw std::runtime_error("nn::conv2d: the cudnn algorithms need nn/cuda/, which this build "
+                           "left out (ENGRAM_CUDA=OFF)");
+}
+}  // namespace
+
+at::Tensor cudnn_conv2d_forward(const CudnnAlgorithms&, const at::Tensor&, const at::Tensor&,
+                                const at::Tensor&, int64_t, int64_t) {
+  no_cudnn();
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor> cudnn_conv2d_backward(
+    const CudnnAlgorithms&, const at::Tensor&, const at::Tensor&, const at::Tensor&, bool,
+    int64_t, int64_t, std::array<bool, 3>) {
+  no_cudnn();
+}
+
+std::pair<CudnnAlgorithms, CudnnAlgorithms> cudnn_choices(const std::vector<int64_t>&,
+                                                          const std::vector<int64_t>&, int64_t,
+                                                          int64_t, int, int) {
+  no_cudnn();
+}
+
+#endif
+
+}  // namespace engram::nn::detail
