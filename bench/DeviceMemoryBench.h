@@ -39,8 +39,8 @@ void run_device_memory_bench(const MemoryBenchOptions& options, std::ostream& ou
 /// none first), the largest batch that trains while the caching allocator may hold at most C
 /// (bench/BatchSearch.h: from --batch, default 8, for none, then from none's largest; doubling,
 /// then bisecting to 12.5%; at most --max-batch). A trial is a fresh network and training
-/// session at that batch under the cap (trainer/Trainer.h: recompute planned per unit under what
-/// the cap leaves, then the allocator limited to C), one warm-up and --steps measured steps; it
+/// session at that batch under the cap (trainer/Trainer.h: recompute, swap and algo planned per
+/// unit and layer under what the cap leaves, then the allocator limited to C), one warm-up and --steps measured steps; it
 /// trained unless c10::OutOfMemoryError was thrown (or the planner found no plan under the cap).
 /// Every trial is in the report with why it failed; at each row's largest batch: median step,
 /// images per second, live peak and reserved peak (memory/CudaMemoryTracker.h), and for

@@ -113,8 +113,8 @@ struct MemoryBenchOptions {
   double swap_bandwidth = 0;  ///< bytes per second of the spill file; 0: unthrottled
   bool explain = false;       ///< print each planning row's plan (memory::explain)
   /// On a CUDA device: what its caching allocator may hold while a row trains
-  /// (trainer/MemoryCap.h's syntax: bytes, "8GiB" or a fraction "0.5"); recompute rows are
-  /// planned per unit under it. Empty: no cap.
+  /// (trainer/MemoryCap.h's syntax: bytes, "8GiB" or a fraction "0.5"); recompute, swap and
+  /// algo rows are planned per unit and layer under it. Empty: no cap.
   std::string memory_cap;
   /// With memory_cap: each row's largest batch that trains under the cap instead of one batch's
   /// figures, beside PyTorch's (bench/DeviceMemoryBench.h, run_max_batch_bench).

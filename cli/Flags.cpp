@@ -170,7 +170,7 @@ TrainingFlags add_training_flags(CLI::App* command, trainer::TrainingOptions& op
     f.memory_cap = command->add_option(
         "--memory-cap", options.memory.cap,
         "On a GPU: what the device's allocator may hold while training, in bytes (8GiB) or as a "
-        "fraction of the device (0.5); recompute is then planned per unit to fit under it");
+        "fraction of the device (0.5); recompute, swap and algo are then planned to fit under it");
     flags["memory.budget_bytes"] = "--memory-budget";
     flags["memory.swap_bandwidth"] = "--swap-bandwidth";
     flags["memory.cap"] = "--memory-cap";

@@ -292,7 +292,7 @@ bool parse_cudnn_algorithm_name(const std::string& name, CudnnAlgorithms* algori
   for (int i = 0; i < 3; ++i) {
     std::size_t end = at;
     while (end < name.size() && std::isdigit(static_cast<unsigned char>(name[end]))) ++end;
-    if (end == at || end - at > 2) return false;
+    if (end == at || end - at > 2 || (end - at == 2 && name[at] == '0')) return false;
     values[i] = std::stoi(name.substr(at, end - at));
     if (i < 2) {
       if (end >= name.size() || name[end] != ',') return false;

@@ -74,7 +74,8 @@ struct CudnnAlgorithms {
 };
 /// The layer algorithm's name for them: "cudnn:F,BD,BF" ("cudnn:1,1,0").
 std::string cudnn_algorithm_name(const CudnnAlgorithms& algorithms);
-/// The algorithms of such a name; false when `name` is not of that form (numbers 0..99).
+/// The algorithms of such a name; false when `name` is not of that form (numbers 0..99, no
+/// leading zeros).
 bool parse_cudnn_algorithm_name(const std::string& name, CudnnAlgorithms* algorithms);
 
 /// Convolution of x [N, C, H, W] with weight [O, C, k, k]; `bias` [O] may be undefined.

@@ -14,14 +14,14 @@
 #      data parallelism on the GPU: a one-rank NCCL job against the plain process, two ranks
 #      sharing the GPU over Gloo against one process, the schedules bit-identical, the weight
 #      gradients on a second stream bit-identical to one; NCCL on every GPU where there are two),
-#   5. measures on the GPU, what has no committed result first: gpu_memory_cap.sh (`bench memory
-#      --device cuda --memory-cap 8GiB --find-max-batch`: ResNet-50's largest batch under the
-#      cap per technique, beside PyTorch eager and checkpointing under the same cap),
-#      gpu_memory_resnet50.sh (`bench
-#      memory --device cuda`, ResNet-50 at 224x224, batch 64 and 128, beside PyTorch eager),
-#      gpu_ooo_streams.sh (`bench streams`: the weight gradients on a second CUDA stream against
-#      one, ResNet-18 and ResNet-50, beside the step model) and `bench scale` on it (into the
-#      log), `bench dp` on the device (two ranks sharing the GPU over Gloo; into the log), then
+#   5. measures on the GPU, what has no committed result first: gpu_ooo_streams.sh (`bench
+#      streams`: the weight gradients on a second CUDA stream against one, ResNet-18 and
+#      ResNet-50, beside the step model) and `bench scale` on it (into the log),
+#      gpu_memory_cap.sh (`bench memory --device cuda --memory-cap 8GiB --find-max-batch`:
+#      ResNet-50's largest batch under the cap per technique, beside PyTorch eager and
+#      checkpointing under the same cap), gpu_memory_resnet50.sh (`bench memory --device cuda`,
+#      ResNet-50 at 224x224, batch 64 and 128, beside PyTorch eager), `bench dp` on the device
+#      (two ranks sharing the GPU over Gloo; into the log), then
 #      gpu_memory_resnet.sh (ResNet-18 at batch 32 and 256) and gpu_npi_addition.sh (addition
 #      trained and evaluated on the GPU),
 #   6. builds the rest (ninja -k 0: every compile error in one log), runs the unit, then the
@@ -164,17 +164,17 @@ export ENGRAM_BIN=$bin/cli/engram ENGRAM_REPRO_ANY_BINARY=1
 ENGRAM_REPRO_COMMIT=${ENGRAM_REPRO_COMMIT:-$(git -C "$root" rev-parse --short=12 HEAD 2> /dev/null || echo unknown)}
 export ENGRAM_REPRO_COMMIT
 if [ -x "$ENGRAM_BIN" ]; then
-  # What no GPU has measured yet first (the largest batch under a memory cap, ResNet-50, the
-  # second stream and its scaling, the data-parallel bench on the device), then what has
-  # results committed from an earlier run.
-  stage memory-cap 240 bash "$root/scripts/reproduce/gpu_memory_cap.sh" \
-    --out "$out/gpu_memory_cap.json"
-  stage memory-resnet50 150 bash "$root/scripts/reproduce/gpu_memory_resnet50.sh" \
-    --out "$out/gpu_memory_resnet50.json"
+  # What no GPU has measured yet first, the shortest first (the second stream and its
+  # scaling, the largest batch under a memory cap, ResNet-50, the data-parallel bench on the
+  # device), then what has results committed from an earlier run.
   stage ooo-streams 120 bash "$root/scripts/reproduce/gpu_ooo_streams.sh" \
     --out "$out/gpu_ooo_streams.json" &&
     stage scale 30 "$ENGRAM_BIN" bench scale --from "$out/gpu_ooo_streams.json" \
       --json "$bin/gpu_scaling.json"
+  stage memory-cap 300 bash "$root/scripts/reproduce/gpu_memory_cap.sh" \
+    --out "$out/gpu_memory_cap.json"
+  stage memory-resnet50 150 bash "$root/scripts/reproduce/gpu_memory_resnet50.sh" \
+    --out "$out/gpu_memory_resnet50.json"
   # Two ranks sharing the GPU over Gloo, Engram's schedules and DDP, the link emulated as on
   # the CPU (the table into the log; its JSON stays on the machine).
   stage dp-device 90 "$ENGRAM_BIN" bench dp --device cuda:0 --dist-backend gloo --ranks 2 \

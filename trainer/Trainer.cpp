@@ -79,7 +79,7 @@ TrainingSession::TrainingSession(Workload& workload, const TrainingOptions& opti
   device_ = std::make_unique<DeviceScope>(device);
   if (!options_.memory.cap.empty()) {
     cap_bytes_ = resolve_memory_cap(options_.memory.cap, device_memory_bytes(device));
-    if (chosen_techniques(options_.memory.techniques).uses_units() &&
+    if (chosen_techniques(options_.memory.techniques).plans() &&
         options_.memory.budget_bytes == 0) {
       std::vector<std::int64_t> parameter_bytes;
       for (const auto& p : workload.parameters())

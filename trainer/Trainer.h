@@ -54,8 +54,9 @@ class TrainingSession {
   /// every plan. Throws std::runtime_error when the workload has no examples. In a job of several
   /// ranks (options.job), also joins them (trainer/DataParallel.h): parallel::PeerFailure when
   /// they do not come, std::runtime_error when their configurations differ. With
-  /// options.memory.cap (a CUDA device only), recompute without a budget is planned under the
-  /// budget the cap leaves beside the parameters, their gradients and the optimizer's state
+  /// options.memory.cap (a CUDA device only), recompute, swap and algo without a budget are
+  /// planned under the budget the cap leaves beside the parameters, their gradients and the
+  /// optimizer's state
   /// (trainer/MemoryCap.h; InvalidOption when it leaves none), then the allocator's cached
   /// segments go back to the device and the allocator is limited to the cap for the session's
   /// life: a step that needs more throws c10::OutOfMemoryError. Planning's measured steps run

@@ -44,8 +44,9 @@ struct MemoryOptions {
   /// Prefetch by the slack schedule (true) or read swapped tensors back on demand (false).
   bool slack_schedule = true;
   /// What the device's allocator may hold while training (trainer/MemoryCap.h's syntax: bytes,
-  /// "8GiB", or a fraction "0.5"); on CUDA only. With recompute among the techniques and no
-  /// budget, the planner's budget is what the cap leaves beside the step's state. Empty: no cap.
+  /// "8GiB", or a fraction "0.5"); on CUDA only. With recompute, swap or algo among the
+  /// techniques and no budget, the planner's budget is what the cap leaves beside the step's
+  /// state. Empty: no cap.
   std::string cap;
 };
 

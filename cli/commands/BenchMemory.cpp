@@ -67,7 +67,7 @@ Command register_bench_memory(CLI::App& parent) {
   sub->add_flag("--explain", mo->explain, "Print the swap/recompute and algorithm plans of each row");
   sub->add_option("--memory-cap", mo->memory_cap,
                   "On a GPU: what the allocator may hold while a row trains, in bytes (8GiB) or "
-                  "as a fraction of the device (0.5); recompute is planned per unit under it");
+                  "as a fraction of the device (0.5); recompute, swap and algo are planned under it");
   sub->add_flag("--find-max-batch", mo->find_max_batch,
                 "With --memory-cap: each row's largest batch that trains under the cap, beside "
                 "PyTorch's eager and checkpointing under the same cap");

@@ -565,7 +565,11 @@ std::optional<std::size_t> CudnnConvRunner::workspace_bytes(Pass pass, int algor
     return std::nullopt;
   }
   std::size_t bytes = 0;
-  const cudnnStatus_t st = state_->workspace(pass, algorithm, &bytes);
+  cudnnStatus_t st = CUDNN_STATUS_SUCCESS;
+  {
+    std::lock_guard<std::mutex> lock(state_->mutex);
+    st = state_->workspace(pass, algorithm, &bytes);
+  }
   if (st != CUDNN_STATUS_SUCCESS) {
     if (status != nullptr) *status = cudnnGetErrorString(st);
     return std::nullopt;
@@ -575,18 +579,20 @@ std::optional<std::size_t> CudnnConvRunner::workspace_bytes(Pass pass, int algor
 
 void CudnnConvRunner::run(Pass pass, int algorithm, const float* a, const float* b, float* out,
                           void* workspace, std::size_t workspace_limit, void* stream) const {
-  std::string status;
-  const auto need = workspace_bytes(pass, algorithm, &status);
   const std::string what = std::string(pass_name(pass)) + " " + algorithm_name(pass, algorithm) +
                            " on " + shape_.to_string();
-  if (!need) throw CudnnError(what + ": " + status);
-  if (*need > workspace_limit)
-    throw WorkspaceExceeded(what + " needs " + std::to_string(*need) +
+  if (algorithm < 0 || algorithm >= algorithm_count(pass))
+    throw CudnnError(what + ": no such algorithm");
+  std::lock_guard<std::mutex> lock(state_->mutex);
+  std::size_t need = 0;
+  const cudnnStatus_t st = state_->workspace(pass, algorithm, &need);
+  if (st != CUDNN_STATUS_SUCCESS) throw CudnnError(what + ": " + cudnnGetErrorString(st));
+  if (need > workspace_limit)
+    throw WorkspaceExceeded(what + " needs " + std::to_string(need) +
                             " bytes of workspace, the limit is " +
                             std::to_string(workspace_limit));
-  std::lock_guard<std::mutex> lock(state_->mutex);
   check(cudnnSetStream(state_->handle, static_cast<cudaStream_t>(stream)), "cudnnSetStream");
-  check(state_->launch(pass, algorithm, a, b, out, workspace, *need), what.c_str());
+  check(state_->launch(pass, algorithm, a, b, out, workspace, need), what.c_str());
 }
 
 std::string algorithm_label(Pass pass, int algorithm) { return algorithm_name(pass, algorithm); }

@@ -7,6 +7,8 @@
 #include "nn/cuda/CudnnConv.h"
 
 #include <ATen/ops/empty.h>
+#include <c10/cuda/CUDACachingAllocator.h>
+#include <c10/cuda/CUDAFunctions.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
 
@@ -28,29 +30,40 @@ cc::ConvShape shape_of(const at::Tensor& x, const at::Tensor& weight, int64_t st
                        weight.size(0), weight.size(2), stride,    padding};
 }
 
+/// Shapes whose runners are kept at most: a model's convolutions at a batch or two. Past it the
+/// cache starts again (a search over batch sizes would otherwise keep a cuDNN handle per batch).
+constexpr std::size_t kMostRunners = 256;
+
 /// The runner of `shape` on `device`, made on first use (a cuDNN handle each).
-const cc::CudnnConvRunner& runner_for(const cc::ConvShape& shape, int device) {
+std::shared_ptr<const cc::CudnnConvRunner> runner_for(const cc::ConvShape& shape, int device) {
   using Key = std::array<int64_t, 9>;
   static std::mutex mutex;
-  static std::map<Key, std::unique_ptr<cc::CudnnConvRunner>> runners;
+  // Never destroyed: cuDNN's handles are not to be destroyed after the CUDA runtime at exit.
+  static auto* runners = new std::map<Key, std::shared_ptr<const cc::CudnnConvRunner>>();
   const Key key{device,           shape.batch,        shape.in_channels,
                 shape.height,     shape.width,        shape.out_channels,
                 shape.kernel,     shape.stride,       shape.padding};
   std::lock_guard<std::mutex> lock(mutex);
-  auto& r = runners[key];
-  if (!r) {
-    const c10::cuda::CUDAGuard on(static_cast<c10::DeviceIndex>(device));
-    r = std::make_unique<cc::CudnnConvRunner>(shape);
-  }
-  return *r;
+  auto found = runners->find(key);
+  if (found != runners->end()) return found->second;
+  if (runners->size() >= kMostRunners) runners->clear();  // runners in use live on
+  const c10::cuda::CUDAGuard on(static_cast<c10::DeviceIndex>(device));
+  auto runner = std::make_shared<const cc::CudnnConvRunner>(shape);
+  runners->emplace(key, runner);
+  return runner;
 }
 
+/// CUDA float32 tensors on one device, or std::invalid_argument.
 void check_tensors(const char* what, std::initializer_list<at::Tensor> ts) {
+  const at::Tensor& first = *ts.begin();
   for (const auto& t : ts) {
     if (t.defined() && (!t.is_cuda() || t.scalar_type() != at::kFloat))
       throw std::invalid_argument(std::string("nn::conv2d: the cudnn algorithms run on CUDA "
                                               "float32 tensors; ") +
                                   what + " got one on " + t.device().str());
+    if (t.defined() && t.device() != first.device())
+      throw std::invalid_argument(std::string("nn::conv2d: ") + what + " got tensors on " +
+                                  first.device().str() + " and " + t.device().str());
   }
 }
 
@@ -79,10 +92,10 @@ at::Tensor cudnn_conv2d_forward(const CudnnAlgorithms& algorithms, const at::Ten
   const c10::cuda::CUDAGuard on(x.device());
   const at::Tensor xc = x.contiguous(), wc = weight.contiguous();
   const cc::ConvShape shape = shape_of(xc, wc, stride, padding);
-  const cc::CudnnConvRunner& runner = runner_for(shape, x.device().index());
+  const auto runner = runner_for(shape, x.device().index());
   at::Tensor y = at::empty({shape.batch, shape.out_channels, shape.out_height(), shape.out_width()},
                            x.options());
-  run(runner, cc::Pass::kForward, algorithms.forward, xc, wc, y);
+  run(*runner, cc::Pass::kForward, algorithms.forward, xc, wc, y);
   if (bias.defined()) y.add_(bias.view({1, -1, 1, 1}));
   return y;
 }
@@ -95,15 +108,15 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> cudnn_conv2d_backward(
   const c10::cuda::CUDAGuard on(x.device());
   const at::Tensor xc = x.contiguous(), wc = weight.contiguous(), g = grad_output.contiguous();
   const cc::ConvShape shape = shape_of(xc, wc, stride, padding);
-  const cc::CudnnConvRunner& runner = runner_for(shape, x.device().index());
+  const auto runner = runner_for(shape, x.device().index());
   at::Tensor dx, dw, db;
   if (mask[0]) {
     dx = at::empty(xc.sizes(), xc.options());
-    run(runner, cc::Pass::kBackwardData, algorithms.backward_data, wc, g, dx);
+    run(*runner, cc::Pass::kBackwardData, algorithms.backward_data, wc, g, dx);
   }
   if (mask[1]) {
     dw = at::empty(wc.sizes(), wc.options());
-    run(runner, cc::Pass::kBackwardFilter, algorithms.backward_filter, xc, g, dw);
+    run(*runner, cc::Pass::kBackwardFilter, algorithms.backward_filter, xc, g, dw);
   }
   if (mask[2] && has_bias) db = g.sum({0, 2, 3});
   return {dx, dw, db};
@@ -114,6 +127,10 @@ std::pair<CudnnAlgorithms, CudnnAlgorithms> cudnn_choices(const std::vector<int6
                                                           int64_t stride, int64_t padding,
                                                           int device, int repeats) {
   const c10::cuda::CUDAGuard on(static_cast<c10::DeviceIndex>(device));
+  // CudnnConv takes its buffers and workspaces with cudaMalloc: what the caching allocator holds
+  // unused goes back first, so that an algorithm is not left out for want of cached memory.
+  c10::cuda::device_synchronize();
+  c10::cuda::CUDACachingAllocator::emptyCache();
   const cc::ConvShape shape{input_sizes.at(0),  input_sizes.at(1),  input_sizes.at(2),
                             input_sizes.at(3),  weight_sizes.at(0), weight_sizes.at(2),
                             stride,             padding};

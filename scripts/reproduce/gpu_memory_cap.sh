@@ -3,10 +3,9 @@
 # caching allocator limited to it, as torch.cuda.set_per_process_memory_fraction limits
 # PyTorch's): the largest batch that trains for none, all (relu + recompute + swap), relu,
 # recompute, swap and algo (recompute, swap and algo planned per unit and layer under the cap),
-# each trial a fresh session
-# of one warm-up and one measured step; at each
-# largest batch images/s, live and reserved peak; beside them PyTorch eager, torch.utils.checkpoint
-# in both modes and selective activation checkpointing under the same cap with the same search;
+# each trial a fresh session of one warm-up and one measured step; at each largest batch
+# images/s, live and reserved peak; beside them PyTorch eager, torch.utils.checkpoint in both
+# modes and selective activation checkpointing under the same cap with the same search;
 # and the best row against the fastest PyTorch variant at the equal batch. The goal of issue 35
 # (the best row at least 2.5x none's batch, no slower than the fastest peer at equal batch) is
 # recorded, never asserted.

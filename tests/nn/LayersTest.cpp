@@ -219,7 +219,8 @@ TEST_F(LayersTest, Conv2dCudnnAlgorithmsAreNamedPerPassAndRunOnCudaOnly) {
   EXPECT_EQ(a, (CudnnAlgorithms{1, 0, 3}));
   EXPECT_EQ(cudnn_algorithm_name(a), "cudnn:1,0,3");
   for (const std::string bad : {"cudnn", "cudnn:", "cudnn:1,0", "cudnn:1,0,3,", "cudnn:1,,3",
-                                "cudnn:100,0,0", "cudnn:1,0,x", "default", "cudnn:-1,0,0"})
+                                "cudnn:100,0,0", "cudnn:1,0,x", "default", "cudnn:-1,0,0",
+                                "cudnn:07,0,0"})
     EXPECT_FALSE(parse_cudnn_algorithm_name(bad, nullptr)) << bad;
   Conv2d conv(Conv2dOptions(2, 3, 3).padding(1));
   conv->set_algorithm("cudnn:1,0,3");
@@ -246,7 +247,12 @@ TEST_F(LayersTest, OnCudaConv2dRunsTheCudnnAlgorithmsItMeasured) {
   if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device: cuDNN needs one";
   memory::CudaMemoryTracker::install(0);
   if (!memory::CudaMemoryTracker::hooked()) GTEST_SKIP() << "the CUDA allocator hook is not attached";
-  at::globalContext().setAllowTF32CuDNN(false);
+  // Float32 throughout, as cuDNN's choices compute (no TF32), restored however the test ends.
+  struct Tf32Off {
+    bool before = at::globalContext().allowTF32CuDNN();
+    Tf32Off() { at::globalContext().setAllowTF32CuDNN(false); }
+    ~Tf32Off() { at::globalContext().setAllowTF32CuDNN(before); }
+  } tf32_off;
   torch::manual_seed(5);
   Conv2d conv(Conv2dOptions(16, 32, 3).padding(1).stride(2));
   conv->to(torch::kCUDA);
@@ -276,7 +282,6 @@ TEST_F(LayersTest, OnCudaConv2dRunsTheCudnnAlgorithmsItMeasured) {
   }
   conv->set_algorithm("cudnn:99,0,0");
   EXPECT_THROW(conv(x), std::runtime_error);
-  at::globalContext().setAllowTF32CuDNN(true);
 }
 
 TEST_F(LayersTest, BatchNorm2dMatchesFiniteDifferencesInTrainingAndEvaluation) {
