@@ -1,0 +1,61 @@
+"""The PyTorch peer of `bench memory --find-max-batch` (bench/peers/resnet_cap_peer.py) searches as
+bench/BatchSearch.cpp does: the same batches tried, in the same order, for the same devices as
+tests/bench/BatchSearchTest.cpp, with the trial replaced by "trains up to N". Runs on the CPU.
+"""
+
+import os
+import sys
+import types
+import unittest
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "bench",
+                                "peers"))
+
+import resnet_cap_peer  # noqa: E402
+
+
+def search(fits, start, limit, precision):
+    tried = []
+
+    def trial(_variant, batch, _args, _device):
+        tried.append(batch)
+        return {"batch": batch} if batch <= fits else None
+
+    original = resnet_cap_peer.trial
+    resnet_cap_peer.trial = trial
+    try:
+        args = types.SimpleNamespace(start=start, limit=limit, precision=precision)
+        largest, figures, trials = resnet_cap_peer.search("none", args, None)
+    finally:
+        resnet_cap_peer.trial = original
+    return largest, figures, trials, tried
+
+
+class CapPeerSearchTest(unittest.TestCase):
+    def test_doubles_then_bisects_to_the_precision(self):
+        largest, figures, trials, tried = search(700, 64, 4096, 0.125)
+        self.assertEqual(tried, [64, 128, 256, 512, 1024, 768, 640, 704])
+        self.assertEqual(largest, 640)
+        self.assertEqual(figures, {"batch": 640})
+        self.assertEqual([t["trained"] for t in trials],
+                         [True, True, True, True, False, False, True, False])
+
+    def test_precision_zero_finds_the_exact_batch(self):
+        for fits in (1, 2, 37, 100, 255, 256, 257):
+            self.assertEqual(search(fits, 8, 4096, 0)[0], fits)
+
+    def test_halves_when_the_start_fails_and_reports_none_when_nothing_trains(self):
+        largest, _, _, tried = search(5, 64, 4096, 0)
+        self.assertEqual(largest, 5)
+        self.assertEqual(tried[:5], [64, 32, 16, 8, 4])
+        largest, figures, _, tried = search(0, 4, 4096, 0)
+        self.assertEqual((largest, figures, tried), (0, None, [4, 2, 1]))
+
+    def test_stops_at_the_limit_when_everything_trains(self):
+        largest, _, _, tried = search(1 << 20, 100, 1000, 0.125)
+        self.assertEqual(tried, [100, 200, 400, 800, 1000])
+        self.assertEqual(largest, 1000)
+
+
+if __name__ == "__main__":
+    unittest.main()
