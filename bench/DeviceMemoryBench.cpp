@@ -31,7 +31,6 @@ using json = nlohmann::json;
 using memory::Tag;
 using Clock = std::chrono::steady_clock;
 
-constexpr double kLearningRate = 1e-3;  // as the CPU rows and the peers
 constexpr long kDefaultBatch = 32;
 
 }  // namespace
@@ -68,16 +67,10 @@ DeviceRow measure_row(const MemoryBenchOptions& o, const std::string& technique,
   for (const auto& p : params) parameter_count += p.numel();
   const std::vector<std::size_t>& examples = w.batch;
 
-  trainer::TrainingOptions to;
-  to.learning_rate = kLearningRate;
-  to.grad_clip = 0;
-  to.batch = static_cast<int>(batch);
-  to.threads = o.threads;
-  to.seed = o.seed;
+  trainer::TrainingOptions to = detail::row_training_options(o, technique, batch);
   to.device = o.device;
   to.deterministic = deterministic;
   to.memory.cap = o.memory_cap;
-  if (technique != "none") to.memory.techniques = detail::row_techniques(technique);
   trainer::TrainingSession session(workload, to);
   auto step = [&] {
     const double loss = session.step(examples).loss.item<double>();

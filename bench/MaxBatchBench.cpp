@@ -28,7 +28,6 @@ namespace {
 using json = nlohmann::json;
 using Clock = std::chrono::steady_clock;
 
-constexpr double kLearningRate = 1e-3;  // as bench memory's other rows and the peers
 constexpr double kPrecision = 0.125;    // the search stops within 12.5% of the largest batch
 constexpr long kDefaultStart = 8;
 
@@ -45,15 +44,9 @@ std::optional<json> trial(const MemoryBenchOptions& o, const std::string& techni
   std::optional<json> result;
   try {
     detail::PreparedWorkload w = detail::make_resnet(o, batch);
-    trainer::TrainingOptions to;
-    to.learning_rate = kLearningRate;
-    to.grad_clip = 0;
-    to.batch = static_cast<int>(batch);
-    to.threads = o.threads;
-    to.seed = o.seed;
+    trainer::TrainingOptions to = detail::row_training_options(o, technique, batch);
     to.device = o.device;
     to.memory.cap = o.memory_cap;
-    if (technique != "none") to.memory.techniques = detail::row_techniques(technique);
     trainer::TrainingSession session(*w.workload, to);
     const std::vector<std::size_t>& examples = w.batch;
     session.step(examples);  // warm-up: the optimizer's state, cuDNN's plans

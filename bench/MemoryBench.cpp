@@ -81,6 +81,18 @@ std::vector<std::string> row_techniques(const std::string& row) {
   return parts;
 }
 
+trainer::TrainingOptions row_training_options(const MemoryBenchOptions& o,
+                                              const std::string& technique, long batch) {
+  trainer::TrainingOptions to;
+  to.learning_rate = kRowLearningRate;
+  to.grad_clip = 0;
+  to.batch = static_cast<int>(batch);
+  to.threads = o.threads;
+  to.seed = o.seed;
+  if (technique != "none") to.memory.techniques = row_techniques(technique);
+  return to;
+}
+
 }  // namespace detail
 
 namespace {
@@ -124,7 +136,7 @@ json reuse_json(const std::vector<memory::ReuseStep>& steps, double plan_seconds
           {"plan_seconds", plan_seconds},
           {"foreign_allocations_per_step", last.foreign}};
 }
-constexpr double kLearningRate = 1e-3;  // trainer::TrainingOptions defaults
+constexpr double kLearningRate = detail::kRowLearningRate;
 constexpr long kDefaultNpiBatch = 8;
 constexpr long kDefaultResNetBatch = 32;
 constexpr double kMiB = 1024.0 * 1024.0;
@@ -560,12 +572,7 @@ json measure(const MemoryBenchOptions& o, long batch, const std::string& techniq
   // The session of `engram train` with this technique (its plan made on a scratch copy of the
   // model, so this row's model starts as every other's) and its stores for every step, warm-up
   // included. No clipping: the step of the peer and of the header.
-  trainer::TrainingOptions to;
-  to.learning_rate = kLearningRate;
-  to.grad_clip = 0;
-  to.batch = static_cast<int>(batch);
-  to.threads = o.threads;
-  to.seed = o.seed;
+  trainer::TrainingOptions to = detail::row_training_options(o, technique, batch);
   to.memory.techniques = row_techniques(technique);
   to.memory.budget_bytes = budget_bytes;
   to.memory.swap_bandwidth = o.swap_bandwidth;

@@ -6,6 +6,7 @@
 
 #include "bench/MemoryBench.h"
 #include "memory/MemoryTracker.h"
+#include "trainer/TrainingOptions.h"
 #include "trainer/Workload.h"
 
 #include <nlohmann/json.hpp>
@@ -44,6 +45,15 @@ nlohmann::json run_resnet_peer(const MemoryBenchOptions& o, long batch,
 
 /// The techniques of one row: "relu" or, composed, "reuse+relu".
 std::vector<std::string> row_techniques(const std::string& row);
+
+/// The learning rate of every memory bench row and of the peers.
+constexpr double kRowLearningRate = 1e-3;
+
+/// A row's training options, as every memory bench row and its peers train: Adam at 1e-3, no
+/// clipping, `batch` examples, the options' threads and seed, the row's techniques (none for
+/// "none"). The caller sets the device and what else its row needs.
+trainer::TrainingOptions row_training_options(const MemoryBenchOptions& o,
+                                              const std::string& technique, long batch);
 
 /// {tag name: bytes} for every tag.
 nlohmann::json bytes_by_tag(const std::array<std::int64_t, memory::kNumTags>& bytes);

@@ -307,6 +307,23 @@ struct Descriptors {
     return CUDNN_STATUS_BAD_PARAM;
   }
 
+  /// The workspace `algorithm` of `pass` needs; nullopt when it is no algorithm of the pass or
+  /// cuDNN does not run it on the shape (`status`, if given, says why).
+  std::optional<std::size_t> workspace_or_status(Pass pass, int algorithm,
+                                                 std::string* status) const {
+    if (algorithm < 0 || algorithm >= algorithm_count(pass)) {
+      if (status != nullptr) *status = "no such algorithm";
+      return std::nullopt;
+    }
+    std::size_t bytes = 0;
+    const cudnnStatus_t st = workspace(pass, algorithm, &bytes);
+    if (st != CUDNN_STATUS_SUCCESS) {
+      if (status != nullptr) *status = cudnnGetErrorString(st);
+      return std::nullopt;
+    }
+    return bytes;
+  }
+
   /// One run of `pass` with `algorithm` into `out` (overwritten: beta 0) from `a` and `b`:
   /// forward y from (x, w), backward data dx from (w, dy), backward filter dw from (x, dy).
   cudnnStatus_t launch(Pass pass, int algorithm, const void* a, const void* b, void* out,
@@ -441,17 +458,7 @@ void CudnnConv::upload(const std::vector<float>& x, const std::vector<float>& w,
 
 std::optional<std::size_t> CudnnConv::workspace_bytes(Pass pass, int algorithm,
                                                       std::string* status) const {
-  if (algorithm < 0 || algorithm >= algorithm_count(pass)) {
-    if (status != nullptr) *status = "no such algorithm";
-    return std::nullopt;
-  }
-  std::size_t bytes = 0;
-  const cudnnStatus_t st = state_->workspace(pass, algorithm, &bytes);
-  if (st != CUDNN_STATUS_SUCCESS) {
-    if (status != nullptr) *status = cudnnGetErrorString(st);
-    return std::nullopt;
-  }
-  return bytes;
+  return state_->workspace_or_status(pass, algorithm, status);
 }
 
 std::vector<float> CudnnConv::run(Pass pass, int algorithm, std::size_t workspace_limit) {
@@ -560,21 +567,8 @@ CudnnConvRunner::~CudnnConvRunner() = default;
 
 std::optional<std::size_t> CudnnConvRunner::workspace_bytes(Pass pass, int algorithm,
                                                             std::string* status) const {
-  if (algorithm < 0 || algorithm >= algorithm_count(pass)) {
-    if (status != nullptr) *status = "no such algorithm";
-    return std::nullopt;
-  }
-  std::size_t bytes = 0;
-  cudnnStatus_t st = CUDNN_STATUS_SUCCESS;
-  {
-    std::lock_guard<std::mutex> lock(state_->mutex);
-    st = state_->workspace(pass, algorithm, &bytes);
-  }
-  if (st != CUDNN_STATUS_SUCCESS) {
-    if (status != nullptr) *status = cudnnGetErrorString(st);
-    return std::nullopt;
-  }
-  return bytes;
+  std::lock_guard<std::mutex> lock(state_->mutex);
+  return state_->workspace_or_status(pass, algorithm, status);
 }
 
 void CudnnConvRunner::run(Pass pass, int algorithm, const float* a, const float* b, float* out,
