@@ -2,7 +2,8 @@
 # The GPU measurements' scripts (scripts/reproduce/gpu_*.sh, run by scripts/gpu-check.sh) on the
 # machine at hand, --quick: where this machine has no NVIDIA driver each must stop with the
 # usage error that names the missing GPU and leave no results file; where it has one, each must
-# write its JSON naming the device.
+# write its JSON naming the device. Then, on any machine, the bench-based scripts' collection of
+# their runs, with a stand-in for the binary.
 # Usage: gpu_scripts.sh ENGRAM_BINARY SCRATCH_DIR
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -27,6 +28,33 @@ for script in gpu_memory_resnet.sh gpu_memory_resnet50.sh gpu_npi_addition.sh gp
       cat "$scratch/err.txt"
       status=1
     fi
+  fi
+done
+
+# The scripts' own plumbing, which a GPU session would otherwise find broken only on the device:
+# with a stand-in for the binary that answers --version and writes a bench report wherever
+# --json points, each `bench`-based script must collect its runs and its commands into its
+# results file.
+fake=$scratch/fake-engram
+cat > "$fake" << 'FAKE'
+#!/usr/bin/env bash
+if [ "$1" = --version ]; then echo "engram stand-in"; exit 0; fi
+while [ $# -gt 0 ]; do
+  if [ "$1" = --json ]; then echo '{"benchmark": "stand-in", "rows": []}' > "$2"; fi
+  shift
+done
+FAKE
+chmod +x "$fake"
+for script in gpu_memory_resnet.sh gpu_memory_resnet50.sh gpu_ooo_streams.sh gpu_memory_cap.sh; do
+  out=$scratch/${script%.sh}.collected.json
+  if ! ENGRAM_BIN=$fake bash "$root/scripts/reproduce/$script" --quick --out "$out" \
+      > "$scratch/out.txt" 2> "$scratch/err.txt" ||
+    ! python3 -c 'import json, sys
+d = json.load(open(sys.argv[1]))
+assert d["runs"] and d["commands"] and all(r["benchmark"] == "stand-in" for r in d["runs"])' "$out"
+  then
+    echo "$script: its runs were not collected into $out:"; cat "$scratch/err.txt"
+    status=1
   fi
 done
 exit $status

@@ -17,7 +17,7 @@ args=(--workload resnet50 --memory-cap 8GiB --max-batch 2048 --batch 32 --steps 
 if [ "$quick" = 1 ]; then
   args=(--workload resnet --memory-cap 1GiB --max-batch 256 --batch 16 --steps 1)
 fi
-run_logged cap bench memory --device cuda --find-max-batch "${args[@]}" \
+run_logged bench bench memory --device cuda --find-max-batch "${args[@]}" \
   --techniques none,all,relu,recompute,swap,algo --json "$work/cap.json" > "$work/cap.txt"
 cat "$work/cap.txt" >&2
 claim="ResNet-50 at 224x224 under an 8 GiB device-memory cap: the largest batch that trains for"
