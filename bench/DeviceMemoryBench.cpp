@@ -3,6 +3,7 @@
 #include "bench/BenchSupport.h"
 #include "bench/MemoryBenchParts.h"
 #include "common/AtomicFile.h"
+#include "memory/ArenaPlanner.h"
 #include "memory/CudaMemoryTracker.h"
 #include "memory/PinnedCopy.h"
 #include "memory/SwapStore.h"
@@ -30,12 +31,41 @@ namespace {
 using json = nlohmann::json;
 using memory::Tag;
 using Clock = std::chrono::steady_clock;
+/// The arena's alignment: the caching allocator's block rounding.
+constexpr std::int64_t kArenaAlignment = 512;
 
 constexpr long kDefaultBatch = 32;
 
 }  // namespace
 
 namespace {
+
+/// Fixed-structure reuse on the device, planned and not served: memory/ArenaPlanner's arena for
+/// the step's allocations that it makes and releases (the recorded window's events), beside the
+/// caching allocator's reserved bytes for the same step. An arena-served step would hold what was
+/// live at its start, what it allocates and keeps (gradients), and the arena.
+json arena_plan_of(const memory::DeviceMemoryWindow& w) {
+  std::vector<memory::AllocationEvent> events;
+  events.reserve(w.events.size());
+  for (const auto& e : w.events) events.push_back({e.allocation, e.bytes});
+  std::int64_t outliving = 0;
+  const std::vector<memory::BlockUse> blocks = memory::step_blocks(events, &outliving);
+  const memory::ArenaPlan plan = memory::plan_arena(blocks, kArenaAlignment);
+  const std::int64_t step = w.start_live_bytes + outliving + plan.arena_bytes;
+  return json{{"served", false},
+              {"blocks", blocks.size()},
+              {"arena_bytes", plan.arena_bytes},
+              {"lower_bound_bytes", plan.lower_bound},
+              {"strategy", memory::strategy_name(plan.strategy)},
+              {"start_live_bytes", w.start_live_bytes},
+              {"outliving_bytes", outliving},
+              {"arena_step_bytes", step},
+              {"reserved_peak_bytes", w.reserved_peak_bytes},
+              {"arena_step_vs_reserved_peak",
+               w.reserved_peak_bytes > 0 ? static_cast<double>(step) /
+                                               static_cast<double>(w.reserved_peak_bytes)
+                                         : 0.0}};
+}
 
 /// One row: `technique` trained on a fresh copy of the network (the same seed: the same weights)
 /// for a warm-up step and `o.steps` measured ones.
@@ -111,6 +141,7 @@ DeviceRow measure_row(const MemoryBenchOptions& o, const std::string& technique,
     fragmentation.push_back(last.fragmentation_bytes);
   }
   for (const auto& p : params) r.parameters.push_back(p.detach().to(at::kCPU));
+  r.row["device_arena_plan"] = arena_plan_of(r.last);
   if (const memory::SwapStore* swap = session.memory().swap_store()) {
     // Since planning: the warm-up step and the measured ones.
     const memory::SwapStats st = swap->stats();
@@ -253,6 +284,14 @@ void run_device_memory_bench(const MemoryBenchOptions& o, std::ostream& out) {
     if (r.contains("bit_identical_to_none"))
       out << "; bit-identical to none: " << (r["bit_identical_to_none"].get<bool>() ? "yes" : "no");
     out << "\n";
+    if (r.contains("device_arena_plan")) {
+      const json& a = r["device_arena_plan"];
+      out << "    arena (planned, not served): " << mib(a["arena_bytes"])
+          << " MiB for the step's transient allocations (lower bound "
+          << mib(a["lower_bound_bytes"]) << " MiB); a step served from it would hold "
+          << mib(a["arena_step_bytes"]) << " MiB against " << mib(a["reserved_peak_bytes"])
+          << " MiB reserved by the caching allocator\n";
+    }
     if (r.contains("swap")) {
       const json& w = r["swap"];
       out << "    swap: " << w["swapped_out_bytes_per_step"].get<double>() / 1048576.0

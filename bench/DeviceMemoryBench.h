@@ -13,7 +13,12 @@
 /// (bit_identical_to_none; the largest parameter difference beside it). A row that swaps adds
 /// "swap": bytes out and in per step, prefetched and on-demand reads, the stall per step, and the
 /// pinned copies' rate each way against the bus's peak (memory/PinnedCopy.h's
-/// measure_bus_bandwidth, once per report).
+/// measure_bus_bandwidth, once per report). Every row adds "device_arena_plan": fixed-structure reuse
+/// planned, not served, on the device: memory/ArenaPlanner's arena for the last measured step's
+/// allocations that it makes and releases (memory::step_blocks over the CUDA tracker's events,
+/// 512-byte alignment), its lower bound, and what a step served from it would hold (what was
+/// live at the step's start, what the step keeps, the arena) against the caching allocator's
+/// reserved peak for the same step.
 ///
 /// Per measured step (after one warm-up step): peak_bytes (live bytes' maximum, what
 /// max_memory_allocated counts), activation_peak_bytes (as on the CPU: live bytes minus

@@ -5,6 +5,7 @@
 #include <numeric>
 #include <sstream>
 #include <stdexcept>
+#include <unordered_map>
 
 namespace engram::memory {
 namespace {
@@ -181,6 +182,40 @@ std::string check_plan(const std::vector<BlockUse>& blocks, const ArenaPlan& pla
     }
   }
   return "";
+}
+
+std::vector<BlockUse> step_blocks(const std::vector<AllocationEvent>& events,
+                                  std::int64_t* outliving_bytes) {
+  std::unordered_map<std::uint64_t, std::size_t> open;  // id -> index in `allocated`
+  struct Allocated {
+    std::int64_t bytes;
+    int first;
+    int last;
+  };
+  std::vector<Allocated> allocated;
+  for (std::size_t i = 0; i < events.size(); ++i) {
+    const AllocationEvent& e = events[i];
+    if (e.bytes > 0) {
+      open[e.id] = allocated.size();
+      allocated.push_back({e.bytes, static_cast<int>(i), -1});
+    } else if (e.bytes < 0) {
+      const auto it = open.find(e.id);
+      if (it == open.end()) continue;  // made before the sequence
+      allocated[it->second].last = static_cast<int>(i);
+      open.erase(it);
+    }
+  }
+  std::vector<BlockUse> blocks;
+  std::int64_t outliving = 0;
+  for (const Allocated& a : allocated) {
+    if (a.last < 0) {
+      outliving += a.bytes;
+    } else {
+      blocks.push_back({a.bytes, a.first, a.last});
+    }
+  }
+  if (outliving_bytes != nullptr) *outliving_bytes = outliving;
+  return blocks;
 }
 
 }  // namespace engram::memory

@@ -57,6 +57,21 @@ ArenaPlan plan_greedy_by_breadth(const std::vector<BlockUse>& blocks, std::int64
 /// Both strategies; the smaller arena (greedy by size on a tie).
 ArenaPlan plan_arena(const std::vector<BlockUse>& blocks, std::int64_t alignment = 64);
 
+/// One event of a recorded allocation sequence: an allocation of `bytes` (> 0) or the release
+/// (`bytes` < 0) of allocation `id`.
+struct AllocationEvent {
+  std::uint64_t id = 0;
+  std::int64_t bytes = 0;
+};
+
+/// The blocks plan_arena() places for a recorded step: each allocation released within the
+/// sequence, live from its allocation's event index to its release's. An allocation never
+/// released outlives the step (fixed-structure reuse leaves it to the ordinary allocator): its
+/// bytes go to `outliving_bytes` (if given); a release of an allocation made before the sequence
+/// is left out.
+std::vector<BlockUse> step_blocks(const std::vector<AllocationEvent>& events,
+                                  std::int64_t* outliving_bytes = nullptr);
+
 /// Empty when no two blocks live at the same time overlap in the arena and every block lies
 /// within it; else what is wrong, naming the blocks (a check for tests and debug builds).
 std::string check_plan(const std::vector<BlockUse>& blocks, const ArenaPlan& plan,

@@ -97,3 +97,40 @@ TEST(ArenaPlanner, MalformedBlocksAndBadPlansAreReported) {
 
 }  // namespace
 }  // namespace engram::memory
+
+namespace engram::memory {
+namespace {
+
+// A recorded step's blocks: what is allocated and released within it, with its lifetime in event
+// indices; what outlives it and releases of what came before are not the arena's.
+TEST(ArenaPlanner, AStepsBlocksAreWhatItAllocatesAndReleases) {
+  const std::vector<AllocationEvent> events{
+      {1, 4096},   // 0: released at 3
+      {2, 1024},   // 1: released at 2
+      {2, -1024},  // 2
+      {1, -4096},  // 3
+      {9, -512},   // 4: made before the step
+      {3, 2048},   // 5: outlives the step
+      {4, 4096},   // 6: released at 7
+      {4, -4096},  // 7
+  };
+  std::int64_t outliving = -1;
+  const std::vector<BlockUse> blocks = step_blocks(events, &outliving);
+  ASSERT_EQ(blocks.size(), 3u);
+  EXPECT_EQ(blocks[0].bytes, 4096);
+  EXPECT_EQ(blocks[0].first, 0);
+  EXPECT_EQ(blocks[0].last, 3);
+  EXPECT_EQ(blocks[1].first, 1);
+  EXPECT_EQ(blocks[1].last, 2);
+  EXPECT_EQ(blocks[2].first, 6);
+  EXPECT_EQ(blocks[2].last, 7);
+  EXPECT_EQ(outliving, 2048);
+  const ArenaPlan plan = plan_arena(blocks, 512);
+  EXPECT_EQ(plan.lower_bound, 5120);
+  EXPECT_EQ(plan.arena_bytes, 5120);  // the third block reuses the first's bytes
+  EXPECT_EQ(check_plan(blocks, plan, 512), "");
+  EXPECT_TRUE(step_blocks({}).empty());
+}
+
+}  // namespace
+}  // namespace engram::memory
