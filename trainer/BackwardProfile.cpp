@@ -2,10 +2,10 @@
 
 #include "nn/GradScheduler.h"
 #include "nn/Runtime.h"
+#include "trainer/Device.h"
 #include "trainer/Stepper.h"
 #include "trainer/Trainer.h"
 
-#include <c10/cuda/CUDAFunctions.h>
 
 #include <chrono>
 #include <stdexcept>
@@ -18,7 +18,7 @@ using Clock = std::chrono::steady_clock;
 /// The forward's and the backward's ends, with the device's work so far done.
 class PhaseEnds : public StepHooks {
  public:
-  explicit PhaseEnds(bool on_cuda) : on_cuda_(on_cuda) {}
+  explicit PhaseEnds(const c10::Device& device) : device_(device) {}
   void before(StepPhase phase) override {
     if (phase == StepPhase::forward) forward_begin = now();
     if (phase == StepPhase::backward) begin = now();
@@ -27,14 +27,11 @@ class PhaseEnds : public StepHooks {
     if (phase == StepPhase::forward) forward_end = now();
     if (phase == StepPhase::backward) end = now();
   }
-  Clock::time_point now() const {
-    if (on_cuda_) c10::cuda::device_synchronize();
-    return Clock::now();
-  }
+  Clock::time_point now() const { return device_now(device_); }
   Clock::time_point forward_begin, forward_end, begin, end;
 
  private:
-  bool on_cuda_;
+  c10::Device device_;
 };
 
 double seconds(Clock::time_point from, Clock::time_point to) {
@@ -47,8 +44,7 @@ BackwardProfile profile_backward(TrainingSession& session, std::vector<std::size
   if (session.data_parallel() != nullptr)
     throw std::logic_error("profile_backward: a data-parallel session's backward is its job's");
   const auto& parameters = session.stepper().parameters();
-  const bool on_cuda = !parameters.empty() && parameters.front().is_cuda();
-  PhaseEnds ends(on_cuda);
+  PhaseEnds ends(parameters.empty() ? c10::Device(c10::kCPU) : parameters.front().device());
   nn::ImmediateScheduler timeline;
   timeline.time_kernels(true);
   struct Task {

@@ -84,6 +84,11 @@ void synchronize(const c10::Device& device) {
   c10::cuda::device_synchronize();
 }
 
+std::chrono::steady_clock::time_point device_now(const c10::Device& device) {
+  synchronize(device);
+  return std::chrono::steady_clock::now();
+}
+
 std::int64_t device_memory_bytes(const c10::Device& device) {
   if (!device.is_cuda()) return 0;
   return static_cast<std::int64_t>(at::cuda::getDeviceProperties(device.index())->totalGlobalMem);

@@ -13,6 +13,7 @@
 
 #include <c10/core/Device.h>
 
+#include <chrono>
 #include <cstdint>
 #include <string>
 
@@ -37,6 +38,10 @@ std::string describe_device(const c10::Device& device);
 /// Waits for every kernel queued on `device`; nothing on the CPU. Before reading a clock that is
 /// to time kernels rather than their launches.
 void synchronize(const c10::Device& device);
+
+/// The steady clock once `device`'s queued kernels have run (synchronize(), then the clock): a
+/// reading that times kernels, not their launches.
+std::chrono::steady_clock::time_point device_now(const c10::Device& device);
 
 /// Bytes of memory `device` has in all: a CUDA device's total global memory (0 for the CPU).
 std::int64_t device_memory_bytes(const c10::Device& device);

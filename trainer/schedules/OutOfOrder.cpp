@@ -10,8 +10,8 @@
 #include "nn/Runtime.h"
 #include "parallel/Communicator.h"
 #include "parallel/OooPlan.h"
+#include "trainer/Device.h"
 
-#include <c10/cuda/CUDAFunctions.h>
 
 #include <algorithm>
 #include <chrono>
@@ -38,8 +38,8 @@ class OutOfOrder : public ReducingSchedule, public nn::ParameterGate {
       index_of_[parameters_[i].unsafeGetTensorImpl()] = i;
     scheduler_->on_ready([this](const nn::WeightGradTask& task) { time_weight_grad(task); });
     // On CUDA the profile times kernels, not their launches: the first step synchronises.
-    on_cuda_ = !parameters_.empty() && parameters_.front().is_cuda();
-    scheduler_->time_kernels(on_cuda_);
+    device_ = parameters_.empty() ? c10::Device(c10::kCPU) : parameters_.front().device();
+    scheduler_->time_kernels(device_.is_cuda());
   }
 
   const char* name() const override { return "ooo"; }
@@ -108,10 +108,7 @@ class OutOfOrder : public ReducingSchedule, public nn::ParameterGate {
   }
 
   /// Now, once the device has finished what was launched (on CUDA; the profiling step only).
-  Clock::time_point profile_now() const {
-    if (on_cuda_) c10::cuda::device_synchronize();
-    return Clock::now();
-  }
+  Clock::time_point profile_now() const { return device_now(device_); }
 
   void open_layer(const std::vector<at::Tensor>& parameters) {
     const auto now = profile_now();
@@ -200,7 +197,7 @@ class OutOfOrder : public ReducingSchedule, public nn::ParameterGate {
   double broadcast_seconds_;
   std::map<const void*, std::size_t> index_of_;  ///< TensorImpl* -> parameter index
   bool profiling_ = true;                        ///< the first step
-  bool on_cuda_ = false;                         ///< the parameters live on a GPU
+  c10::Device device_{c10::kCPU};                ///< where the parameters live
   bool in_forward_ = false;
   Profile profile_;
   OooChoice ooo_;
