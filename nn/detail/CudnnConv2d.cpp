@@ -126,14 +126,26 @@ std::pair<CudnnAlgorithms, CudnnAlgorithms> cudnn_choices(const std::vector<int6
                                                           const std::vector<int64_t>& weight_sizes,
                                                           int64_t stride, int64_t padding,
                                                           int device, int repeats) {
+  const cc::ConvShape shape{input_sizes.at(0),  input_sizes.at(1),  input_sizes.at(2),
+                            input_sizes.at(3),  weight_sizes.at(0), weight_sizes.at(2),
+                            stride,             padding};
+  // The choices of a shape measured once per process: a network's blocks repeat their layers'
+  // shapes, and the planner measures every layer.
+  using Key = std::array<int64_t, 10>;
+  static std::mutex mutex;
+  static std::map<Key, std::pair<CudnnAlgorithms, CudnnAlgorithms>> measured;
+  const Key key{device,       shape.batch,  shape.in_channels, shape.height, shape.width,
+                shape.out_channels, shape.kernel, shape.stride, shape.padding, repeats};
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    const auto found = measured.find(key);
+    if (found != measured.end()) return found->second;
+  }
   const c10::cuda::CUDAGuard on(static_cast<c10::DeviceIndex>(device));
   // CudnnConv takes its buffers and workspaces with cudaMalloc: what the caching allocator holds
   // unused goes back first, so that an algorithm is not left out for want of cached memory.
   c10::cuda::device_synchronize();
   c10::cuda::CUDACachingAllocator::emptyCache();
-  const cc::ConvShape shape{input_sizes.at(0),  input_sizes.at(1),  input_sizes.at(2),
-                            input_sizes.at(3),  weight_sizes.at(0), weight_sizes.at(2),
-                            stride,             padding};
   cc::CudnnConv conv(shape);
   std::vector<float> x(static_cast<std::size_t>(shape.input_elements()), 0.5f);
   std::vector<float> w(static_cast<std::size_t>(shape.weight_elements()), 0.25f);
@@ -160,6 +172,8 @@ std::pair<CudnnAlgorithms, CudnnAlgorithms> cudnn_choices(const std::vector<int6
     *least_of[i] = smallest->algorithm;
     ++i;
   }
+  std::lock_guard<std::mutex> lock(mutex);
+  measured[key] = {fastest, least};
   return {fastest, least};
 }
 

@@ -27,7 +27,8 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> cudnn_conv2d_backward(
 /// cuDNN's two choices for a layer of this input and weight shape on CUDA device `device`,
 /// measured by nn/cuda's CudnnConv (every algorithm of every pass, `repeats` timed runs, on its
 /// own buffers): the fastest of each pass, and the least workspace of each pass (the faster of
-/// equal ones). Throws std::runtime_error when a pass has no supported algorithm.
+/// equal ones), measured once per shape in a process. Throws std::runtime_error when a pass has
+/// no supported algorithm.
 std::pair<CudnnAlgorithms, CudnnAlgorithms> cudnn_choices(const std::vector<int64_t>& input_sizes,
                                                           const std::vector<int64_t>& weight_sizes,
                                                           int64_t stride, int64_t padding,
