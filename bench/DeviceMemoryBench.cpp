@@ -13,7 +13,6 @@
 #include "trainer/Trainer.h"
 
 #include <ATen/ATen.h>
-#include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/cuda/CUDAFunctions.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <nlohmann/json.hpp>
@@ -84,8 +83,7 @@ DeviceRow measure_row(const MemoryBenchOptions& o, const std::string& technique,
   const c10::cuda::CUDAGuard on_device(device);
   // The segments an earlier row's network left cached go back to the device, so that each
   // row's reserved bytes are its own.
-  c10::cuda::device_synchronize();
-  c10::cuda::CUDACachingAllocator::emptyCache();
+  trainer::release_cached_device_memory(device);
   detail::PreparedWorkload w = detail::make_resnet(o, batch);
   trainer::Workload& workload = *w.workload;
   {

@@ -17,7 +17,6 @@
 
 #include <algorithm>
 #include <chrono>
-#include <cstdio>
 #include <optional>
 #include <string>
 #include <vector>
@@ -128,12 +127,6 @@ json search_row(const MemoryBenchOptions& o, const std::string& technique, long 
   return row;
 }
 
-std::string mib(std::int64_t bytes) {
-  char text[32];
-  std::snprintf(text, sizeof text, "%.0f MiB", static_cast<double>(bytes) / 1048576.0);
-  return text;
-}
-
 }  // namespace
 
 void run_max_batch_bench(const MemoryBenchOptions& o, std::ostream& out) {
@@ -150,8 +143,8 @@ void run_max_batch_bench(const MemoryBenchOptions& o, std::ostream& out) {
   std::int64_t parameters = 0;
   for (const auto& p : described.workload->parameters()) parameters += p.numel();
   config["parameters"] = parameters;
-  out << o.workload << " under a cap of " << mib(cap) << " on " << trainer::describe_device(device)
-      << "\n";
+  out << o.workload << " under a cap of " << memory::mib(cap) << " on "
+      << trainer::describe_device(device) << "\n";
 
   json rows = json::array();
   long start = o.batch > 0 ? o.batch : kDefaultStart;
@@ -225,14 +218,14 @@ void run_max_batch_bench(const MemoryBenchOptions& o, std::ostream& out) {
   }
   write_file_atomically(o.json_path, report.dump(2) + "\n");
 
-  out << "largest batch under " << mib(cap) << ":\n";
+  out << "largest batch under " << memory::mib(cap) << ":\n";
   for (const auto& r : report["rows"]) {
     out << "  " << r["technique"].get<std::string>() << ": " << r["largest_batch"].get<long>();
     if (r.contains("at_largest")) {
       const json& a = r["at_largest"];
       out << " (" << a["images_per_s"].get<double>() << " images/s, peak "
-          << mib(a["peak_bytes"].get<std::int64_t>()) << ", reserved "
-          << mib(a["reserved_peak_bytes"].get<std::int64_t>()) << ")";
+          << memory::mib(a["peak_bytes"].get<std::int64_t>()) << ", reserved "
+          << memory::mib(a["reserved_peak_bytes"].get<std::int64_t>()) << ")";
     }
     if (r.contains("largest_batch_ratio_vs_none"))
       out << ", " << r["largest_batch_ratio_vs_none"].get<double>() << "x none";

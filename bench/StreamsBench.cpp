@@ -51,11 +51,7 @@ void run_streams_bench(const StreamsBenchOptions& o, std::ostream& out) {
   trainer::Workload& workload = *w.workload;
   workload.to_device(device);
 
-  trainer::TrainingOptions to;
-  to.learning_rate = 1e-3;
-  to.grad_clip = 0;
-  to.batch = static_cast<int>(batch);
-  to.seed = o.seed;
+  trainer::TrainingOptions to = detail::row_training_options(m, "none", batch);
   to.device = o.device;
   // A session's timed steps (each to the end of its kernels), after its warm-up.
   auto timed = [&](int streams, std::vector<double>& ms) {

@@ -100,8 +100,9 @@ struct SwapState {
 
   std::thread io;
 
-  std::mutex copier_mutex;  // guards copier
+  std::mutex copier_mutex;               // guards copier and copier_device
   std::unique_ptr<PinnedCopier> copier;  // made on the first CUDA buffer
+  c10::Device copier_device{c10::kCPU};
 
   /// The copier of `device`'s buffers (one device per store: std::runtime_error for another).
   PinnedCopier& copier_for(const c10::Device& device) {
@@ -115,7 +116,6 @@ struct SwapState {
     }
     return *copier;
   }
-  c10::Device copier_device{c10::kCPU};
 
   ~SwapState() {
     if (fd >= 0) ::close(fd);
@@ -258,6 +258,18 @@ class SwapHandle final : public SavedTensor {
     out_of_memory_ = out_of_memory;
     where_ = Where::failed;
     state_->changed.notify_all();
+  }
+
+  /// The exception being handled failed an I/O job of this handle: fail() with `context` and
+  /// its message, and the exception itself when it is the device allocator's out-of-memory error.
+  void fail_current(const std::string& context) {
+    try {
+      throw;
+    } catch (const c10::OutOfMemoryError& e) {
+      fail(context + e.what(), std::current_exception());
+    } catch (const std::exception& e) {
+      fail(context + e.what());
+    }
   }
 
   std::int64_t stored_bytes() const override {
@@ -468,10 +480,8 @@ class SwapHandle final : public SavedTensor {
           lock.unlock();
           try {
             read_regions(regions);
-          } catch (const c10::OutOfMemoryError& e) {
-            fail(e.what(), std::current_exception());
-          } catch (const std::exception& e) {
-            fail(e.what());
+          } catch (const std::exception&) {
+            fail_current("");
           }
           lock.lock();
           continue;
@@ -560,16 +570,11 @@ void io_loop(SwapState* state) {
       } else {
         job.handle->read_in();
       }
-    } catch (const c10::OutOfMemoryError& e) {
-      // Reading back under a device-memory cap: load() throws the allocator's own error.
-      job.handle->fail(std::string("reading back a saved tensor ran out of device memory: ") +
-                           e.what(),
-                       std::current_exception());
-    } catch (const std::exception& e) {
+    } catch (const std::exception&) {
       // A failed read (or a failed allocation) must not end the process: the handle's load()
-      // reports it.
-      job.handle->fail(std::string(job.out ? "writing" : "reading back") +
-                       " a saved tensor failed: " + e.what());
+      // reports it, or rethrows the device allocator's error (reading back under a cap).
+      job.handle->fail_current(std::string(job.out ? "writing" : "reading back") +
+                               " a saved tensor failed: ");
     }
     job.handle.reset();  // may free the handle: without the lock
     lock.lock();

@@ -41,7 +41,6 @@ CudnnAlgorithms unpack(int64_t v) {
                          static_cast<int>((v >> 16) & 0xff)};
 }
 
-
 // --- direct: one kernel offset at a time, the samples in small chunks -------------------------
 
 /// The most bytes of one chunk's window (input or output gradient) or product that the direct
@@ -392,13 +391,12 @@ void Conv2dImpl::reset() {
 
 at::Tensor Conv2dImpl::forward(const at::Tensor& x) {
   last_input_sizes_ = x.sizes().vec();
-  last_input_on_cuda_ = x.is_cuda();
-  last_input_device_ = x.is_cuda() ? x.device().index() : 0;
+  last_input_device_ = x.device();
   return nn::conv2d(x, weight, bias, options.stride(), options.padding(), algorithm_, cudnn_);
 }
 
 std::vector<std::string> Conv2dImpl::algorithms() const {
-  if (last_input_on_cuda_) {
+  if (last_input_device_.is_cuda()) {
     std::vector<std::string> names{conv_algorithm_name(ConvAlgorithm::kDefault)};
     names.insert(names.end(), cudnn_choices_.begin(), cudnn_choices_.end());
     return names;
@@ -431,13 +429,13 @@ std::vector<AlgorithmCost> Conv2dImpl::measure_algorithms(int repeats) {
   // The bytes from the tracker of the input's device, the times of kernels that have run.
   std::function<void()> begin_window, synchronize = [] {};
   std::function<memory::MemoryWindow()> end_window;
-  if (last_input_on_cuda_) {
-    auto* tracker = memory::CudaMemoryTracker::installed(last_input_device_);
+  if (last_input_device_.is_cuda()) {
+    auto* tracker = memory::CudaMemoryTracker::installed(last_input_device_.index());
     if (tracker == nullptr || !memory::CudaMemoryTracker::hooked())
       throw std::logic_error("Conv2d::measure_algorithms on CUDA needs the CUDA memory tracker");
     begin_window = [tracker] { tracker->begin_window(); };
     end_window = [tracker]() -> memory::MemoryWindow { return tracker->end_window(); };
-    const auto device = static_cast<c10::DeviceIndex>(last_input_device_);
+    const c10::Device device = last_input_device_;
     synchronize = [device] {
       const c10::cuda::CUDAGuard on(device);
       c10::cuda::device_synchronize();
@@ -445,7 +443,8 @@ std::vector<AlgorithmCost> Conv2dImpl::measure_algorithms(int repeats) {
     // cuDNN's own choices on this shape: the fastest and the least workspace of each pass.
     const auto [fastest, least] =
         detail::cudnn_choices(last_input_sizes_, weight.sizes().vec(), options.stride(),
-                              options.padding(), last_input_device_, std::max(1, repeats));
+                              options.padding(), last_input_device_.index(),
+                              std::max(1, repeats));
     cudnn_choices_ = {cudnn_algorithm_name(fastest)};
     if (!(least == fastest)) cudnn_choices_.push_back(cudnn_algorithm_name(least));
   } else {

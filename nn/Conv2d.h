@@ -119,8 +119,7 @@ class Conv2dImpl : public torch::nn::Cloneable<Conv2dImpl>, public AlgorithmLaye
   ConvAlgorithm algorithm_ = ConvAlgorithm::kDefault;
   CudnnAlgorithms cudnn_;                  ///< with kCudnn
   std::vector<int64_t> last_input_sizes_;  ///< of the last forward's input
-  bool last_input_on_cuda_ = false;
-  int last_input_device_ = 0;
+  c10::Device last_input_device_{c10::kCPU};  ///< of the last forward's input
   std::vector<std::string> cudnn_choices_;  ///< "cudnn:..." names measure_algorithms offered
 };
 TORCH_MODULE(Conv2d);

@@ -6,7 +6,6 @@
 #include "trainer/Stepper.h"
 #include "trainer/Trainer.h"
 
-
 #include <chrono>
 #include <stdexcept>
 

@@ -1,10 +1,10 @@
 #include "trainer/MemoryCap.h"
 
 #include "common/Errors.h"
+#include "memory/UnitPlanner.h"
 
 #include <cctype>
 #include <cmath>
-#include <cstdio>
 #include <limits>
 #include <stdexcept>
 
@@ -12,12 +12,6 @@ namespace engram::trainer {
 namespace {
 
 constexpr std::int64_t kBlock = 512;
-
-std::string mib_text(std::int64_t bytes) {
-  char text[48];
-  std::snprintf(text, sizeof text, "%.1f MiB", static_cast<double>(bytes) / 1048576.0);
-  return text;
-}
 
 /// The cap's bytes, or as a fraction (negative: -fraction); InvalidOption for a malformed text.
 double parse(const std::string& text, const std::string& field) {
@@ -74,8 +68,8 @@ std::int64_t resolve_memory_cap(const std::string& text, std::int64_t device_byt
   }
   const auto bytes = static_cast<std::int64_t>(parsed);
   if (device_bytes > 0 && bytes > device_bytes)
-    throw InvalidOption(field, "is " + text + " (" + mib_text(bytes) + "), more than the device's " +
-                                   mib_text(device_bytes));
+    throw InvalidOption(field, "is " + text + " (" + memory::mib(bytes) +
+                                   "), more than the device's " + memory::mib(device_bytes));
   return bytes;
 }
 
@@ -106,8 +100,9 @@ std::int64_t activation_budget_under_cap(std::int64_t cap_bytes, const StepState
                                          const std::string& field) {
   const std::int64_t budget = cap_bytes - state.total();
   if (budget <= 0)
-    throw InvalidOption(field, "is " + mib_text(cap_bytes) + ", and the parameters, gradients and "
-                                   "optimizer state alone take " + mib_text(state.total()));
+    throw InvalidOption(field, "is " + memory::mib(cap_bytes) +
+                                   ", and the parameters, gradients and optimizer state alone "
+                                   "take " + memory::mib(state.total()));
   return budget;
 }
 

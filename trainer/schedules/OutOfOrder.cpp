@@ -12,7 +12,6 @@
 #include "parallel/OooPlan.h"
 #include "trainer/Device.h"
 
-
 #include <algorithm>
 #include <chrono>
 #include <stdexcept>
