@@ -67,7 +67,7 @@ json arena_plan_of(const memory::DeviceMemoryWindow& w) {
 }
 
 /// One row: `technique` trained on a fresh copy of the network (the same seed: the same weights)
-/// for a warm-up step and `o.steps` measured ones.
+/// for `warmups` steps and `o.steps` measured ones.
 struct DeviceRow {
   json row;
   std::vector<double> losses;
@@ -78,7 +78,7 @@ struct DeviceRow {
 };
 
 DeviceRow measure_row(const MemoryBenchOptions& o, const std::string& technique, long batch,
-                      const c10::Device& device, bool deterministic) {
+                      const c10::Device& device, bool deterministic, int warmups) {
   memory::CudaMemoryTracker& tracker = memory::CudaMemoryTracker::install(device.index());
   const c10::cuda::CUDAGuard on_device(device);
   // The segments an earlier row's network left cached go back to the device, so that each
@@ -110,7 +110,21 @@ DeviceRow measure_row(const MemoryBenchOptions& o, const std::string& technique,
     return loss;
   };
   DeviceRow r;
-  r.losses.push_back(step());  // warm-up: optimizer state, cuDNN's plans
+  std::vector<memory::ReuseStep> reuse_steps;
+  double plan_seconds = 0;
+  long replans = 0;
+  auto note_reuse = [&](bool measured) {
+    if (const memory::ReuseStep* reuse = session.stepper().last_reuse()) {
+      plan_seconds = std::max(plan_seconds, reuse->plan_seconds);
+      replans += reuse->replanned ? 1 : 0;
+      if (measured) reuse_steps.push_back(*reuse);
+    }
+  };
+  // Warm-up: optimizer state, cuDNN's plans, and a reuse row's plan settled.
+  for (int i = 0; i < warmups; ++i) {
+    r.losses.push_back(step());
+    note_reuse(false);
+  }
 
   std::vector<double> ms;
   std::vector<std::int64_t> peaks, activation_peaks, activation_above_start, reserved_at_peak,
@@ -120,6 +134,7 @@ DeviceRow measure_row(const MemoryBenchOptions& o, const std::string& technique,
     tracker.begin_window();
     const auto start = Clock::now();
     r.losses.push_back(step());
+    note_reuse(true);
     ms.push_back(std::chrono::duration<double, std::milli>(Clock::now() - start).count());
     r.last = tracker.end_window();
     const memory::DeviceMemoryWindow& last = r.last;
@@ -139,11 +154,10 @@ DeviceRow measure_row(const MemoryBenchOptions& o, const std::string& technique,
     fragmentation.push_back(last.fragmentation_bytes);
   }
   for (const auto& p : params) r.parameters.push_back(p.detach().to(at::kCPU));
-  r.row["device_arena_plan"] = arena_plan_of(r.last);
   if (const memory::SwapStore* swap = session.memory().swap_store()) {
-    // Since planning: the warm-up step and the measured ones.
+    // Since planning: the warm-up steps and the measured ones.
     const memory::SwapStats st = swap->stats();
-    const double steps = static_cast<double>(o.steps + 1);
+    const double steps = static_cast<double>(o.steps + warmups);
     auto rate = [](std::int64_t bytes, std::int64_t ns) {
       return ns > 0 ? static_cast<double>(bytes) / (static_cast<double>(ns) / 1e9) : 0.0;
     };
@@ -183,6 +197,13 @@ DeviceRow measure_row(const MemoryBenchOptions& o, const std::string& technique,
                {"step_ms", median(ms)},
                {"step_ms_per_step", ms},
                {"losses", r.losses}};
+  if (reuse_steps.empty()) {
+    r.row["device_arena_plan"] = arena_plan_of(r.last);
+  } else {
+    // Served: the arena is one allocation in the window, the blocks inside it are not, so the
+    // row's live and reserved peaks are what the device held with it.
+    r.row["reuse"] = detail::reuse_json(reuse_steps, plan_seconds, replans);
+  }
   r.config = w.config;
   r.config["parameters"] = parameter_count;
   return r;
@@ -223,8 +244,9 @@ void run_device_memory_bench(const MemoryBenchOptions& o, std::ostream& out) {
   // technique's parameters can be compared bit for bit.
   const bool deterministic = o.techniques.size() > 1;
   std::vector<DeviceRow> rows;
+  const int warmups = detail::warmup_steps(o.techniques);
   for (const auto& technique : o.techniques) {
-    rows.push_back(measure_row(o, technique, batch, device, deterministic));
+    rows.push_back(measure_row(o, technique, batch, device, deterministic, warmups));
     if (rows.size() > 1) compare_with_none(rows.front(), rows.back());
   }
   const json& config = rows.front().config;
@@ -250,6 +272,7 @@ void run_device_memory_bench(const MemoryBenchOptions& o, std::ostream& out) {
               {"allocator_hook", memory::CudaMemoryTracker::hook_status()},
               {"config", config},
               {"steps", o.steps},
+              {"warmup_steps", warmups},
               {"rows", report_rows}};
 
   if (!o.skip_peer) {
@@ -289,6 +312,13 @@ void run_device_memory_bench(const MemoryBenchOptions& o, std::ostream& out) {
           << mib(a["lower_bound_bytes"]) << " MiB); a step served from it would hold "
           << mib(a["arena_step_bytes"]) << " MiB against " << mib(a["reserved_peak_bytes"])
           << " MiB reserved by the caching allocator\n";
+    }
+    if (r.contains("reuse")) {
+      const json& a = r["reuse"];
+      out << "    arena (served): " << mib(a["arena_bytes"]) << " MiB (lower bound "
+          << mib(a["lower_bound_bytes"]) << " MiB), hit rate " << a["hit_rate"].get<double>()
+          << ", " << a["conflicts"].get<long>() << " conflicts, " << a["misses"].get<long>()
+          << " misses over the measured steps\n";
     }
     if (r.contains("swap")) {
       const json& w = r["swap"];

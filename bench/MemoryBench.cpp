@@ -46,6 +46,43 @@
 
 namespace engram::bench {
 namespace detail {
+
+int warmup_steps(const std::vector<std::string>& rows) {
+  for (const auto& row : rows)
+    if (trainer::chosen_techniques(row_techniques(row)).reuse()) return kReuseWarmupSteps;
+  return 1;
+}
+
+nlohmann::json reuse_json(const std::vector<memory::ReuseStep>& steps, double plan_seconds,
+                          long replans) {
+  using nlohmann::json;
+  long hits = 0, allocations = 0, misses = 0, conflicts = 0;
+  json per_hits = json::array(), per_allocations = json::array(), per_missed = json::array();
+  for (const auto& s : steps) {
+    hits += s.hits;
+    allocations += s.allocations;
+    misses += s.missed ? 1 : 0;
+    conflicts += s.conflicts;
+    per_hits.push_back(s.hits);
+    per_allocations.push_back(s.allocations);
+    per_missed.push_back(s.missed);
+  }
+  const memory::ReuseStep& last = steps.back();
+  return {{"hits_per_step", per_hits},
+          {"allocations_per_step", per_allocations},
+          {"missed_per_step", per_missed},
+          {"hit_rate", allocations > 0 ? static_cast<double>(hits) / allocations : 0.0},
+          {"misses", misses},
+          {"conflicts", conflicts},
+          {"replans", replans},
+          {"arena_bytes", last.arena_bytes},
+          {"lower_bound_bytes", last.lower_bound},
+          {"arena_to_lower_bound",
+           last.lower_bound > 0 ? static_cast<double>(last.arena_bytes) / last.lower_bound : 0.0},
+          {"strategy", last.strategy},
+          {"plan_seconds", plan_seconds},
+          {"foreign_allocations_per_step", last.foreign}};
+}
 using memory::Tag;
 using nlohmann::json;
 }  // namespace detail
@@ -58,11 +95,6 @@ using memory::Tag;
 using nlohmann::json;
 using Clock = std::chrono::steady_clock;
 
-constexpr int kWarmupSteps = 1;
-/// With reuse in a row, every row warms up this long (the same steps for all, so gradients
-/// compare): the first step records, the second allocates no gradients or optimizer state and
-/// replans, the third is served as every later one.
-constexpr int kReuseWarmupSteps = 3;
 
 }  // namespace
 
@@ -99,43 +131,6 @@ namespace {
 
 using detail::row_techniques;
 
-/// Whether any row uses fixed-structure reuse.
-bool any_reuse(const std::vector<std::string>& rows) {
-  for (const auto& row : rows)
-    if (trainer::chosen_techniques(row_techniques(row)).reuse()) return true;
-  return false;
-}
-
-/// The reuse figures of a row's measured steps; `plan_seconds` the longest planning seen
-/// (warm-up included), `replans` the steps that missed and replanned.
-json reuse_json(const std::vector<memory::ReuseStep>& steps, double plan_seconds, long replans) {
-  long hits = 0, allocations = 0, misses = 0, conflicts = 0;
-  json per_hits = json::array(), per_allocations = json::array(), per_missed = json::array();
-  for (const auto& s : steps) {
-    hits += s.hits;
-    allocations += s.allocations;
-    misses += s.missed ? 1 : 0;
-    conflicts += s.conflicts;
-    per_hits.push_back(s.hits);
-    per_allocations.push_back(s.allocations);
-    per_missed.push_back(s.missed);
-  }
-  const memory::ReuseStep& last = steps.back();
-  return {{"hits_per_step", per_hits},
-          {"allocations_per_step", per_allocations},
-          {"missed_per_step", per_missed},
-          {"hit_rate", allocations > 0 ? static_cast<double>(hits) / allocations : 0.0},
-          {"misses", misses},
-          {"conflicts", conflicts},
-          {"replans", replans},
-          {"arena_bytes", last.arena_bytes},
-          {"lower_bound_bytes", last.lower_bound},
-          {"arena_to_lower_bound",
-           last.lower_bound > 0 ? static_cast<double>(last.arena_bytes) / last.lower_bound : 0.0},
-          {"strategy", last.strategy},
-          {"plan_seconds", plan_seconds},
-          {"foreign_allocations_per_step", last.foreign}};
-}
 constexpr double kLearningRate = detail::kRowLearningRate;
 constexpr long kDefaultNpiBatch = 8;
 constexpr long kDefaultResNetBatch = 32;
@@ -695,7 +690,7 @@ json measure(const MemoryBenchOptions& o, long batch, const std::string& techniq
           {"peak_rss_since", rss_reset ? "the row's measured steps" : "the process's start"},
           {"threads", {{"compute", o.threads}, {"swap_io", swap ? 1 : 0}}},
           {"reuse",
-           reuse_steps.empty() ? json(nullptr) : reuse_json(reuse_steps, plan_seconds, replans)},
+           reuse_steps.empty() ? json(nullptr) : detail::reuse_json(reuse_steps, plan_seconds, replans)},
           {"plan", plan_json},
           {"budget_bytes", budget_bytes > 0 ? json(budget_bytes) : json(nullptr)}};
 }
@@ -923,6 +918,15 @@ void validate_options(const MemoryBenchOptions& options) {
     }
   }
   if (options.json_path.empty()) throw InvalidOption("json_path", "is required");
+  if (options.find_max_batch) {
+    for (const auto& row : options.techniques) {
+      if (trainer::chosen_techniques(row_techniques(row)).reuse())
+        throw InvalidOption("techniques",
+                            "cannot hold reuse with --find-max-batch: reuse's first step is "
+                            "recorded on the caching allocator, as none's, so its largest batch "
+                            "is none's");
+    }
+  }
   // The device before anything else that takes time: a GPU this process does not see is a usage
   // error naming what is missing.
   const c10::Device device = trainer::resolve_device(options.device);
@@ -934,11 +938,11 @@ void validate_options(const MemoryBenchOptions& options) {
                                             ": every other row is compared with it");
     for (const auto& row : options.techniques) {
       for (const auto& t : row_techniques(row)) {
-        if (t != "none" && t != "relu" && t != "recompute" && t != "swap" && t != "algo" &&
-            t != "all")
-          throw InvalidOption("techniques", "can be none, relu, recompute, swap, algo and all on " +
-                                                options.device + ", not " + t +
-                                                " (host memory only so far)");
+        if (t != "none" && t != "relu" && t != "recompute" && t != "swap" && t != "reuse" &&
+            t != "algo" && t != "all")
+          throw InvalidOption("techniques",
+                              "can be none, relu, recompute, swap, reuse, algo and all on " +
+                                  options.device + ", not " + t + " (host memory only so far)");
       }
     }
     if (!options.budget.empty())
@@ -999,7 +1003,7 @@ void validate_options(const MemoryBenchOptions& options) {
 /// the none row; `last` is the last measured step's window (for the trace).
 json measure_rows(const MemoryBenchOptions& options, long batch, MemoryTracker& tracker,
                   MemoryWindow& last, std::ostream& out) {
-  const int warmup_steps = any_reuse(options.techniques) ? kReuseWarmupSteps : kWarmupSteps;
+  const int warmup_steps = detail::warmup_steps(options.techniques);
   json report{{"benchmark", "memory"},
               {"workload", options.workload},
               {"machine", machine_json()},

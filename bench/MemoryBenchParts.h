@@ -5,6 +5,7 @@
 /// report's small helpers. Internal to bench/ (torch and JSON included).
 
 #include "bench/MemoryBench.h"
+#include "memory/ArenaReuse.h"
 #include "memory/MemoryTracker.h"
 #include "trainer/TrainingOptions.h"
 #include "trainer/Workload.h"
@@ -54,6 +55,19 @@ constexpr double kRowLearningRate = 1e-3;
 /// "none"). The caller sets the device and what else its row needs.
 trainer::TrainingOptions row_training_options(const MemoryBenchOptions& o,
                                               const std::string& technique, long batch);
+
+/// With reuse in a row, every row warms up this long (the same steps for all, so gradients
+/// compare): the first step records, the second allocates no gradients or optimizer state and
+/// replans, the third is served as every later one.
+constexpr int kReuseWarmupSteps = 3;
+/// The warm-up steps of every row: kReuseWarmupSteps when any row reuses, else one.
+int warmup_steps(const std::vector<std::string>& rows);
+
+/// The reuse figures of a row's measured steps (memory::ReuseStep, the last step's plan);
+/// `plan_seconds` the longest planning seen (warm-up included), `replans` the steps that missed
+/// and replanned.
+nlohmann::json reuse_json(const std::vector<memory::ReuseStep>& steps, double plan_seconds,
+                          long replans);
 
 /// {tag name: bytes} for every tag.
 nlohmann::json bytes_by_tag(const std::array<std::int64_t, memory::kNumTags>& bytes);

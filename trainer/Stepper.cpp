@@ -1,5 +1,6 @@
 #include "trainer/Stepper.h"
 
+#include "memory/DeviceArenaReuse.h"
 #include "memory/MemoryTracker.h"
 #include "nn/Runtime.h"
 #include "trainer/Optimizer.h"
@@ -10,6 +11,7 @@
 #include <torch/nn/utils/clip_grad.h>
 
 #include <algorithm>
+#include <stdexcept>
 
 namespace engram::trainer {
 namespace {
@@ -78,21 +80,30 @@ const char* step_phase_name(StepPhase phase) {
 
 namespace {
 
-/// One reuse step around a training step, ended on every way out of it.
+/// One reuse step around a training step, ended on every way out of it: on the host's
+/// allocator, or on the CUDA device of the parameters (`device` >= 0).
 class ReuseScope {
  public:
-  ReuseScope(bool on, std::uint64_t signature, memory::ReuseStep& out)
-      : reuse_(on ? &memory::ArenaReuse::install() : nullptr), out_(out) {
-    if (reuse_ != nullptr) reuse_->begin_step(signature);
+  ReuseScope(bool on, int device, std::uint64_t signature, memory::ReuseStep& out) : out_(out) {
+    if (!on) return;
+    if (device >= 0) {
+      on_device_ = &memory::DeviceArenaReuse::install(device);
+      on_device_->begin_step(signature);
+    } else {
+      on_host_ = &memory::ArenaReuse::install();
+      on_host_->begin_step(signature);
+    }
   }
   ~ReuseScope() {
-    if (reuse_ != nullptr) out_ = reuse_->end_step();
+    if (on_device_ != nullptr) out_ = on_device_->end_step();
+    if (on_host_ != nullptr) out_ = on_host_->end_step();
   }
   ReuseScope(const ReuseScope&) = delete;
   ReuseScope& operator=(const ReuseScope&) = delete;
 
  private:
-  memory::ArenaReuse* reuse_;
+  memory::ArenaReuse* on_host_ = nullptr;
+  memory::DeviceArenaReuse* on_device_ = nullptr;
   memory::ReuseStep& out_;
 };
 
@@ -103,9 +114,22 @@ Stepper::Stepper(Workload& workload, StepperOptions options)
   memory::TagGuard tag(memory::Tag::optimizer_state);  // the optimizer allocates its state here
   optimizer_ =
       make_optimizer({options_.optimizer, options_.learning_rate, options_.momentum}, parameters_);
+  if (!parameters_.empty() && parameters_.front().is_cuda())
+    reuse_device_ = parameters_.front().get_device();
 }
 
-Stepper::~Stepper() = default;
+Stepper::~Stepper() {
+  // A device arena is device memory the next session should have: it goes back with its plans.
+  if (options_.reuse && reuse_device_ >= 0) {
+    if (auto* reuse = memory::DeviceArenaReuse::installed()) {
+      try {
+        reuse->release();
+      } catch (const std::logic_error&) {
+        // Another stepper's step is open on the device: its end keeps the arena for it.
+      }
+    }
+  }
+}
 
 void Stepper::add_hooks(StepHooks* hooks) {
   if (hooks != nullptr) hooks_.push_back(hooks);
@@ -118,8 +142,8 @@ void Stepper::remove_hooks(StepHooks* hooks) {
 StepOutput Stepper::step(std::vector<std::size_t> indices, std::vector<double> loss_denominators) {
   StepOutput out;
   {
-    ReuseScope reuse(options_.reuse, options_.reuse ? workload_.step_signature(indices) : 0,
-                     last_reuse_);
+    ReuseScope reuse(options_.reuse, reuse_device_,
+                     options_.reuse ? workload_.step_signature(indices) : 0, last_reuse_);
     out = optimize(std::move(indices), std::move(loss_denominators));
   }
   if (options_.reuse && last_reuse_.allocations > 0) {

@@ -53,9 +53,11 @@ class StepHooks {
 struct StepperOptions {
   double learning_rate = 1e-3;
   double grad_clip = 1.0;  ///< max global gradient norm; 0: no clipping
-  /// Fixed-structure memory reuse (memory/ArenaReuse.h): each step's allocations on this
-  /// thread, from make_batch to the optimizer, are one reuse step of the workload's
-  /// step_signature(); the step's figures go to its metrics ("reuse_hit_rate").
+  /// Fixed-structure memory reuse: each step's allocations, from make_batch to the optimizer,
+  /// are one reuse step of the workload's step_signature(), served from the host's arena
+  /// (memory/ArenaReuse.h: this thread's allocations) or, with the parameters on a CUDA device,
+  /// from that device's (memory/DeviceArenaReuse.h: the allocations on the step's stream, which
+  /// the Stepper's end gives back); the step's figures go to its metrics ("reuse_hit_rate").
   bool reuse = false;
   std::string optimizer = "adam";  ///< trainer/Optimizer.h: "adam" or "sgd"
   double momentum = 0.9;           ///< SGD's
@@ -100,6 +102,7 @@ class Stepper {
   std::unique_ptr<Optimizer> optimizer_;
   std::vector<StepHooks*> hooks_;
   memory::ReuseStep last_reuse_;
+  int reuse_device_ = -1;  ///< the CUDA device of the parameters, else -1 (the host)
 
   /// The step without the reuse around it.
   StepOutput optimize(std::vector<std::size_t> indices, std::vector<double> loss_denominators);

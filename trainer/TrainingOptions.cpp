@@ -145,15 +145,17 @@ void check_device_support(const TrainingOptions& o) {
     return;
   }
   // ReLU compression works on device memory (memory/cuda/'s kernels), recompute on the units
-  // (the device's generator replayed), swap to pinned host memory (memory/PinnedCopy.h) and
-  // algo with cuDNN's algorithms (nn/Conv2d.h), planned on the device's measured peaks; reuse's
-  // arena is host memory so far, and a registered store is not known to handle device tensors.
+  // (the device's generator replayed), swap to pinned host memory (memory/PinnedCopy.h), reuse
+  // from a device arena (memory/DeviceArenaReuse.h) and algo with cuDNN's algorithms
+  // (nn/Conv2d.h), planned on the device's measured peaks; a registered store is not known to
+  // handle device tensors.
   const TechniqueChoice chosen(o.memory.techniques);
   for (const MemoryTechniqueInfo* t : chosen.chosen()) {
-    if (t->name != "relu" && t->name != "recompute" && t->name != "swap" && t->name != "algo")
+    if (t->name != "relu" && t->name != "recompute" && t->name != "swap" && t->name != "reuse" &&
+        t->name != "algo")
       throw InvalidOption("memory.techniques",
-                          "must be none, relu, recompute, swap, algo or all on " + o.device +
-                              ", not " + t->name + " (host memory only so far)");
+                          "must be none, relu, recompute, swap, reuse, algo or all on " +
+                              o.device + ", not " + t->name + " (host memory only so far)");
   }
   if (o.ooo_threads != 1)
     throw InvalidOption("ooo_threads",

@@ -3,11 +3,11 @@
 # 1000 classes) trained on the GPU at batch 64 and 128: with no memory technique, Engram's tracked
 # peak beside PyTorch's torch.cuda.max_memory_allocated for the same network and batch, the
 # allocator's reserved bytes, and the step time against PyTorch eager's, in the same run; beside
-# it the techniques that act on device memory (relu, recompute, swap to pinned host memory, algo
-# with cuDNN's least-workspace algorithms, all), each row's peaks and time against none's and
-# whether it trained none's bits (every row deterministic; algo within float rounding only), the
-# swap rows' copy rates against the bus's measured peak. Timings and peaks
-# are recorded, never asserted.
+# it the techniques that act on device memory (relu, recompute, swap to pinned host memory, reuse
+# from a planned device arena, algo with cuDNN's least-workspace algorithms, all), each row's
+# peaks and time against none's and whether it trained none's bits (every row deterministic; algo
+# within float rounding only), the swap rows' copy rates against the bus's measured peak, the
+# reuse row's arena against its lower bound. Timings and peaks are recorded, never asserted.
 # Writes results/gpu_memory_resnet50.json (the device among the machine's facts);
 # scripts/gpu-check.sh runs it. --quick: batch 2 at 64x64, two steps (the script's own check).
 source "$(dirname "$0")/common.sh"
@@ -22,12 +22,13 @@ if [ "$quick" = 1 ]; then
 fi
 for b in $batches; do
   run_logged bench bench memory --workload resnet50 --device cuda --batch "$b" --steps "$steps" \
-    --techniques none,relu,recompute,swap,algo,all "${size[@]}" --json "$work/batch$b.json" \
+    --techniques none,relu,recompute,swap,reuse,algo,all "${size[@]}" --json "$work/batch$b.json" \
     > "$work/batch$b.txt"
   cat "$work/batch$b.txt" >&2
 done
 claim="ResNet-50 at 224x224 on the GPU: tracked peak, reserved bytes and step time beside"
-claim+=" PyTorch eager's, and relu, recompute, swap, algo and all on device memory against none"
+claim+=" PyTorch eager's, and relu, recompute, swap, reuse, algo and all on device memory against"
+claim+=" none"
 collect_bench_runs "$claim" \
   $(for b in $batches; do echo "batch$b"; done)
 echo "wrote $out"

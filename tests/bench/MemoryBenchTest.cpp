@@ -329,6 +329,42 @@ TEST_F(MemoryBenchTest, AlgorithmReplacementMeetsABudgetNoUnitPlanReaches) {
 
 // --trace with every technique on every unit: the step's compress, swap and recompute spans and
 // the live-bytes counter are in the Chrome trace.
+// On a GPU: a row without reuse reports the arena that fixed-structure reuse would plan for its
+// recorded step (device_arena_plan); a reuse row reports the arena that served it
+// (memory/DeviceArenaReuse.h), and trains none's bits. Every row warms up as long as reuse needs.
+TEST_F(MemoryBenchTest, OnCudaRowsReportTheArenaPlannedOrServed) {
+  const std::string json_path = dir_.file("m.json");
+  const ProgramResult p =
+      bench({"--workload", "resnet", "--device", "cuda", "--techniques", "none,reuse,relu+reuse",
+             "--batch", "4", "--image-size", "16", "--width", "8", "--steps", "2", "--no-peer",
+             "--json", json_path});
+  if (p.code == 2 && p.err.find("--device is cuda") != std::string::npos)
+    GTEST_SKIP() << "no CUDA device visible to engram: the device rows need one";
+  ASSERT_EQ(p.code, 0) << p.err;
+  const json j = json::parse(read_file(json_path));
+  EXPECT_EQ(j.at("warmup_steps"), 3);
+  const json& rows = j.at("rows");
+  ASSERT_EQ(rows.size(), 3u);
+  const json& plan = rows[0].at("device_arena_plan");
+  EXPECT_EQ(plan.at("served"), false);
+  EXPECT_GT(plan.at("arena_bytes").get<std::int64_t>(), 0);
+  EXPECT_GE(plan.at("arena_bytes").get<std::int64_t>(),
+            plan.at("lower_bound_bytes").get<std::int64_t>());
+  for (std::size_t i = 1; i < rows.size(); ++i) {
+    const json& row = rows[i];
+    const std::string technique = row.at("technique");
+    EXPECT_FALSE(row.contains("device_arena_plan")) << technique;
+    EXPECT_TRUE(row.at("bit_identical_to_none").get<bool>()) << technique;
+    const json& reuse = row.at("reuse");
+    EXPECT_GT(reuse.at("hit_rate").get<double>(), 0.5) << technique;
+    EXPECT_EQ(reuse.at("misses"), 0) << technique;
+    EXPECT_GE(reuse.at("arena_bytes").get<std::int64_t>(),
+              reuse.at("lower_bound_bytes").get<std::int64_t>())
+        << technique;
+  }
+  EXPECT_NE(p.out.find("arena (served)"), std::string::npos) << p.out;
+}
+
 TEST_F(MemoryBenchTest, TheTraceShowsEveryTechnique) {
   const std::string json_path = dir_.file("m.json"), trace_path = dir_.file("m.trace.json");
   const ProgramResult p = bench({"--workload", "resnet", "--techniques", "all", "--batch", "2",
@@ -389,6 +425,15 @@ TEST_F(MemoryBenchTest, UnknownTechniquesAndWorkloadsExitWithTwo) {
   EXPECT_NE(cap.err.find("--memory-cap limits a device's memory, and the bench runs on the CPU"),
             std::string::npos)
       << cap.err;
+  // Reuse records its first step on the caching allocator: its largest batch is none's.
+  const ProgramResult search = bench({"--workload", "resnet", "--device", "cuda", "--memory-cap",
+                                      "8GiB", "--find-max-batch", "--techniques", "none,relu+reuse",
+                                      "--json", json_path});
+  EXPECT_EQ(search.code, 2);
+  EXPECT_EQ(search.err.rfind("engram: error: --techniques cannot hold reuse with --find-max-batch",
+                             0),
+            0u)
+      << search.err;
   const ProgramResult joined =
       bench({"--workload", "resnet", "--techniques", "none,reuse+zip", "--json", json_path});
   EXPECT_EQ(joined.code, 2);

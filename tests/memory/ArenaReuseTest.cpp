@@ -1,9 +1,15 @@
 #include "memory/ArenaReuse.h"
+#include "memory/DeviceArenaReuse.h"
 
 #include "memory/MemoryTracker.h"
 
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
+#include <c10/cuda/CUDAException.h>
+#include <c10/cuda/CUDAFunctions.h>
+#include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAStream.h>
+#include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -201,6 +207,110 @@ TEST_F(ArenaReuseTest, TheTrackerCountsArenaBlocksAsAnyOther) {
   EXPECT_GT(s.hits, 0);
   EXPECT_EQ(tracker.live_bytes(), before + static_cast<std::int64_t>(kept.nbytes()));
   EXPECT_GE(tracker.peak_bytes(), before + 3000 * 4);
+}
+
+}  // namespace
+}  // namespace engram::memory
+
+namespace engram::memory {
+namespace {
+
+#define ENGRAM_SKIP_WITHOUT_GPU()                                                       \
+  do {                                                                                  \
+    if (c10::cuda::device_count() == 0)                                                 \
+      GTEST_SKIP() << "no CUDA device: the device arena serves a GPU's allocations";   \
+  } while (false)
+
+/// Blocks a stream until `go` is set: a host function the stream runs, spinning on the flag.
+void CUDART_CB wait_for(void* go) {
+  auto* flag = static_cast<std::atomic<bool>*>(go);
+  while (!flag->load()) std::this_thread::yield();
+}
+
+constexpr long kElements = 1 << 16;
+
+/// A small CUDA step: x released before z, and z, y and their sum's temporary live together, so
+/// one of those is planned on x's bytes; the sum kept beyond the step. With `side`, x is used on
+/// that stream, which is held up until the step's last allocation is made. Returns the sum and
+/// whether y was served from the arena.
+at::Tensor device_step(const DeviceArenaReuse& reuse, bool* y_in_arena,
+                       const c10::cuda::CUDAStream* side = nullptr,
+                       std::atomic<bool>* go = nullptr) {
+  const auto on_gpu = at::TensorOptions().device(at::kCUDA, 0);
+  at::Tensor x = at::full({kElements}, 1.5f, on_gpu);
+  at::Tensor y = x * 2;
+  *y_in_arena = reuse.in_arena(y.data_ptr());
+  if (side != nullptr) {
+    x.record_stream(*side);
+    C10_CUDA_CHECK(cudaLaunchHostFunc(side->stream(), &wait_for, go));
+  }
+  x.reset();
+  at::Tensor z = at::full({kElements}, 3.0f, on_gpu);
+  at::Tensor sum = (y + z).sum();
+  if (side != nullptr) {
+    const c10::cuda::CUDAStreamGuard other(*side);
+    at::Tensor theirs = at::empty({256}, on_gpu);
+    EXPECT_FALSE(reuse.in_arena(theirs.data_ptr())) << "another stream's allocation";
+    go->store(true);
+  }
+  return sum;
+}
+
+TEST(DeviceArenaReuseTest, OnCudaAStepIsServedFromTheArenaAndBytesAnotherStreamUsesWait) {
+  ENGRAM_SKIP_WITHOUT_GPU();
+  DeviceArenaReuse& reuse = DeviceArenaReuse::install(0);
+  EXPECT_EQ(DeviceArenaReuse::installed(), &reuse);
+  EXPECT_THROW(DeviceArenaReuse::install(c10::cuda::device_count()), std::invalid_argument);
+  const std::uint64_t sig = 0xde71ce;
+  bool y_in_arena = false;
+  reuse.begin_step(sig);
+  at::Tensor kept = device_step(reuse, &y_in_arena);
+  const ReuseStep recorded = reuse.end_step();
+  const float expected = kept.item<float>();
+  EXPECT_TRUE(recorded.recorded);
+  EXPECT_FALSE(y_in_arena);
+  EXPECT_GE(recorded.arena_bytes, 3 * kElements * 4) << "y, z and their sum live together";
+  EXPECT_GE(reuse.capacity_bytes(), recorded.arena_bytes);
+
+  reuse.begin_step(sig);
+  kept = device_step(reuse, &y_in_arena);
+  const ReuseStep served = reuse.end_step();
+  EXPECT_EQ(kept.item<float>(), expected);
+  EXPECT_FALSE(served.missed);
+  EXPECT_EQ(served.heap, 1) << "the sum outlives the step";
+  EXPECT_EQ(served.hits, served.allocations - 1);
+  EXPECT_GE(served.hits, 4) << "x, y, z and y + z";
+  EXPECT_FALSE(reuse.in_arena(kept.data_ptr()));
+  EXPECT_TRUE(y_in_arena);
+
+  // x used on a side stream that is held up: what is planned on x's bytes may not have them
+  // until the side stream is past x, so it gets bytes of its own; the side stream's allocation
+  // is foreign.
+  const c10::cuda::CUDAStream side = c10::cuda::getStreamFromPool(false, 0);
+  std::atomic<bool> go{false};
+  reuse.begin_step(sig);
+  kept = device_step(reuse, &y_in_arena, &side, &go);
+  const ReuseStep waited = reuse.end_step();
+  EXPECT_EQ(kept.item<float>(), expected);
+  side.synchronize();
+  EXPECT_FALSE(waited.missed);
+  EXPECT_EQ(waited.conflicts, 1);
+  EXPECT_EQ(waited.hits, served.hits - 1);
+  EXPECT_GE(waited.foreign, 1);
+
+  // The side stream is past x now: the next step is served whole again.
+  reuse.begin_step(sig);
+  kept = device_step(reuse, &y_in_arena);
+  const ReuseStep again = reuse.end_step();
+  EXPECT_EQ(kept.item<float>(), expected);
+  EXPECT_EQ(again.hits, served.hits);
+  EXPECT_EQ(again.conflicts, 0);
+  kept.reset();
+
+  EXPECT_THROW(reuse.end_step(), std::logic_error);
+  reuse.release();
+  EXPECT_EQ(reuse.capacity_bytes(), 0);
+  EXPECT_EQ(reuse.plans(), 0);
 }
 
 }  // namespace

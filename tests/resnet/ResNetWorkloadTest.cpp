@@ -3,6 +3,7 @@
 #include "resnet/ResNetWorkload.h"
 
 #include "memory/CudaMemoryTracker.h"
+#include "memory/DeviceArenaReuse.h"
 #include "memory/MemoryTracker.h"
 #include "memory/UnitPlanner.h"
 #include "trainer/Device.h"
@@ -147,6 +148,66 @@ TEST(ResNetWorkloadTest, OnCudaReluCompressionRecomputeAndSwapTrainBitForBitAsNo
     for (std::size_t i = 0; i < none.parameters.size(); ++i)
       EXPECT_TRUE(torch::equal(none.parameters[i], other.parameters[i])) << "parameter " << i;
     EXPECT_EQ(none.losses, other.losses);
+  }
+}
+
+// Fixed-structure reuse on device memory (memory/DeviceArenaReuse.h): once the first steps have
+// allocated the gradients and the optimizer's state, each step's CUDA allocations are served at
+// their planned offsets in one device arena, and training lands bit for bit where the caching
+// allocator's does, alone and with ReLU compression (whose data-dependent buffers bypass the
+// plan). The session's end gives the arena back to the caching allocator.
+TEST(ResNetWorkloadTest, OnCudaReuseServesTheStepsFromADeviceArenaBitForBitAsNone) {
+  ENGRAM_SKIP_WITHOUT_CUDA();
+  at::globalContext().setAllowTF32CuDNN(false);
+  at::globalContext().setAllowTF32CuBLAS(false);
+  trainer::TrainingOptions options;
+  options.optimizer = "sgd";
+  options.learning_rate = 0.05;
+  options.deterministic = true;
+  options.device = "cuda";
+  options.batch = 4;
+  const std::vector<std::size_t> batch{0, 1, 2, 3};
+  constexpr int kSteps = 5;
+  struct Run {
+    testing::DeviceRun run;
+    std::vector<double> hit_rates;
+    std::int64_t arena_bytes = 0;  // while the session lived
+  };
+  auto train = [&](const std::vector<std::string>& techniques) {
+    torch::manual_seed(0);
+    ResNetWorkload workload(tiny_resnet(), tiny_images());
+    options.memory.techniques = techniques;
+    Run r;
+    {
+      trainer::TrainingSession session(workload, options);
+      for (int s = 0; s < kSteps; ++s) {
+        const trainer::StepOutput out = session.step(batch);
+        r.run.losses.push_back(out.loss.item<double>());
+        const auto rate = out.metrics.find("reuse_hit_rate");
+        r.hit_rates.push_back(rate == out.metrics.end() ? -1.0 : rate->second);
+      }
+      if (const auto* reuse = memory::DeviceArenaReuse::installed())
+        r.arena_bytes = reuse->capacity_bytes();
+    }
+    for (const auto& p : workload.parameters())
+      r.run.parameters.push_back(p.detach().cpu().clone());
+    return r;
+  };
+  const Run none = train({});
+  for (const std::vector<std::string> techniques :
+       {std::vector<std::string>{"reuse"}, {"relu", "reuse"}}) {
+    SCOPED_TRACE(techniques.size() == 1 ? "reuse" : "relu+reuse");
+    const Run reused = train(techniques);
+    for (std::size_t i = 0; i < none.run.parameters.size(); ++i) {
+      EXPECT_TRUE(torch::equal(none.run.parameters[i], reused.run.parameters[i]))
+          << "parameter " << i;
+    }
+    EXPECT_EQ(none.run.losses, reused.run.losses);
+    EXPECT_GT(reused.arena_bytes, 0) << "the session held a device arena";
+    EXPECT_GT(reused.hit_rates.back(), 0.5) << "the last step came mostly from the arena";
+    ASSERT_NE(memory::DeviceArenaReuse::installed(), nullptr);
+    EXPECT_EQ(memory::DeviceArenaReuse::installed()->capacity_bytes(), 0)
+        << "the session's end gives the arena back";
   }
 }
 

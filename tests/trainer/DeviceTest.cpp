@@ -75,8 +75,8 @@ TEST(DeviceTest, ACudaSessionRefusesWhatRunsOnTheCpuOnly) {
   options.memory.cap.clear();
   options.memory.techniques = {"swap"};  // to pinned host memory
   EXPECT_NO_THROW(check_device_support(options));
-  options.memory.techniques = {"reuse"};  // a host arena
-  EXPECT_THROW(check_device_support(options), InvalidOption);
+  options.memory.techniques = {"reuse"};  // from a device arena
+  EXPECT_NO_THROW(check_device_support(options));
   options.memory.techniques = {"algo"};  // cuDNN's algorithms per layer
   EXPECT_NO_THROW(check_device_support(options));
   options.memory.techniques = {};
