@@ -58,10 +58,13 @@ struct ArenaReuse::State final : public detail::BlockSource {
 
   /// Grows the arena to the largest plan's size when no arena block is live.
   void grow_if_idle() {
-    if (sequence.wanted_capacity() <= sequence.capacity() || !sequence.idle()) return;
+    const std::int64_t bytes = sequence.growth();
+    if (bytes == 0) return;
     if (arena != nullptr) c10::free_cpu(arena);
-    arena = static_cast<char*>(c10::alloc_cpu(static_cast<std::size_t>(sequence.wanted_capacity())));
-    sequence.set_capacity(sequence.wanted_capacity());
+    arena = nullptr;
+    sequence.set_capacity(0);
+    arena = static_cast<char*>(c10::alloc_cpu(static_cast<std::size_t>(bytes)));
+    sequence.set_capacity(bytes);
   }
 };
 

@@ -4,12 +4,14 @@
 
 #include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/cuda/CUDAEvent.h>
+#include <c10/cuda/CUDAException.h>
 #include <c10/cuda/CUDAFunctions.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
 #include <c10/util/Exception.h>
 
 #include <atomic>
+#include <cstdlib>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -63,21 +65,34 @@ struct DeviceState {
     free_arena_if_released();
   }
 
-  /// Replaces the arena by one of the largest plan's size when none of its bytes are taken. Out
-  /// of device memory, it keeps none: planned allocations beyond it are conflicts.
+  /// Replaces the arena by one of the largest plan's size when none of its bytes are taken. A
+  /// size the device refused (out of memory, or over --memory-cap) is not tried again until the
+  /// plans want another: every refusal makes the caching allocator give back its whole cache.
+  /// Refused, it keeps the arena it had if that still fits, else none: planned allocations
+  /// beyond it are conflicts.
   void grow_if_idle() {
     poll_pending();
-    if (release_requested || sequence.wanted_capacity() <= sequence.capacity() ||
-        !sequence.idle() || !stream.has_value())
-      return;
+    if (release_requested || !stream.has_value()) return;
+    const std::int64_t bytes = sequence.growth();
+    if (bytes == 0) return;
+    const std::int64_t had = sequence.capacity();
     drop_arena();
+    if (allocate_arena(bytes)) return;
+    sequence.refuse_growth(bytes);
+    if (had > 0) allocate_arena(had);
+  }
+
+  /// Whether an arena of `bytes` could be had (on the step's stream).
+  bool allocate_arena(std::int64_t bytes) {
     try {
-      arena = static_cast<char*>(next->raw_alloc_with_stream(
-          static_cast<std::size_t>(sequence.wanted_capacity()), stream->stream()));
-      sequence.set_capacity(sequence.wanted_capacity());
+      arena = static_cast<char*>(
+          next->raw_alloc_with_stream(static_cast<std::size_t>(bytes), stream->stream()));
     } catch (const c10::OutOfMemoryError&) {
       arena = nullptr;
+      return false;
     }
+    sequence.set_capacity(bytes);
+    return true;
   }
 
   void drop_arena() {
@@ -91,6 +106,14 @@ struct DeviceState {
       drop_arena();
       release_requested = false;
     }
+  }
+
+  /// The arena that holds `data`, or nullptr.
+  const char* arena_holding(const void* data) {
+    std::lock_guard<std::mutex> lock(mutex);
+    const auto* p = static_cast<const char*>(data);
+    if (arena != nullptr && p >= arena && p < arena + sequence.capacity()) return arena;
+    return nullptr;
   }
 
   /// A step block's release (deleter of every DataPtr a step got). Caller holds no lock.
@@ -129,6 +152,13 @@ void delete_step_block(void* ptr) {
   if (ptr != nullptr) g_state->release_block(ptr);
 }
 
+/// Whether a CUDA graph is capturing `stream`.
+bool capturing(const c10::cuda::CUDAStream& stream) {
+  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+  C10_CUDA_CHECK(cudaStreamIsCapturing(stream.stream(), &status));
+  return status != cudaStreamCaptureStatusNone;
+}
+
 /// In front of the caching allocator: a step's allocations through the arena, everything else
 /// handed on. Every DataPtr it returns during a step carries delete_step_block, which frees a
 /// block of the caching allocator there too, so raw_deleter() is that for any pointer.
@@ -148,7 +178,9 @@ class FrontAllocator final : public cca::CUDAAllocator {
       lock.unlock();
       return next_->allocate(n);
     }
-    if (stream != *s.stream) {
+    if (stream != *s.stream || capturing(stream)) {
+      // Another stream's, or one a CUDA graph captures (the caching allocator keeps those in
+      // the graph's private pool).
       s.sequence.note_foreign();
       lock.unlock();
       return next_->allocate(n);
@@ -192,7 +224,12 @@ class FrontAllocator final : public cca::CUDAAllocator {
     // A block of the caching allocator under the step's deleter: the caching allocator records
     // the stream only on a DataPtr with its own deleter.
     c10::DataPtr own(ptr.get(), ptr.get(), next_->raw_deleter(), ptr.device());
-    next_->recordStream(own, stream);
+    try {
+      next_->recordStream(own, stream);
+    } catch (...) {
+      (void)own.release_context();  // the block stays the step's to free
+      throw;
+    }
     (void)own.release_context();
   }
 
@@ -230,7 +267,9 @@ class FrontAllocator final : public cca::CUDAAllocator {
     next_->cacheInfo(d, largest);
   }
   void* getBaseAllocation(void* ptr, std::size_t* size) override {
-    return next_->getBaseAllocation(ptr, size);
+    // A block in the arena lies in the arena's segment (the caller takes its offset from the base).
+    const char* arena = g_state->arena_holding(ptr);
+    return next_->getBaseAllocation(arena != nullptr ? const_cast<char*>(arena) : ptr, size);
   }
   cca::SnapshotInfo snapshot(c10::MempoolId_t id, bool include_traces) override {
     return next_->snapshot(id, include_traces);
@@ -258,7 +297,13 @@ class FrontAllocator final : public cca::CUDAAllocator {
                                 const std::unordered_set<void*>& expected) override {
     return next_->checkPoolLiveAllocations(d, id, expected);
   }
-  cca::ShareableHandle shareIpcHandle(void* ptr) override { return next_->shareIpcHandle(ptr); }
+  cca::ShareableHandle shareIpcHandle(void* ptr) override {
+    const char* arena = g_state->arena_holding(ptr);
+    if (arena == nullptr) return next_->shareIpcHandle(ptr);
+    cca::ShareableHandle handle = next_->shareIpcHandle(const_cast<char*>(arena));
+    handle.offset += static_cast<const char*>(ptr) - arena;
+    return handle;
+  }
   std::shared_ptr<void> getIpcDevPtr(std::string handle) override {
     return next_->getIpcDevPtr(std::move(handle));
   }
@@ -315,6 +360,18 @@ DeviceArenaReuse& DeviceArenaReuse::install(int device) {
     throw std::invalid_argument("fixed-structure reuse on a GPU: device " +
                                 std::to_string(device) + " of " + std::to_string(count));
   }
+  // The front relies on the native caching allocator: its raw_alloc_with_stream caches, and
+  // its recordStream holds a block for another stream.
+  const char* uncached = std::getenv("PYTORCH_NO_CUDA_MEMORY_CACHING");
+  if (installed() == nullptr && (cca::get()->name() != "native" ||
+                                 (uncached != nullptr && std::string(uncached) != "0"))) {
+    throw std::runtime_error(
+        "fixed-structure reuse on a GPU needs LibTorch's native caching allocator, and this "
+        "process has " +
+        (uncached != nullptr ? std::string("PYTORCH_NO_CUDA_MEMORY_CACHING set")
+                             : "the " + cca::get()->name() + " allocator") +
+        " (PYTORCH_CUDA_ALLOC_CONF backend)");
+  }
   static DeviceArenaReuse* const reuse = [device] {
     auto* state = new DeviceState();  // never freed: blocks it served may be released any time
     state->next = cca::get();
@@ -344,9 +401,18 @@ void DeviceArenaReuse::begin_step(std::uint64_t signature) {
   DeviceState& s = *g_state;
   const c10::cuda::CUDAGuard on_device(s.device);
   std::lock_guard<std::mutex> lock(s.mutex);
-  s.sequence.begin(signature);
-  s.stream = c10::cuda::getCurrentCUDAStream(s.device);
+  if (s.sequence.open())
+    throw std::logic_error("fixed-structure reuse: begin_step() while a step is open");
+  const c10::cuda::CUDAStream stream = c10::cuda::getCurrentCUDAStream(s.device);
+  if (s.stream.has_value() && *s.stream != stream) {
+    // Bytes the last stream released are served on this one: after that stream's work.
+    c10::cuda::CUDAEvent last(cudaEventDisableTiming);
+    last.record(*s.stream);
+    last.block(stream);
+  }
+  s.stream = stream;
   s.grow_if_idle();
+  s.sequence.begin(signature);
   s.active.store(true, std::memory_order_release);
 }
 

@@ -95,8 +95,13 @@ class ReuseScope {
     }
   }
   ~ReuseScope() {
-    if (on_device_ != nullptr) out_ = on_device_->end_step();
-    if (on_host_ != nullptr) out_ = on_host_->end_step();
+    try {
+      if (on_device_ != nullptr) out_ = on_device_->end_step();
+      if (on_host_ != nullptr) out_ = on_host_->end_step();
+    } catch (...) {
+      // The step is closed before anything that can fail (the arena's growth on a device in
+      // error): the step that failed throws its own error, and the next step begins anew.
+    }
   }
   ReuseScope(const ReuseScope&) = delete;
   ReuseScope& operator=(const ReuseScope&) = delete;
@@ -124,8 +129,9 @@ Stepper::~Stepper() {
     if (auto* reuse = memory::DeviceArenaReuse::installed()) {
       try {
         reuse->release();
-      } catch (const std::logic_error&) {
-        // Another stepper's step is open on the device: its end keeps the arena for it.
+      } catch (...) {
+        // Another stepper's step is open on the device (its end keeps the arena), or the
+        // device is in error: the arena stays with the process.
       }
     }
   }

@@ -97,6 +97,12 @@ void ReuseSequence::forget_plans() {
   if (open_) throw std::logic_error("fixed-structure reuse: plans dropped while a step is open");
   plans_.clear();
   wanted_ = 0;
+  refused_ = 0;
+}
+
+std::int64_t ReuseSequence::growth() const {
+  if (wanted_ <= capacity_ || wanted_ == refused_ || !taken_.empty()) return 0;
+  return wanted_;
 }
 
 ReuseStep ReuseSequence::end() {

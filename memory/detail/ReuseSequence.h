@@ -18,7 +18,7 @@
 ///   std::int64_t offset = seq.released(block);  // the lifetime ends; its arena offset or -1
 ///   if (offset >= 0) seq.vacate(offset);         // its bytes may be served again
 ///   ReuseStep step = seq.end();
-///   if (seq.wanted_capacity() > seq.capacity() && seq.idle()) { regrow; seq.set_capacity(n); }
+///   if (std::int64_t n = seq.growth()) { regrow to n; seq.set_capacity(n); }
 /// \endcode
 
 #include "memory/ArenaReuse.h"
@@ -78,6 +78,12 @@ class ReuseSequence {
   std::int64_t capacity() const { return capacity_; }
   bool idle() const { return taken_.empty(); }
   void set_capacity(std::int64_t bytes);
+  /// What the arena should grow to now: the largest plan's arena, when that is more than the
+  /// arena holds, none of its bytes are taken and that size was not refused; else 0.
+  std::int64_t growth() const;
+  /// The arena could not grow to `bytes` (a device out of memory): growth() does not offer that
+  /// size again, only a larger plan's or after forget_plans().
+  void refuse_growth(std::int64_t bytes) { refused_ = bytes; }
 
   long plans() const { return static_cast<long>(plans_.size()); }
   /// Drops every plan (the next step of any signature is recorded) and the capacity wanted.
@@ -107,6 +113,7 @@ class ReuseSequence {
   std::unordered_map<std::uint64_t, Plan> plans_;
   std::int64_t capacity_ = 0;
   std::int64_t wanted_ = 0;
+  std::int64_t refused_ = 0;
   std::map<std::int64_t, std::int64_t> taken_;  // arena bytes taken: offset -> end
 
   bool open_ = false;

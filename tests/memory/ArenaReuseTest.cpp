@@ -236,6 +236,13 @@ constexpr long kElements = 1 << 16;
 at::Tensor device_step(const DeviceArenaReuse& reuse, bool* y_in_arena,
                        const c10::cuda::CUDAStream* side = nullptr,
                        std::atomic<bool>* go = nullptr) {
+  // The side stream is let go on every way out, so that a failure cannot leave it spinning.
+  struct Release {
+    std::atomic<bool>* go;
+    ~Release() {
+      if (go != nullptr) go->store(true);
+    }
+  } release{go};
   const auto on_gpu = at::TensorOptions().device(at::kCUDA, 0);
   at::Tensor x = at::full({kElements}, 1.5f, on_gpu);
   at::Tensor y = x * 2;

@@ -51,7 +51,7 @@ Step run_step(ReuseSequence& seq, std::uint64_t signature, std::int64_t c_bytes 
 }
 
 void grow(ReuseSequence& seq) {
-  if (seq.wanted_capacity() > seq.capacity() && seq.idle()) seq.set_capacity(seq.wanted_capacity());
+  if (const std::int64_t bytes = seq.growth()) seq.set_capacity(bytes);
 }
 
 TEST(ReuseSequenceTest, AServedStepTakesItsPlannedOffsetsAndLeavesWhatOutlivedTheStepAlone) {
@@ -153,6 +153,37 @@ TEST(ReuseSequenceTest, AnArenaSmallerThanThePlanServesWhatFits) {
   EXPECT_GE(step.conflicts, 1);
   EXPECT_TRUE(s.a == -1 || s.a + 1024 <= 1024);
   EXPECT_TRUE(s.b == -1 || s.b + 2048 <= 1024);
+}
+
+TEST(ReuseSequenceTest, ASizeTheDeviceRefusedIsNotOfferedAgainUntilThePlansWantAnother) {
+  // Every refusal of a device allocation makes the caching allocator give back its whole cache.
+  ReuseSequence seq(512);
+  EXPECT_EQ(seq.growth(), 0) << "no plan yet";
+  run_step(seq, 4);
+  seq.end();
+  ASSERT_EQ(seq.growth(), 3072);
+  seq.refuse_growth(3072);
+  EXPECT_EQ(seq.growth(), 0);
+  run_step(seq, 4);
+  EXPECT_EQ(seq.end().hits, 0) << "no arena: nothing served";
+  EXPECT_EQ(seq.growth(), 0) << "the same plan: the same refused size";
+  run_step(seq, 5, /*c_bytes=*/4096);
+  seq.end();
+  EXPECT_EQ(seq.growth(), 2048 + 4096) << "a larger plan is tried";
+  seq.set_capacity(seq.growth());
+  EXPECT_EQ(seq.growth(), 0) << "as large as the largest plan";
+
+  // Forgotten plans forget the refusal too: the same size is tried for a new plan.
+  seq.set_capacity(0);
+  seq.forget_plans();
+  run_step(seq, 4);
+  seq.end();
+  EXPECT_EQ(seq.growth(), 3072);
+  seq.refuse_growth(3072);
+  seq.forget_plans();
+  run_step(seq, 4);
+  seq.end();
+  EXPECT_EQ(seq.growth(), 3072);
 }
 
 TEST(ReuseSequenceTest, PlansBySignatureForeignCountsAndOrderOfCalls) {
