@@ -41,6 +41,8 @@ prefix=/tmp/engram-prefix
 only=""  # ",NAME,...,": the stages --stages names; empty: every stage
 # The tests that train or measure on a GPU (each skips, saying why, without one).
 device_tests='OnCuda|DeviceTest|CudaMemoryTracker|LstmDevice|OptimizerDevice|Gpu|SecondCudaStream'
+# Tests those names catch that need no GPU, in executables build-device leaves for build-all.
+not_device_tests='ScalingModelTest|EngramBinaryTest'
 
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -150,7 +152,8 @@ stage configure 180 cmake -S "$root" -B "$root/build-gpu" -G Ninja -DCMAKE_BUILD
 bin=$root/build-gpu
 stage build-device 300 ninja -C "$bin" -j "$jobs" engram engram_tests_trainer engram_tests_nn \
   engram_tests_memory engram_tests_npi engram_tests_primitives engram_tests_tbcnn \
-  engram_tests_resnet engram_tests_memory_cuda engram_tests_nn_cudnn engram_tests_parallel
+  engram_tests_resnet engram_tests_memory_cuda engram_tests_nn_cudnn engram_tests_parallel \
+  engram_tests_bench_cli
 xml=$bin/check-xml
 mkdir -p "$xml"
 [ -x "$bin/tests/memory/engram_tests_memory_cuda" ] &&
@@ -159,7 +162,7 @@ mkdir -p "$xml"
 [ -x "$bin/tests/nn/engram_tests_nn_cudnn" ] &&
   stage test-cudnn 120 "$bin/tests/nn/engram_tests_nn_cudnn" --gtest_output="xml:$xml/cudnn-test.xml"
 STAGE_LOG=$out/device-tests.log stage test-device 180 ctest --test-dir "$bin" -R "$device_tests" \
-  -j 4 --timeout 120 -V
+  -E "$not_device_tests" -j 4 --timeout 120 -V
 export ENGRAM_BIN=$bin/cli/engram ENGRAM_REPRO_ANY_BINARY=1
 ENGRAM_REPRO_COMMIT=${ENGRAM_REPRO_COMMIT:-$(git -C "$root" rev-parse --short=12 HEAD 2> /dev/null || echo unknown)}
 export ENGRAM_REPRO_COMMIT
