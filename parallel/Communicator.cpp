@@ -14,6 +14,7 @@
 #include <cstdlib>
 
 #include <algorithm>
+#include <exception>
 #include <atomic>
 #include <condition_variable>
 #include <map>
@@ -135,8 +136,9 @@ struct Communicator::Impl {
     if (nccl) {
       try {
         // After a failure a collective may still wait on a rank that is gone (a deferred bucket
-        // nobody waited for): shutdown() would flush it forever, abort() does not.
-        if (failed)
+        // nobody waited for): shutdown() would flush it forever, abort() does not. So too when
+        // an error that was no collective's ends the job (out of memory, say).
+        if (failed || std::uncaught_exceptions() > 0)
           nccl->abort();
         else
           nccl->shutdown();
@@ -226,6 +228,14 @@ Communicator::Communicator(const DistEnv& env, const DistOptions& options)
   // each failure in one line of its own, so only fatal log lines stay.
   FLAGS_caffe2_log_level = std::max(FLAGS_caffe2_log_level, 3);
   c10::UpdateLoggingLevelsFromFlags();
+  if (options_.backend == "nccl") {
+    // NCCL's blocking wait: wait() returns when the collective is done on the device, and
+    // throws when it has not finished within the timeout, so that a dead or hung rank ends this
+    // one within --dist-timeout, named as with Gloo; without it the watchdog would end the
+    // process itself, naming no rank. Set whatever the environment said (the bound is this
+    // flag's promise), and before this process starts threads that read the environment.
+    ::setenv("TORCH_NCCL_BLOCKING_WAIT", "1", /*overwrite=*/1);
+  }
   impl_ = std::make_unique<Impl>(link_);
   const std::string prefix = "engram/" + std::to_string(env_.restart_count) + "/";
   try {
@@ -263,11 +273,8 @@ void Communicator::create_nccl() {
     throw std::runtime_error("rank " + std::to_string(env_.rank) +
                              ": the nccl backend sums CUDA tensors, and this process sees no CUDA "
                              "device");
-  // A blocking wait: wait() returns when the collective is done on the device, and throws when
-  // it has not finished within the timeout, so that a dead or hung rank ends this one within
-  // --dist-timeout, named as with Gloo, instead of the watchdog aborting the process. The
-  // compute stream still waits on the collective's event, not on the whole device.
-  ::setenv("TORCH_NCCL_BLOCKING_WAIT", "1", /*overwrite=*/0);
+  // TORCH_NCCL_BLOCKING_WAIT is set (the constructor): wait() blocks until the collective is
+  // done on the device, or throws at the timeout.
   auto o = c10d::ProcessGroupNCCL::Options::create();
   o->timeout = to_ms(options_.timeout_seconds);
   try {

@@ -43,7 +43,7 @@ BackwardProfile profile_backward(TrainingSession& session, std::vector<std::size
   if (session.data_parallel() != nullptr)
     throw std::logic_error("profile_backward: a data-parallel session's backward is its job's");
   const auto& parameters = session.stepper().parameters();
-  PhaseEnds ends(parameters.empty() ? c10::Device(c10::kCPU) : parameters.front().device());
+  PhaseEnds ends(parameters_device(parameters));
   nn::ImmediateScheduler timeline;
   timeline.time_kernels(true);
   struct Task {

@@ -24,10 +24,7 @@ void reset_gradients(Workload& workload) {
 }
 
 /// The device `workload`'s parameters are on (the CPU without parameters).
-c10::Device workload_device(Workload& workload) {
-  const auto params = workload.parameters();
-  return params.empty() ? c10::Device(c10::kCPU) : params.front().device();
-}
+c10::Device workload_device(Workload& workload) { return parameters_device(workload.parameters()); }
 
 /// The tracker of `device`'s memory: the CPU's, or the CUDA allocator's (installed if it is
 /// not; figures from before its install are not counted, which leaves a step's own peaks exact).

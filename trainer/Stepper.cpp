@@ -119,8 +119,8 @@ Stepper::Stepper(Workload& workload, StepperOptions options)
   memory::TagGuard tag(memory::Tag::optimizer_state);  // the optimizer allocates its state here
   optimizer_ =
       make_optimizer({options_.optimizer, options_.learning_rate, options_.momentum}, parameters_);
-  if (!parameters_.empty() && parameters_.front().is_cuda())
-    reuse_device_ = parameters_.front().get_device();
+  if (const c10::Device device = parameters_device(parameters_); device.is_cuda())
+    reuse_device_ = device.index();
 }
 
 Stepper::~Stepper() {

@@ -35,6 +35,11 @@ class UnitRunner;
 
 namespace engram::trainer {
 
+/// The device the parameters are on: the first one's, or the CPU without any.
+inline c10::Device parameters_device(const std::vector<at::Tensor>& parameters) {
+  return parameters.empty() ? c10::Device(c10::kCPU) : parameters.front().device();
+}
+
 /// What one forward pass over a batch produced.
 struct StepOutput {
   at::Tensor loss;                        ///< scalar, differentiable

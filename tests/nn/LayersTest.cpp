@@ -19,6 +19,7 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include <cstdlib>
 #include <functional>
 #include <map>
 #include <memory>
@@ -655,6 +656,9 @@ TEST_F(LayersTest, WeightGradientsOnASecondStreamWaitForTheChainAndAreWaitedFor)
 
 TEST_F(LayersTest, WeightGradientsOnASecondCudaStreamAreIdentical) {
   if (!torch::cuda::is_available()) GTEST_SKIP() << "needs a CUDA device; this process sees none";
+  // cuBLAS is bit-reproducible across streams only with a fixed workspace, read at its first
+  // product in this process (ctest runs each test in a process of its own).
+  ::setenv("CUBLAS_WORKSPACE_CONFIG", ":4096:8", /*overwrite=*/0);
   // cuDNN's deterministic algorithms: an atomics-based weight gradient would differ run to run.
   auto& context = at::globalContext();
   const bool deterministic = context.deterministicCuDNN(), benchmark = context.benchmarkCuDNN();

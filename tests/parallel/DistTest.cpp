@@ -189,6 +189,34 @@ TEST(DistUnit, EnvironmentIsTorchrunsVariables) {
   EXPECT_TRUE(parallel::env_from(lookup).distributed());
 }
 
+// NCCL's blocking wait is what bounds a hung collective by --dist-timeout (the watchdog would
+// end the process naming no rank): the nccl backend sets it whatever the environment said, and
+// before anything else of the job starts (threads that read the environment).
+TEST(DistUnit, TheNcclBackendSetsTheBlockingWaitWhateverTheEnvironmentSaid) {
+  ::setenv("TORCH_NCCL_BLOCKING_WAIT", "0", /*overwrite=*/1);
+  const std::map<std::string, std::string> vars{
+      {"RANK", "0"},
+      {"WORLD_SIZE", "1"},
+      {"MASTER_ADDR", "127.0.0.1"},
+      {"MASTER_PORT", std::to_string(parallel::free_loopback_port())}};
+  const parallel::DistEnv env = parallel::env_from([&](const char* n) -> const char* {
+    auto it = vars.find(n);
+    return it == vars.end() ? nullptr : it->second.c_str();
+  });
+  parallel::DistOptions options;
+  options.backend = "nccl";
+  options.timeout_seconds = 20;
+  try {
+    parallel::Communicator job(env, options);
+    EXPECT_GT(trainer::cuda_device_count(), 0) << "an NCCL group without a GPU";
+  } catch (const std::runtime_error& e) {
+    EXPECT_EQ(trainer::cuda_device_count(), 0) << e.what();
+    EXPECT_NE(std::string(e.what()).find("sees no CUDA device"), std::string::npos) << e.what();
+  }
+  ASSERT_NE(std::getenv("TORCH_NCCL_BLOCKING_WAIT"), nullptr);
+  EXPECT_STREQ(std::getenv("TORCH_NCCL_BLOCKING_WAIT"), "1");
+}
+
 TEST(DistUnit, ShardsCoverTheGlobalBatchInOrder) {
   const std::vector<std::size_t> global{9, 8, 7, 6, 5};
   const auto a = trainer::shard_of(global, 0, 2);

@@ -37,7 +37,7 @@ class OutOfOrder : public ReducingSchedule, public nn::ParameterGate {
       index_of_[parameters_[i].unsafeGetTensorImpl()] = i;
     scheduler_->on_ready([this](const nn::WeightGradTask& task) { time_weight_grad(task); });
     // On CUDA the profile times kernels, not their launches: the first step synchronises.
-    device_ = parameters_.empty() ? c10::Device(c10::kCPU) : parameters_.front().device();
+    device_ = parameters_device(parameters_);
     scheduler_->time_kernels(device_.is_cuda());
   }
 
