@@ -4,6 +4,7 @@
 #include "memory/MemoryTracker.h"
 #include "nn/Runtime.h"
 #include "parallel/Communicator.h"
+#include "trainer/Device.h"
 
 #include <ATen/ATen.h>
 #include <ATen/core/grad_mode.h>
@@ -86,6 +87,9 @@ std::uint64_t parameter_hash(const std::vector<at::Tensor>& parameters) {
 }
 
 JobScope::JobScope(const TrainingOptions& options) {
+  // Before the process group: ProcessGroupNCCL leaves out NCCL's nondeterministic algorithms
+  // only when deterministic algorithms are on at its making.
+  if (options.deterministic) make_deterministic();
   if (options.job.distributed()) comm_ = parallel::join_job(options.job, job_dist_options(options));
 }
 

@@ -7,6 +7,7 @@
 #include "trainer/BackwardProfile.h"
 #include "trainer/BatchSampler.h"
 #include "trainer/Checkpoint.h"
+#include "trainer/DataParallel.h"
 #include "trainer/FusedAdam.h"
 #include "trainer/FusedSgd.h"
 #include "trainer/MemoryTechnique.h"
@@ -1421,6 +1422,18 @@ TEST(MemoryTechniqueRegistry, RefusesATakenOrMalformedNameAndAStoreWithoutFactor
       register_memory_technique({"test-units", "x", TechniqueKind::units, true, false, store}),
       std::invalid_argument);
   EXPECT_EQ(find_memory_technique("test-no-factory"), nullptr);
+}
+
+// A job held across sessions is joined with determinism already on: ProcessGroupNCCL leaves out
+// NCCL's nondeterministic algorithms (NVLS) only when deterministic algorithms are on at its
+// making. (Each test runs in a process of its own: nothing turned it on before.)
+TEST(JobScopeTest, DeterminismIsOnBeforeTheJobIsJoined) {
+  ASSERT_FALSE(at::globalContext().deterministicAlgorithms());
+  TrainingOptions options;
+  options.deterministic = true;
+  const JobScope job(options);  // a process of its own: no job to join
+  EXPECT_TRUE(at::globalContext().deterministicAlgorithms());
+  EXPECT_TRUE(at::globalContext().deterministicCuDNN());
 }
 
 TEST(MemoryTechniqueRegistry, ChoiceReadsKindsAndLosslessnessFromTheList) {
