@@ -11,14 +11,18 @@
 #include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
+#include <cerrno>
+#include <cstdio>
 #include <cstdlib>
 
 #include <algorithm>
-#include <exception>
 #include <atomic>
 #include <condition_variable>
+#include <exception>
+#include <functional>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <sstream>
 #include <thread>
 #include <vector>
@@ -149,34 +153,43 @@ struct Communicator::Impl {
   }
   std::atomic<bool> failed{false};  ///< a collective or the rendezvous failed
 
+  // A call that may block past the timeout inside a library that takes no deadline
+  // (within_timeout): the heartbeat thread ends the process if it has not returned by then.
+  std::optional<Clock::time_point> blocked_until;  // guarded by beat_mutex
+  std::string blocked_during;
+  double blocked_seconds = 0;
+
   void start_heartbeat(const DistEnv& env, double timeout_seconds, const std::string& prefix) {
     beats.assign(env.world_size, -1);
     last_change.assign(env.world_size, Clock::now());
     c10::intrusive_ptr<c10d::Store> client = c10::make_intrusive<c10d::PrefixStore>(
         prefix + "heartbeat", connect_store(env, timeout_seconds, /*counted=*/false));
-    heartbeat = std::thread([this, client, rank = env.rank, world = env.world_size] {
+    heartbeat = std::thread([this, client, env] {
       std::unique_lock<std::mutex> lock(beat_mutex);
       while (!stopping) {
+        const bool beating = !store_lost;
         lock.unlock();
         bool lost = false;
-        std::vector<std::int64_t> now(world, -1);
-        try {
-          client->add(std::to_string(rank), 1);
-          for (int r = 0; r < world; ++r) now[r] = client->add(std::to_string(r), 0);
-        } catch (const std::exception&) {
-          lost = true;
-        }
-        lock.lock();
-        if (lost) {
-          store_lost = true;
-          break;
-        }
-        for (int r = 0; r < world; ++r) {
-          if (now[r] != beats[r]) {
-            beats[r] = now[r];
-            last_change[r] = Clock::now();
+        std::vector<std::int64_t> now(env.world_size, -1);
+        if (beating) {
+          try {
+            client->add(std::to_string(env.rank), 1);
+            for (int r = 0; r < env.world_size; ++r) now[r] = client->add(std::to_string(r), 0);
+          } catch (const std::exception&) {
+            lost = true;
           }
         }
+        lock.lock();
+        if (lost) store_lost = true;
+        if (beating && !lost) {
+          for (int r = 0; r < env.world_size; ++r) {
+            if (now[r] != beats[r]) {
+              beats[r] = now[r];
+              last_change[r] = Clock::now();
+            }
+          }
+        }
+        if (blocked_until && Clock::now() > *blocked_until) end_blocked_call(env);
         beat_cv.wait_for(lock, kHeartbeatPeriod, [this] { return stopping; });
       }
     });
@@ -187,24 +200,47 @@ struct Communicator::Impl {
     std::unique_lock<std::mutex> lock(beat_mutex);
     const auto give_up = Clock::now() + kStaleAfter + kHeartbeatPeriod;
     for (;;) {
-      if (store_lost) {
-        return env.agent_store ? "the rendezvous store at " + env.master_addr + ":" +
-                                     std::to_string(env.master_port) + " is gone"
-                               : "rank 0 (which hosts the rendezvous store) is gone";
-      }
-      std::vector<int> stale;
-      for (int r = 0; r < env.world_size; ++r)
-        if (r != env.rank && Clock::now() - last_change[r] > kStaleAfter) stale.push_back(r);
-      if (!stale.empty()) {
-        std::ostringstream out;
-        out << (stale.size() == 1 ? "rank " : "ranks ");
-        for (std::size_t i = 0; i < stale.size(); ++i) out << (i ? ", " : "") << stale[i];
-        out << " stopped answering";
-        return out.str();
-      }
+      std::string who = stopped_now(env);
+      if (!who.empty()) return who;
       if (Clock::now() > give_up) return "a rank stopped answering (every rank still beats)";
       beat_cv.wait_for(lock, std::chrono::milliseconds(100));
     }
+  }
+
+  /// The store gone or the ranks that stopped answering, as the heartbeats tell now; empty when
+  /// every rank answers. Caller holds beat_mutex.
+  std::string stopped_now(const DistEnv& env) const {
+    if (store_lost) {
+      return env.agent_store ? "the rendezvous store at " + env.master_addr + ":" +
+                                   std::to_string(env.master_port) + " is gone"
+                             : "rank 0 (which hosts the rendezvous store) is gone";
+    }
+    std::vector<int> stale;
+    for (int r = 0; r < env.world_size; ++r)
+      if (r != env.rank && Clock::now() - last_change[r] > kStaleAfter) stale.push_back(r);
+    if (stale.empty()) return "";
+    std::ostringstream out;
+    out << (stale.size() == 1 ? "rank " : "ranks ");
+    for (std::size_t i = 0; i < stale.size(); ++i) out << (i ? ", " : "") << stale[i];
+    out << " stopped answering";
+    return out.str();
+  }
+
+  /// The call within_timeout() watches has not returned in time: one line on stderr, as the
+  /// command line reports a failure, and the process ends (exit 1). Nothing can interrupt the
+  /// call (NCCL's blocking communicator creation has no deadline), so the process cannot wait
+  /// for it to unwind. Caller holds beat_mutex.
+  [[noreturn]] void end_blocked_call(const DistEnv& env) const {
+    std::string who = stopped_now(env);
+    if (who.empty()) who = "every rank still answers";
+    std::ostringstream line;
+    line << program_invocation_short_name << ": error: rank " << env.rank << ": " << who
+         << " during " << blocked_during << " (it did not return within " << blocked_seconds
+         << " s)\n";
+    const std::string text = line.str();
+    std::fwrite(text.data(), 1, text.size(), stderr);
+    std::fflush(stderr);
+    std::_Exit(1);
   }
 
   void stop_heartbeat() {
@@ -321,7 +357,14 @@ std::unique_ptr<PendingCollective> Communicator::allreduce_async(at::Tensor buff
   state->ends_at_wait = &backend == impl_->nccl.get();
   std::vector<at::Tensor> tensors{std::move(buffer)};
   try {
-    state->work = backend.allreduce(tensors);
+    if (state->ends_at_wait) {
+      // NCCL makes its communicator at the first collective on a device, waiting for every
+      // rank without a deadline: a rank that died before making its own would hold this one.
+      within_timeout("the all-reduce of " + state->name + " (NCCL's launch)",
+                     [&] { state->work = backend.allreduce(tensors); });
+    } else {
+      state->work = backend.allreduce(tensors);
+    }
   } catch (const std::exception& e) {
     throw failure("all-reduce of " + state->name, first_line(e));
   }
@@ -331,6 +374,25 @@ std::unique_ptr<PendingCollective> Communicator::allreduce_async(at::Tensor buff
         [completed, tracker](c10::ivalue::Future&) { completed->store(tracker->now_ns()); });
   }
   return std::make_unique<PendingCollective>(std::move(state));
+}
+
+void Communicator::within_timeout(const std::string& during, const std::function<void()>& call) {
+  {
+    std::lock_guard<std::mutex> lock(impl_->beat_mutex);
+    impl_->blocked_until =
+        Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                           std::chrono::duration<double>(options_.timeout_seconds));
+    impl_->blocked_during = during;
+    impl_->blocked_seconds = options_.timeout_seconds;
+  }
+  struct Done {
+    Impl& impl;
+    ~Done() {
+      std::lock_guard<std::mutex> lock(impl.beat_mutex);
+      impl.blocked_until.reset();
+    }
+  } done{*impl_};
+  call();
 }
 
 void Communicator::allreduce(at::Tensor buffer, std::string name) {
@@ -343,7 +405,14 @@ void Communicator::broadcast(at::Tensor buffer, int root) {
   c10d::BroadcastOptions o;
   o.rootRank = root;
   try {
-    backend.broadcast(tensors, o)->wait();
+    if (&backend == impl_->nccl.get()) {
+      c10::intrusive_ptr<c10d::Work> work;
+      within_timeout("a broadcast from rank " + std::to_string(root) + " (NCCL's launch)",
+                     [&] { work = backend.broadcast(tensors, o); });
+      work->wait();
+    } else {
+      backend.broadcast(tensors, o)->wait();
+    }
   } catch (const std::exception& e) {
     throw failure("broadcast from rank " + std::to_string(root), first_line(e));
   }

@@ -29,6 +29,7 @@
 #include <ATen/core/Tensor.h>
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <stdexcept>
 #include <string>
@@ -82,6 +83,12 @@ class Communicator {
   std::string broadcast_text(const std::string& text, int root);
   /// Returns when every rank has called it.
   void barrier();
+  /// Runs `call`, which may block past the timeout inside a library that takes no deadline
+  /// (NCCL makes its communicator at the first collective on a device and waits for every rank
+  /// without one): if it has not returned within the timeout, the process ends with exit code 1
+  /// after one line on stderr that names the ranks that stopped answering and `during`, as a
+  /// failed collective is reported. The NCCL launches run under it.
+  void within_timeout(const std::string& during, const std::function<void()>& call);
   /// Every rank calls it with its `value` of `what`; throws std::runtime_error naming the ranks
   /// and both values when they differ ("the ranks disagree on the task: rank 0 has
   /// 'addition', rank 1 has 'sort'").

@@ -335,6 +335,22 @@ int run_worker() {
     const parallel::DistEnv env = parallel::env_from([](const char* n) { return std::getenv(n); });
     o.job = env;
 
+    if (env_or("ENGRAM_DIST_BLOCKED_CALL", "0") == "1") {
+      // A call without a deadline (as NCCL's communicator creation) that never returns while
+      // rank 1 hangs: the heartbeat thread ends rank 0. Its line goes to stderr, here a file.
+      if (std::freopen((out + ".rank" + std::to_string(env.rank) + ".stderr").c_str(), "w",
+                       stderr) == nullptr)
+        return 3;
+      parallel::DistOptions d;
+      d.backend = "gloo";
+      d.timeout_seconds = o.dist.timeout_seconds;
+      const auto job = parallel::join_job(env, d);
+      if (env.rank == 1) std::raise(SIGSTOP);
+      job->within_timeout("a call that never returns", [] {
+        for (;;) std::this_thread::sleep_for(std::chrono::seconds(1));
+      });
+      return 0;
+    }
     if (env_or("ENGRAM_DIST_TRAIN", "0") == "1") {
       // trainer::train's loop: the log callback (a validation, say) runs on one rank per log,
       // and its verdict (stop at step 10) reaches every rank.
@@ -462,6 +478,23 @@ class DistJob : public ::testing::Test {
         }
       }
     }
+  }
+
+  /// Waits up to `seconds` for rank 0 alone (the others may be stopped), recording its status
+  /// and when it exited; fails the test if it did not exit.
+  void wait_for_rank_0(double seconds) {
+    const auto deadline = start_time_ + std::chrono::duration<double>(seconds);
+    while (std::chrono::steady_clock::now() < deadline) {
+      int status = 0;
+      if (::waitpid(ranks_[0].pid, &status, WNOHANG) == ranks_[0].pid) {
+        ranks_[0].status = status;
+        ranks_[0].seconds =
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - start_time_).count();
+        return;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    ADD_FAILURE() << "rank 0 did not exit within " << seconds << " s";
   }
 
   bool exited_with(int rank, int code) const {
@@ -863,22 +896,32 @@ TEST_F(DistJob, AHungRankIsNamedWithinTheTimeout) {
   start("hung", 2,
         {{{"ENGRAM_DIST_TIMEOUT", "4"}},
          {{"ENGRAM_DIST_TIMEOUT", "4"}, {"ENGRAM_DIST_HANG_AT", "4"}}});
-  const auto begin = std::chrono::steady_clock::now();
   // Rank 1 stops itself; rank 0 must give up on its own.
-  int status = 0;
-  pid_t done = 0;
-  while (done == 0 && std::chrono::steady_clock::now() - begin < std::chrono::seconds(60)) {
-    done = ::waitpid(ranks_[0].pid, &status, WNOHANG);
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  ASSERT_EQ(done, ranks_[0].pid) << "rank 0 did not give up";
-  ranks_[0].status = status;
-  const double seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count();
+  wait_for_rank_0(60);
   EXPECT_TRUE(exited_with(0, 1));
-  EXPECT_LT(seconds, 4.0 + 10.0);  // the timeout, the naming's wait, start-up
+  EXPECT_LT(ranks_[0].seconds, 4.0 + 10.0);  // the timeout, the naming's wait, start-up
   const std::string error = text("hung.error");
   EXPECT_NE(error.find("rank 1 stopped answering"), std::string::npos) << error;
+  ::kill(ranks_[1].pid, SIGKILL);
+  wait_all(10);
+}
+
+// A call without a deadline of its own (NCCL makes its communicator at the first collective and
+// waits for every rank without one) cannot outlive --dist-timeout either: the heartbeat thread
+// ends the rank, exit 1, with one line naming the rank that stopped.
+TEST_F(DistJob, ACallWithoutADeadlineEndsTheRankWithinTheTimeoutNamingTheHungRank) {
+  const std::map<std::string, std::string> vars{{"ENGRAM_DIST_TIMEOUT", "3"},
+                                                {"ENGRAM_DIST_BLOCKED_CALL", "1"}};
+  start("blocked", 2, {vars, vars});
+  wait_for_rank_0(60);
+  EXPECT_TRUE(exited_with(0, 1)) << "rank 0 status " << ranks_[0].status;
+  EXPECT_LT(ranks_[0].seconds, 3.0 + 10.0);  // the timeout, a heartbeat period, start-up
+  const std::string error = text("blocked.rank0.stderr");
+  EXPECT_NE(error.find("error: rank 0: rank 1 stopped answering during a call that never "
+                       "returns (it did not return within 3 s)"),
+            std::string::npos)
+      << error;
+  EXPECT_EQ(std::count(error.begin(), error.end(), '\n'), 1) << "not one line: " << error;
   ::kill(ranks_[1].pid, SIGKILL);
   wait_all(10);
 }
