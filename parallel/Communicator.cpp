@@ -22,7 +22,6 @@
 #include <functional>
 #include <map>
 #include <mutex>
-#include <optional>
 #include <sstream>
 #include <thread>
 #include <vector>
@@ -153,11 +152,16 @@ struct Communicator::Impl {
   }
   std::atomic<bool> failed{false};  ///< a collective or the rendezvous failed
 
-  // A call that may block past the timeout inside a library that takes no deadline
-  // (within_timeout): the heartbeat thread ends the process if it has not returned by then.
-  std::optional<Clock::time_point> blocked_until;  // guarded by beat_mutex
-  std::string blocked_during;
-  double blocked_seconds = 0;
+  // Calls that may block past the timeout inside a library that takes no deadline
+  // (within_timeout), by a number of their own (threads may launch at once): the heartbeat
+  // thread ends the process if one has not returned by its deadline. Guarded by beat_mutex.
+  struct BlockedCall {
+    Clock::time_point until;
+    std::string during;
+    double seconds = 0;
+  };
+  std::map<std::uint64_t, BlockedCall> blocked;
+  std::uint64_t next_blocked = 0;
 
   void start_heartbeat(const DistEnv& env, double timeout_seconds, const std::string& prefix) {
     beats.assign(env.world_size, -1);
@@ -189,7 +193,8 @@ struct Communicator::Impl {
             }
           }
         }
-        if (blocked_until && Clock::now() > *blocked_until) end_blocked_call(env);
+        for (const auto& [id, call] : blocked)
+          if (Clock::now() > call.until) end_blocked_call(env, call);
         beat_cv.wait_for(lock, kHeartbeatPeriod, [this] { return stopping; });
       }
     });
@@ -230,12 +235,12 @@ struct Communicator::Impl {
   /// command line reports a failure, and the process ends (exit 1). Nothing can interrupt the
   /// call (NCCL's blocking communicator creation has no deadline), so the process cannot wait
   /// for it to unwind. Caller holds beat_mutex.
-  [[noreturn]] void end_blocked_call(const DistEnv& env) const {
+  [[noreturn]] void end_blocked_call(const DistEnv& env, const BlockedCall& call) const {
     std::string who = stopped_now(env);
     if (who.empty()) who = "every rank still answers";
     std::ostringstream line;
     line << program_invocation_short_name << ": error: rank " << env.rank << ": " << who
-         << " during " << blocked_during << " (it did not return within " << blocked_seconds
+         << " during " << call.during << " (it did not return within " << call.seconds
          << " s)\n";
     const std::string text = line.str();
     std::fwrite(text.data(), 1, text.size(), stderr);
@@ -377,21 +382,22 @@ std::unique_ptr<PendingCollective> Communicator::allreduce_async(at::Tensor buff
 }
 
 void Communicator::within_timeout(const std::string& during, const std::function<void()>& call) {
+  std::uint64_t id = 0;
   {
     std::lock_guard<std::mutex> lock(impl_->beat_mutex);
-    impl_->blocked_until =
-        Clock::now() + std::chrono::duration_cast<Clock::duration>(
-                           std::chrono::duration<double>(options_.timeout_seconds));
-    impl_->blocked_during = during;
-    impl_->blocked_seconds = options_.timeout_seconds;
+    id = impl_->next_blocked++;
+    impl_->blocked[id] = {Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                             std::chrono::duration<double>(options_.timeout_seconds)),
+                          during, options_.timeout_seconds};
   }
   struct Done {
     Impl& impl;
+    std::uint64_t id;
     ~Done() {
       std::lock_guard<std::mutex> lock(impl.beat_mutex);
-      impl.blocked_until.reset();
+      impl.blocked.erase(id);
     }
-  } done{*impl_};
+  } done{*impl_, id};
   call();
 }
 
