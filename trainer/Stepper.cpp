@@ -11,7 +11,6 @@
 #include <torch/nn/utils/clip_grad.h>
 
 #include <algorithm>
-#include <stdexcept>
 
 namespace engram::trainer {
 namespace {
