@@ -120,9 +120,7 @@ std::int64_t ArenaReuse::capacity_bytes() const {
 
 bool ArenaReuse::in_arena(const void* data) const {
   std::lock_guard<std::mutex> lock(state_->mutex);
-  const auto* p = static_cast<const char*>(data);
-  return state_->arena != nullptr && p >= state_->arena &&
-         p < state_->arena + state_->sequence.capacity();
+  return state_->sequence.offset_in_arena(data, state_->arena) >= 0;
 }
 
 }  // namespace engram::memory

@@ -111,9 +111,7 @@ struct DeviceState {
   /// The arena that holds `data`, or nullptr.
   const char* arena_holding(const void* data) {
     std::lock_guard<std::mutex> lock(mutex);
-    const auto* p = static_cast<const char*>(data);
-    if (arena != nullptr && p >= arena && p < arena + sequence.capacity()) return arena;
-    return nullptr;
+    return sequence.offset_in_arena(data, arena) >= 0 ? arena : nullptr;
   }
 
   /// A step block's release (deleter of every DataPtr a step got). Caller holds no lock.
@@ -209,9 +207,8 @@ class FrontAllocator final : public cca::CUDAAllocator {
     DeviceState& s = *g_state;
     {
       std::lock_guard<std::mutex> lock(s.mutex);
-      const auto* data = static_cast<const char*>(ptr.get());
-      if (s.arena != nullptr && data >= s.arena && data < s.arena + s.sequence.capacity()) {
-        const std::int64_t offset = data - s.arena;
+      const std::int64_t offset = s.sequence.offset_in_arena(ptr.get(), s.arena);
+      if (offset >= 0) {
         const auto served = s.served_on.find(offset);
         if (served != s.served_on.end() && served->second == stream) return;
         auto& streams = s.used_on[offset];
@@ -448,10 +445,7 @@ std::int64_t DeviceArenaReuse::capacity_bytes() const {
 }
 
 bool DeviceArenaReuse::in_arena(const void* data) const {
-  std::lock_guard<std::mutex> lock(g_state->mutex);
-  const auto* p = static_cast<const char*>(data);
-  return g_state->arena != nullptr && p >= g_state->arena &&
-         p < g_state->arena + g_state->sequence.capacity();
+  return g_state->arena_holding(data) != nullptr;
 }
 
 }  // namespace engram::memory

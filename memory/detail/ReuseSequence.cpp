@@ -72,6 +72,10 @@ std::int64_t ReuseSequence::released(const void* block, const void* arena) {
       recorded_live_.erase(found);
     }
   }
+  return offset_in_arena(block, arena);
+}
+
+std::int64_t ReuseSequence::offset_in_arena(const void* block, const void* arena) const {
   const auto* data = static_cast<const char*>(block);
   const auto* base = static_cast<const char*>(arena);
   if (base == nullptr || data < base || data >= base + capacity_) return -1;

@@ -65,6 +65,9 @@ class ReuseSequence {
   /// offset in the arena when it lies there (`arena` is the arena's first byte), else -1. The
   /// bytes stay taken until vacate().
   std::int64_t released(const void* block, const void* arena);
+  /// The offset of `block` in the arena that begins at `arena` (its capacity() bytes), or -1
+  /// when it lies outside (or there is no arena).
+  std::int64_t offset_in_arena(const void* block, const void* arena) const;
   /// The arena bytes at `offset` may be served again.
   void vacate(std::int64_t offset);
 
