@@ -110,20 +110,11 @@ DeviceRow measure_row(const MemoryBenchOptions& o, const std::string& technique,
     return loss;
   };
   DeviceRow r;
-  std::vector<memory::ReuseStep> reuse_steps;
-  double plan_seconds = 0;
-  long replans = 0;
-  auto note_reuse = [&](bool measured) {
-    if (const memory::ReuseStep* reuse = session.stepper().last_reuse()) {
-      plan_seconds = std::max(plan_seconds, reuse->plan_seconds);
-      replans += reuse->replanned ? 1 : 0;
-      if (measured) reuse_steps.push_back(*reuse);
-    }
-  };
+  detail::ReuseNotes reuse;
   // Warm-up: optimizer state, cuDNN's plans, and a reuse row's plan settled.
   for (int i = 0; i < warmups; ++i) {
     r.losses.push_back(step());
-    note_reuse(false);
+    reuse.note(session.stepper().last_reuse(), /*is_measured=*/false);
   }
 
   std::vector<double> ms;
@@ -134,7 +125,7 @@ DeviceRow measure_row(const MemoryBenchOptions& o, const std::string& technique,
     tracker.begin_window();
     const auto start = Clock::now();
     r.losses.push_back(step());
-    note_reuse(true);
+    reuse.note(session.stepper().last_reuse(), /*is_measured=*/true);
     ms.push_back(std::chrono::duration<double, std::milli>(Clock::now() - start).count());
     r.last = tracker.end_window();
     const memory::DeviceMemoryWindow& last = r.last;
@@ -197,12 +188,12 @@ DeviceRow measure_row(const MemoryBenchOptions& o, const std::string& technique,
                {"step_ms", median(ms)},
                {"step_ms_per_step", ms},
                {"losses", r.losses}};
-  if (reuse_steps.empty()) {
+  if (reuse.measured.empty()) {
     r.row["device_arena_plan"] = arena_plan_of(r.last);
   } else {
     // Served: the arena is one allocation in the window, the blocks inside it are not, so the
     // row's live and reserved peaks are what the device held with it.
-    r.row["reuse"] = detail::reuse_json(reuse_steps, plan_seconds, replans);
+    r.row["reuse"] = reuse.to_json();
   }
   r.config = w.config;
   r.config["parameters"] = parameter_count;

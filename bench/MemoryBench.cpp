@@ -53,12 +53,18 @@ int warmup_steps(const std::vector<std::string>& rows) {
   return 1;
 }
 
-nlohmann::json reuse_json(const std::vector<memory::ReuseStep>& steps, double plan_seconds,
-                          long replans) {
+void ReuseNotes::note(const memory::ReuseStep* step, bool is_measured) {
+  if (step == nullptr) return;
+  plan_seconds = std::max(plan_seconds, step->plan_seconds);
+  replans += step->replanned ? 1 : 0;
+  if (is_measured) measured.push_back(*step);
+}
+
+nlohmann::json ReuseNotes::to_json() const {
   using nlohmann::json;
   long hits = 0, allocations = 0, misses = 0, conflicts = 0;
   json per_hits = json::array(), per_allocations = json::array(), per_missed = json::array();
-  for (const auto& s : steps) {
+  for (const auto& s : measured) {
     hits += s.hits;
     allocations += s.allocations;
     misses += s.missed ? 1 : 0;
@@ -67,7 +73,7 @@ nlohmann::json reuse_json(const std::vector<memory::ReuseStep>& steps, double pl
     per_allocations.push_back(s.allocations);
     per_missed.push_back(s.missed);
   }
-  const memory::ReuseStep& last = steps.back();
+  const memory::ReuseStep& last = measured.back();
   return {{"hits_per_step", per_hits},
           {"allocations_per_step", per_allocations},
           {"missed_per_step", per_missed},
@@ -94,7 +100,6 @@ using memory::Phase;
 using memory::Tag;
 using nlohmann::json;
 using Clock = std::chrono::steady_clock;
-
 
 }  // namespace
 
@@ -587,21 +592,13 @@ json measure(const MemoryBenchOptions& o, long batch, const std::string& techniq
   memory::CompressingStore* compressing = techniques.compressing();
   memory::SwapStore* swap = techniques.swap_store();
   const trainer::Stepper& stepper = session.stepper();
-  double plan_seconds = 0;
-  long replans = 0;
-  auto note_reuse = [&] {
-    if (const memory::ReuseStep* r = stepper.last_reuse()) {
-      plan_seconds = std::max(plan_seconds, r->plan_seconds);
-      replans += r->replanned ? 1 : 0;
-    }
-  };
+  detail::ReuseNotes reuse;
 
   for (int i = 0; i < warmup_steps; ++i) {
     train_step(session, w.batch);
     if (i == 0) results.first_grads = gradients_of(params);
-    note_reuse();
+    reuse.note(stepper.last_reuse(), /*is_measured=*/false);
   }
-  std::vector<memory::ReuseStep> reuse_steps;
   // The process's peak resident set over this row's measured steps (where the kernel lets it be
   // reset; else since the process began).
   const bool rss_reset = reset_peak_rss();
@@ -624,8 +621,7 @@ json measure(const MemoryBenchOptions& o, long batch, const std::string& techniq
     // The gradients the optimizer used in this step (it does not touch them).
     results.losses.push_back(loss);
     results.grads.push_back(gradients_of(params));
-    note_reuse();
-    if (const memory::ReuseStep* r = stepper.last_reuse()) reuse_steps.push_back(*r);
+    reuse.note(stepper.last_reuse(), /*is_measured=*/true);
     if (compressing) compression.push_back(compressing->stats());
     if (swap) swapping.push_back(swap->stats());
   }
@@ -690,7 +686,7 @@ json measure(const MemoryBenchOptions& o, long batch, const std::string& techniq
           {"peak_rss_since", rss_reset ? "the row's measured steps" : "the process's start"},
           {"threads", {{"compute", o.threads}, {"swap_io", swap ? 1 : 0}}},
           {"reuse",
-           reuse_steps.empty() ? json(nullptr) : detail::reuse_json(reuse_steps, plan_seconds, replans)},
+           reuse.measured.empty() ? json(nullptr) : reuse.to_json()},
           {"plan", plan_json},
           {"budget_bytes", budget_bytes > 0 ? json(budget_bytes) : json(nullptr)}};
 }

@@ -63,11 +63,19 @@ constexpr int kReuseWarmupSteps = 3;
 /// The warm-up steps of every row: kReuseWarmupSteps when any row reuses, else one.
 int warmup_steps(const std::vector<std::string>& rows);
 
-/// The reuse figures of a row's measured steps (memory::ReuseStep, the last step's plan);
-/// `plan_seconds` the longest planning seen (warm-up included), `replans` the steps that missed
-/// and replanned.
-nlohmann::json reuse_json(const std::vector<memory::ReuseStep>& steps, double plan_seconds,
-                          long replans);
+/// A reuse row's figures, noted after each of its steps (the Stepper's last_reuse(), nullptr
+/// for a row without reuse): the measured steps' own, the longest planning and the replans of
+/// every step, warm-up included.
+struct ReuseNotes {
+  std::vector<memory::ReuseStep> measured;
+  double plan_seconds = 0;
+  long replans = 0;
+
+  void note(const memory::ReuseStep* step, bool is_measured);
+  /// The report's "reuse": hits, misses and conflicts over the measured steps, the last step's
+  /// plan (arena, lower bound, strategy). Only with measured steps.
+  nlohmann::json to_json() const;
+};
 
 /// {tag name: bytes} for every tag.
 nlohmann::json bytes_by_tag(const std::array<std::int64_t, memory::kNumTags>& bytes);
