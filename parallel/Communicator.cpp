@@ -121,6 +121,17 @@ struct Communicator::Impl {
     if (t.is_cuda() && nccl) return *nccl;
     return *gloo;
   }
+  /// A collective `start`ed on `backend`: on NCCL under comm.within_timeout(), since NCCL makes
+  /// its communicator at the first collective on a device, waiting for every rank without a
+  /// deadline (a rank that died before making its own would hold this one).
+  c10::intrusive_ptr<c10d::Work> launch(
+      Communicator& comm, const c10d::Backend& backend, const std::string& during,
+      const std::function<c10::intrusive_ptr<c10d::Work>()>& start) const {
+    if (&backend != nccl.get()) return start();
+    c10::intrusive_ptr<c10d::Work> work;
+    comm.within_timeout(during + " (NCCL's launch)", [&] { work = start(); });
+    return work;
+  }
   LinkSchedule link;
   std::mutex link_mutex;
 
@@ -362,14 +373,8 @@ std::unique_ptr<PendingCollective> Communicator::allreduce_async(at::Tensor buff
   state->ends_at_wait = &backend == impl_->nccl.get();
   std::vector<at::Tensor> tensors{std::move(buffer)};
   try {
-    if (state->ends_at_wait) {
-      // NCCL makes its communicator at the first collective on a device, waiting for every
-      // rank without a deadline: a rank that died before making its own would hold this one.
-      within_timeout("the all-reduce of " + state->name + " (NCCL's launch)",
-                     [&] { state->work = backend.allreduce(tensors); });
-    } else {
-      state->work = backend.allreduce(tensors);
-    }
+    state->work = impl_->launch(*this, backend, "the all-reduce of " + state->name,
+                                [&] { return backend.allreduce(tensors); });
   } catch (const std::exception& e) {
     throw failure("all-reduce of " + state->name, first_line(e));
   }
@@ -411,14 +416,9 @@ void Communicator::broadcast(at::Tensor buffer, int root) {
   c10d::BroadcastOptions o;
   o.rootRank = root;
   try {
-    if (&backend == impl_->nccl.get()) {
-      c10::intrusive_ptr<c10d::Work> work;
-      within_timeout("a broadcast from rank " + std::to_string(root) + " (NCCL's launch)",
-                     [&] { work = backend.broadcast(tensors, o); });
-      work->wait();
-    } else {
-      backend.broadcast(tensors, o)->wait();
-    }
+    impl_->launch(*this, backend, "a broadcast from rank " + std::to_string(root),
+                  [&] { return backend.broadcast(tensors, o); })
+        ->wait();
   } catch (const std::exception& e) {
     throw failure("broadcast from rank " + std::to_string(root), first_line(e));
   }
