@@ -56,11 +56,10 @@ class TrainingSession {
   /// they do not come, std::runtime_error when their configurations differ. With
   /// options.memory.cap (a CUDA device only), recompute, swap and algo without a budget are
   /// planned under the budget the cap leaves beside the parameters, their gradients and the
-  /// optimizer's state
-  /// (trainer/MemoryCap.h; InvalidOption when it leaves none), then the allocator's cached
-  /// segments go back to the device and the allocator is limited to the cap for the session's
-  /// life: a step that needs more throws c10::OutOfMemoryError. Planning's measured steps run
-  /// before the limit (one with every unit kept among them).
+  /// optimizer's state (trainer/MemoryCap.h; InvalidOption when it leaves none), then the
+  /// allocator's cached segments go back to the device and the allocator is limited to the cap
+  /// for the session's life: a step that needs more throws c10::OutOfMemoryError. Planning's
+  /// measured steps run before the limit (one with every unit kept among them).
   TrainingSession(Workload& workload, const TrainingOptions& options, Workload* planning = nullptr);
   /// Restores the activation store and detaches the workload from the units' runner.
   ~TrainingSession();

@@ -15,8 +15,8 @@
 ///   void* block = at.offset >= 0 ? arena + at.offset : heap(bytes);
 ///   seq.bind(at.index, block);
 ///   ...
-///   std::int64_t offset = seq.released(block);  // the lifetime ends; its arena offset or -1
-///   if (offset >= 0) seq.vacate(offset);         // its bytes may be served again
+///   std::int64_t offset = seq.released(block, arena);  // the lifetime ends; its offset or -1
+///   if (offset >= 0) seq.vacate(offset);                // its bytes may be served again
 ///   ReuseStep step = seq.end();
 ///   if (std::int64_t n = seq.growth()) { regrow to n; seq.set_capacity(n); }
 /// \endcode
