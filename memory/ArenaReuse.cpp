@@ -5,9 +5,11 @@
 #include "memory/detail/ReuseSequence.h"
 
 #include <c10/core/impl/alloc_cpu.h>
+#include <c10/util/Exception.h>
 
 #include <atomic>
 #include <mutex>
+#include <stdexcept>
 #include <thread>
 
 namespace engram::memory {
@@ -56,15 +58,36 @@ struct ArenaReuse::State final : public detail::BlockSource {
     c10::free_cpu(block);
   }
 
-  /// Grows the arena to the largest plan's size when no arena block is live.
+  /// Grows the arena to the largest plan's size when no arena block is live. A size the host
+  /// refused is not tried again until the plans want another; the arena it had is kept if it
+  /// can be had again, else there is none: planned allocations beyond it are conflicts, served
+  /// by the ordinary allocator, as on a device (memory/DeviceArenaReuse.h).
   void grow_if_idle() {
     const std::int64_t bytes = sequence.growth();
     if (bytes == 0) return;
+    const std::int64_t had = sequence.capacity();
+    drop_arena();
+    if (allocate_arena(bytes)) return;
+    sequence.refuse_growth(bytes);
+    if (had > 0) allocate_arena(had);
+  }
+
+  /// Whether an arena of `bytes` could be had.
+  bool allocate_arena(std::int64_t bytes) {
+    try {
+      arena = static_cast<char*>(c10::alloc_cpu(static_cast<std::size_t>(bytes)));
+    } catch (const c10::Error&) {  // c10's "not enough memory"
+      arena = nullptr;
+      return false;
+    }
+    sequence.set_capacity(bytes);
+    return true;
+  }
+
+  void drop_arena() {
     if (arena != nullptr) c10::free_cpu(arena);
     arena = nullptr;
     sequence.set_capacity(0);
-    arena = static_cast<char*>(c10::alloc_cpu(static_cast<std::size_t>(bytes)));
-    sequence.set_capacity(bytes);
   }
 };
 
@@ -93,8 +116,10 @@ ArenaReuse* ArenaReuse::installed() { return g_installed.load(); }
 void ArenaReuse::begin_step(std::uint64_t signature) {
   State& s = *state_;
   std::lock_guard<std::mutex> lock(s.mutex);
-  s.sequence.begin(signature);
+  if (s.sequence.open())
+    throw std::logic_error("fixed-structure reuse: begin_step() while a step is open");
   s.grow_if_idle();
+  s.sequence.begin(signature);
   s.thread = std::this_thread::get_id();
   s.active.store(true, std::memory_order_release);
 }

@@ -78,8 +78,10 @@ class ArenaReuse {
   /// Ends the step (planning a recorded one). Throws std::logic_error without an open step.
   ReuseStep end_step();
 
-  /// Number of cached plans, and the arena's size (the largest plan's, once no block of the
-  /// arena is live when it has to grow).
+  /// Number of cached plans, and the arena's size: the largest plan's, once no block of the
+  /// arena is live when it has to grow. When the host cannot allocate that size (c10's "not
+  /// enough memory"), the arena stays as it was and the planned allocations beyond it are
+  /// conflicts; that size is not tried again until a plan wants more.
   long plans() const;
   std::int64_t capacity_bytes() const;
   /// Whether `data` lies in the arena (for tests and reports).

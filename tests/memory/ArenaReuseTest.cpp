@@ -13,7 +13,9 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <fstream>
 #include <random>
+#include <string>
 #include <thread>
 
 namespace engram::memory {
@@ -190,6 +192,68 @@ TEST_F(ArenaReuseTest, StepsMustBeginAndEndInTurn) {
   EXPECT_THROW(reuse_.begin_step(1), std::logic_error);
   reuse_.end_step();
   EXPECT_EQ(ArenaReuse::installed(), &reuse_);
+}
+
+/// RAM plus swap in bytes (/proc/meminfo), or 0 where it cannot be read.
+std::int64_t ram_and_swap_bytes() {
+  std::ifstream in("/proc/meminfo");
+  std::string key;
+  std::int64_t kib = 0, total = 0;
+  std::string unit;
+  while (in >> key >> kib >> unit)
+    if (key == "MemTotal:" || key == "SwapTotal:") total += kib * 1024;
+  return total;
+}
+
+// An arena larger than the host can allocate: the steps go on without it (their planned
+// allocations are conflicts, from the ordinary allocator), the arena it had stays, and no step
+// is left open. The step holds two blocks of 0.6 of RAM plus swap at once, untouched: Linux's
+// heuristic overcommit (vm.overcommit_memory 0) grants each, and refuses the one allocation
+// larger than RAM plus swap that their arena is.
+TEST_F(ArenaReuseTest, AnArenaTheHostCannotAllocateIsRefusedAndTheStepsGoOn) {
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+  GTEST_SKIP() << "a sanitizer's allocator ends the process where an allocation fails";
+#endif
+  std::ifstream mode_file("/proc/sys/vm/overcommit_memory");
+  std::string mode;
+  if (!(mode_file >> mode) || mode != "0")
+    GTEST_SKIP() << "needs Linux's heuristic overcommit (vm.overcommit_memory 0), not '" << mode
+                 << "'";
+  const std::int64_t total = ram_and_swap_bytes();
+  ASSERT_GT(total, 0) << "/proc/meminfo names no MemTotal";
+  const std::int64_t block = total / 10 * 6;
+
+  reuse_.begin_step(fresh_signature());  // an arena of a small plan first
+  small_step(1000, 1.0f);
+  reuse_.end_step();
+  const std::int64_t had = reuse_.capacity_bytes();
+  ASSERT_GT(had, 0);
+
+  const auto sig = fresh_signature();
+  const auto huge_step = [&] {
+    at::Tensor a = at::empty({block}, at::kByte);
+    at::Tensor b = at::empty({block}, at::kByte);
+  };
+  reuse_.begin_step(sig);
+  try {
+    huge_step();
+  } catch (const c10::Error& e) {
+    reuse_.end_step();
+    GTEST_SKIP() << "this host does not grant two blocks of " << block << " bytes at once";
+  }
+  const ReuseStep recorded = reuse_.end_step();
+  EXPECT_GE(recorded.arena_bytes, 2 * block);
+  EXPECT_EQ(reuse_.capacity_bytes(), had) << "the arena it had is kept";
+  for (int i = 0; i < 2; ++i) {
+    reuse_.begin_step(sig);
+    huge_step();
+    const ReuseStep step = reuse_.end_step();
+    EXPECT_FALSE(step.missed);
+    EXPECT_EQ(step.allocations, 2);
+    EXPECT_EQ(step.conflicts, 2) << "both planned beyond the arena the host could give";
+    EXPECT_EQ(step.hits, 0);
+    EXPECT_EQ(reuse_.capacity_bytes(), had);
+  }
 }
 
 // The tracker counts an arena block like any other: the same live bytes with and without reuse.
