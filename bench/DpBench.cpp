@@ -628,11 +628,22 @@ void print_rows(std::ostream& out, const json& rows, const json& peer_rows) {
 
 }  // namespace
 
+void check_ranks_have_gpus(const DpBenchOptions& o, int cuda_devices) {
+  if (o.device != "cuda" || o.hosts != "loopback" || o.ranks <= cuda_devices) return;
+  throw InvalidOption(
+      "ranks", "is " + std::to_string(o.ranks) + " with --device cuda, where each rank trains on "
+                   "the GPU of its LOCAL_RANK, and this process sees " +
+                   std::to_string(cuda_devices) + " CUDA device" + (cuda_devices == 1 ? "" : "s") +
+                   ": give at most that many ranks, or --device cuda:N --dist-backend gloo to "
+                   "share one GPU");
+}
+
 void run_dp_bench(const DpBenchOptions& options, std::ostream& out) {
   validate(options);
   if (options.json_path.empty()) throw InvalidOption("json_path", "is required");
   check_writable(options.json_path);  // fail before the ranks' work, not after it
   trainer::resolve_device(options.device);  // a GPU this process does not see: before any work
+  check_ranks_have_gpus(options, trainer::cuda_device_count());
   const bool emulated = std::any_of(
       options.link_bandwidths.begin(), options.link_bandwidths.end(),
       [&](double b) { return parallel::LinkModel{b, options.link_latency}.emulated(); });

@@ -80,6 +80,12 @@ struct DpBenchOptions {
   bool worker = false;  ///< this process is one rank (started by the driver)
 };
 
+/// With device "cuda" on loopback each rank trains on the GPU of its LOCAL_RANK: refuses
+/// (InvalidOption naming ranks) more ranks than the `cuda_devices` this process sees, which the
+/// last ranks would otherwise find only after the first had started. Other devices and
+/// --hosts netns (every rank LOCAL_RANK 0 on its own host) pass.
+void check_ranks_have_gpus(const DpBenchOptions& options, int cuda_devices);
+
 /// The driver: starts the ranks and the peer, prints a table on `out`, writes the JSON.
 /// Throws UsageError for bad options, std::runtime_error when a rank or the peer fails.
 void run_dp_bench(const DpBenchOptions& options, std::ostream& out);

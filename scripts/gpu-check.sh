@@ -21,7 +21,8 @@
 #      ResNet-50's largest batch under the cap per technique, beside PyTorch eager and
 #      checkpointing under the same cap), gpu_memory_resnet50.sh (`bench memory --device cuda`,
 #      ResNet-50 at 224x224, batch 64 and 128, beside PyTorch eager), `bench dp` on the device
-#      (two ranks sharing the GPU over Gloo; into the log), then
+#      (two ranks sharing the GPU over Gloo; into the log), on a machine with two GPUs or more
+#      gpu_dp_nccl.sh (NCCL on every GPU, one rank each, the schedules beside DDP), then
 #      gpu_memory_resnet.sh (ResNet-18 at batch 32 and 256) and gpu_npi_addition.sh (addition
 #      trained and evaluated on the GPU),
 #   6. builds the rest (ninja -k 0: every compile error in one log), runs the unit, then the
@@ -101,6 +102,7 @@ say "machine"
 stage unpack 120 bash "$root/scripts/unpack-deps.sh" "$prefix" || exit 1
 export PATH=$prefix/bin:$PATH
 jobs=$(nproc)
+gpus=$(nvidia-smi -L 2> /dev/null | grep -c '^GPU ' || true)
 
 # A C++ compiler whose programs load the shared libstdc++: one that links libstdc++ statically
 # (the image's default c++ did, 2026-11-27) leaves two C++ runtimes in one process, LibTorch's
@@ -148,7 +150,8 @@ stage configure 180 cmake -S "$root" -B "$root/build-gpu" -G Ninja -DCMAKE_BUILD
 # the rest of the build (ninja -k 0: every compile error in one log), the whole suite, and last
 # the kernel benchmarks, whose code changes least. Eight files at most come back from $OUT:
 # gpu-check.log (build errors and the suite's summary at its end), device-tests.log and six
-# results files (gpu_relu_cuda.json stays on the machine, its table in the log).
+# results files (gpu_relu_cuda.json stays on the machine, its table in the log, and so does
+# gpu_cudnn_conv.json where gpu_dp_nccl.json was written: a machine with two GPUs or more).
 bin=$root/build-gpu
 stage build-device 300 ninja -C "$bin" -j "$jobs" engram engram_tests_trainer engram_tests_nn \
   engram_tests_memory engram_tests_npi engram_tests_primitives engram_tests_tbcnn \
@@ -183,6 +186,12 @@ if [ -x "$ENGRAM_BIN" ]; then
   stage dp-device 90 "$ENGRAM_BIN" bench dp --device cuda:0 --dist-backend gloo --ranks 2 \
     --models resnet,npi --schedules none,after,overlap,ooo --links 0,1250000000 --steps 3 \
     --warmup 2 --json "$bin/gpu_dp.json"
+  # NCCL on every GPU, one rank each, beside DDP: only a machine with two GPUs or more.
+  if [ "$gpus" -ge 2 ]; then
+    stage dp-nccl 240 bash "$root/scripts/reproduce/gpu_dp_nccl.sh" --out "$out/gpu_dp_nccl.json"
+  else
+    say "dp-nccl: not run, this machine has $gpus GPU (NCCL across GPUs needs two)"
+  fi
   stage memory-resnet 150 bash "$root/scripts/reproduce/gpu_memory_resnet.sh" \
     --out "$out/gpu_memory_resnet.json"
   stage npi-addition 240 bash "$root/scripts/reproduce/gpu_npi_addition.sh" \
@@ -205,8 +214,11 @@ if [ -x "$bin/bench/engram_relu_cuda_bench" ]; then
     stage bench-cuda 60 bash "$root/scripts/reproduce/relu_cuda.sh" --out "$bin/gpu_relu_cuda.json"
 fi
 if [ -x "$bin/bench/engram_cudnn_conv_bench" ]; then
+  # Where gpu_dp_nccl.json came back in its place, its table into the log.
+  cudnn_out=$out/gpu_cudnn_conv.json
+  [ -e "$out/gpu_dp_nccl.json" ] && cudnn_out=$bin/gpu_cudnn_conv.json
   ENGRAM_CUDNN_CONV_BENCH=$bin/bench/engram_cudnn_conv_bench \
-    stage bench-cudnn 120 bash "$root/scripts/reproduce/cudnn_conv.sh" --out "$out/gpu_cudnn_conv.json"
+    stage bench-cudnn 120 bash "$root/scripts/reproduce/cudnn_conv.sh" --out "$cudnn_out"
 fi
 # Partial files of a stage cut short would take the place of a results file among the eight.
 rm -f "$out"/*.partial "$out"/*.tmp

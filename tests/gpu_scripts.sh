@@ -2,7 +2,8 @@
 # The GPU measurements' scripts (scripts/reproduce/gpu_*.sh, run by scripts/gpu-check.sh) on the
 # machine at hand, --quick: where this machine has no NVIDIA driver each must stop with the
 # usage error that names the missing GPU and leave no results file; where it has one, each must
-# write its JSON naming the device. Then, on any machine, the bench-based scripts' collection of
+# write its JSON naming the device (gpu_dp_nccl.sh, one rank per GPU, only where there are two:
+# with one, the usage error naming the GPU it sees). Then, on any machine, the bench-based scripts' collection of
 # their runs, with a stand-in for the binary.
 # Usage: gpu_scripts.sh ENGRAM_BINARY SCRATCH_DIR
 set -uo pipefail
@@ -12,12 +13,19 @@ scratch=$2/gpu_scripts
 rm -rf "$scratch"
 mkdir -p "$scratch"
 status=0
+gpus=$(nvidia-smi -L 2> /dev/null | grep -c '^GPU ' || true)
 for script in gpu_memory_resnet.sh gpu_memory_resnet50.sh gpu_npi_addition.sh gpu_ooo_streams.sh \
-    gpu_memory_cap.sh; do
+    gpu_memory_cap.sh gpu_dp_nccl.sh; do
   out=$scratch/${script%.sh}.json
   bash "$root/scripts/reproduce/$script" --quick --out "$out" > "$scratch/out.txt" 2> "$scratch/err.txt"
   rc=$?
-  if [ -e /dev/nvidiactl ]; then
+  if [ "$script" = gpu_dp_nccl.sh ] && [ -e /dev/nvidiactl ] && [ "$gpus" -lt 2 ]; then
+    if [ $rc -eq 0 ] || [ -e "$out" ] || ! grep -q "sees $gpus CUDA device" "$scratch/err.txt"; then
+      echo "$script: exit $rc with $gpus GPU (expected a failure naming the GPUs seen, no file):"
+      cat "$scratch/err.txt"
+      status=1
+    fi
+  elif [ -e /dev/nvidiactl ]; then
     if [ $rc -ne 0 ] || ! grep -q '"gpu"' "$out" 2> /dev/null; then
       echo "$script: exit $rc on a GPU machine, or no device named in $out:"; cat "$scratch/err.txt"
       status=1
@@ -45,7 +53,8 @@ while [ $# -gt 0 ]; do
 done
 FAKE
 chmod +x "$fake"
-for script in gpu_memory_resnet.sh gpu_memory_resnet50.sh gpu_ooo_streams.sh gpu_memory_cap.sh; do
+for script in gpu_memory_resnet.sh gpu_memory_resnet50.sh gpu_ooo_streams.sh gpu_memory_cap.sh \
+    gpu_dp_nccl.sh; do
   out=$scratch/${script%.sh}.collected.json
   if ! ENGRAM_BIN=$fake bash "$root/scripts/reproduce/$script" --quick --out "$out" \
       > "$scratch/out.txt" 2> "$scratch/err.txt" ||
