@@ -58,36 +58,22 @@ struct ArenaReuse::State final : public detail::BlockSource {
     c10::free_cpu(block);
   }
 
-  /// Grows the arena to the largest plan's size when no arena block is live. A size the host
-  /// refused is not tried again until the plans want another; the arena it had is kept if it
-  /// can be had again, else there is none: planned allocations beyond it are conflicts, served
-  /// by the ordinary allocator, as on a device (memory/DeviceArenaReuse.h).
+  /// Grows the arena to the largest plan's size when no arena block is live
+  /// (ReuseSequence::grow: a size the host refuses is not tried again until a plan wants more).
   void grow_if_idle() {
-    const std::int64_t bytes = sequence.growth();
-    if (bytes == 0) return;
-    const std::int64_t had = sequence.capacity();
-    drop_arena();
-    if (allocate_arena(bytes)) return;
-    sequence.refuse_growth(bytes);
-    if (had > 0) allocate_arena(had);
-  }
-
-  /// Whether an arena of `bytes` could be had.
-  bool allocate_arena(std::int64_t bytes) {
-    try {
-      arena = static_cast<char*>(c10::alloc_cpu(static_cast<std::size_t>(bytes)));
-    } catch (const c10::Error&) {  // c10's "not enough memory"
-      arena = nullptr;
-      return false;
-    }
-    sequence.set_capacity(bytes);
-    return true;
-  }
-
-  void drop_arena() {
-    if (arena != nullptr) c10::free_cpu(arena);
-    arena = nullptr;
-    sequence.set_capacity(0);
+    sequence.grow(
+        [this] {
+          if (arena != nullptr) c10::free_cpu(arena);
+          arena = nullptr;
+        },
+        [this](std::int64_t bytes) {
+          try {
+            arena = static_cast<char*>(c10::alloc_cpu(static_cast<std::size_t>(bytes)));
+          } catch (const c10::Error&) {  // c10's "not enough memory"
+            arena = nullptr;
+          }
+          return arena != nullptr;
+        });
   }
 };
 

@@ -73,37 +73,28 @@ struct DeviceState {
   void grow_if_idle() {
     poll_pending();
     if (release_requested || !stream.has_value()) return;
-    const std::int64_t bytes = sequence.growth();
-    if (bytes == 0) return;
-    const std::int64_t had = sequence.capacity();
-    drop_arena();
-    if (allocate_arena(bytes)) return;
-    sequence.refuse_growth(bytes);
-    if (had > 0) allocate_arena(had);
+    sequence.grow([this] { free_arena(); },
+                  [this](std::int64_t bytes) {
+                    try {
+                      arena = static_cast<char*>(next->raw_alloc_with_stream(
+                          static_cast<std::size_t>(bytes), stream->stream()));
+                    } catch (const c10::OutOfMemoryError&) {
+                      arena = nullptr;
+                    }
+                    return arena != nullptr;
+                  });
   }
 
-  /// Whether an arena of `bytes` could be had (on the step's stream).
-  bool allocate_arena(std::int64_t bytes) {
-    try {
-      arena = static_cast<char*>(
-          next->raw_alloc_with_stream(static_cast<std::size_t>(bytes), stream->stream()));
-    } catch (const c10::OutOfMemoryError&) {
-      arena = nullptr;
-      return false;
-    }
-    sequence.set_capacity(bytes);
-    return true;
-  }
-
-  void drop_arena() {
+  /// Gives the arena's bytes back to the caching allocator.
+  void free_arena() {
     if (arena != nullptr) next->raw_delete(arena);
     arena = nullptr;
-    sequence.set_capacity(0);
   }
 
   void free_arena_if_released() {
     if (release_requested && sequence.idle()) {
-      drop_arena();
+      free_arena();
+      sequence.set_capacity(0);
       release_requested = false;
     }
   }

@@ -109,6 +109,22 @@ std::int64_t ReuseSequence::growth() const {
   return wanted_;
 }
 
+bool ReuseSequence::grow(const std::function<void()>& free_arena,
+                         const std::function<bool(std::int64_t)>& allocate_arena) {
+  const std::int64_t bytes = growth();
+  if (bytes == 0) return false;
+  const std::int64_t had = capacity_;
+  free_arena();
+  capacity_ = 0;
+  if (allocate_arena(bytes)) {
+    capacity_ = bytes;
+    return true;
+  }
+  refuse_growth(bytes);
+  if (had > 0 && allocate_arena(had)) capacity_ = had;
+  return false;
+}
+
 ReuseStep ReuseSequence::end() {
   if (!open_) throw std::logic_error("fixed-structure reuse: end_step() without begin_step()");
   open_ = false;

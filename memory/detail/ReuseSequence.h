@@ -18,13 +18,14 @@
 ///   std::int64_t offset = seq.released(block, arena);  // the lifetime ends; its offset or -1
 ///   if (offset >= 0) seq.vacate(offset);                // its bytes may be served again
 ///   ReuseStep step = seq.end();
-///   if (std::int64_t n = seq.growth()) { regrow to n; seq.set_capacity(n); }
+///   seq.grow([&] { free(arena); }, [&](std::int64_t n) { return (arena = heap(n)) != nullptr; });
 /// \endcode
 
 #include "memory/ArenaReuse.h"
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <string>
 #include <unordered_map>
@@ -87,6 +88,13 @@ class ReuseSequence {
   /// The arena could not grow to `bytes` (a device out of memory): growth() does not offer that
   /// size again, only a larger plan's or after forget_plans().
   void refuse_growth(std::int64_t bytes) { refused_ = bytes; }
+  /// Replaces the arena when growth() says so, through its owner's memory: `free_arena()` gives
+  /// the arena's bytes back, `allocate_arena(n)` tries to get n bytes and says whether it did.
+  /// A size refused is refuse_growth()'s; the arena it had is then asked for again, and kept if
+  /// it is had, else there is none (planned allocations beyond it are conflicts). The capacity
+  /// follows. Whether the arena grew.
+  bool grow(const std::function<void()>& free_arena,
+            const std::function<bool(std::int64_t)>& allocate_arena);
 
   long plans() const { return static_cast<long>(plans_.size()); }
   /// Drops every plan (the next step of any signature is recorded) and the capacity wanted.

@@ -186,6 +186,49 @@ TEST(ReuseSequenceTest, ASizeTheDeviceRefusedIsNotOfferedAgainUntilThePlansWantA
   EXPECT_EQ(seq.growth(), 3072);
 }
 
+TEST(ReuseSequenceTest, GrowReplacesTheArenaAndKeepsTheOneItHadWhenTheLargerIsRefused) {
+  // An owner's memory that grants up to `limit` bytes; the calls in order.
+  std::int64_t limit = 1 << 20;
+  std::vector<std::int64_t> calls;  // -1: freed; n: n bytes asked for
+  const auto free_arena = [&] { calls.push_back(-1); };
+  const auto allocate_arena = [&](std::int64_t n) {
+    calls.push_back(n);
+    return n <= limit;
+  };
+  ReuseSequence seq(512);
+  EXPECT_FALSE(seq.grow(free_arena, allocate_arena)) << "no plan, nothing to grow to";
+  EXPECT_TRUE(calls.empty());
+  run_step(seq, 6);
+  seq.end();
+  EXPECT_TRUE(seq.grow(free_arena, allocate_arena));
+  EXPECT_EQ(calls, (std::vector<std::int64_t>{-1, 3072}));
+  EXPECT_EQ(seq.capacity(), 3072);
+
+  // A larger plan the memory refuses: the arena it had is asked for again and kept.
+  limit = 4096;
+  calls.clear();
+  run_step(seq, 7, /*c_bytes=*/4096);
+  seq.end();
+  EXPECT_FALSE(seq.grow(free_arena, allocate_arena));
+  EXPECT_EQ(calls, (std::vector<std::int64_t>{-1, 6144, 3072}));
+  EXPECT_EQ(seq.capacity(), 3072);
+  calls.clear();
+  EXPECT_FALSE(seq.grow(free_arena, allocate_arena)) << "the refused size is not asked again";
+  EXPECT_TRUE(calls.empty());
+
+  // Refused, and the arena it had is refused too: there is none, and every plan's allocations
+  // are conflicts.
+  limit = 0;
+  run_step(seq, 8, /*c_bytes=*/8192);
+  seq.end();
+  EXPECT_FALSE(seq.grow(free_arena, allocate_arena));
+  EXPECT_EQ(seq.capacity(), 0);
+  run_step(seq, 6);
+  const ReuseStep step = seq.end();
+  EXPECT_EQ(step.hits, 0);
+  EXPECT_EQ(step.conflicts, 3);
+}
+
 TEST(ReuseSequenceTest, PlansBySignatureForeignCountsAndOrderOfCalls) {
   ReuseSequence seq(512);
   EXPECT_THROW(seq.allocate(8), std::logic_error);
