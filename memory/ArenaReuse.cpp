@@ -9,7 +9,6 @@
 
 #include <atomic>
 #include <mutex>
-#include <stdexcept>
 #include <thread>
 
 namespace engram::memory {
@@ -102,9 +101,7 @@ ArenaReuse* ArenaReuse::installed() { return g_installed.load(); }
 void ArenaReuse::begin_step(std::uint64_t signature) {
   State& s = *state_;
   std::lock_guard<std::mutex> lock(s.mutex);
-  if (s.sequence.open())
-    throw std::logic_error("fixed-structure reuse: begin_step() while a step is open");
-  s.grow_if_idle();
+  s.grow_if_idle();  // never while a step is open: begin() then throws std::logic_error
   s.sequence.begin(signature);
   s.thread = std::this_thread::get_id();
   s.active.store(true, std::memory_order_release);

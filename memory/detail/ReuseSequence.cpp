@@ -105,7 +105,7 @@ void ReuseSequence::forget_plans() {
 }
 
 std::int64_t ReuseSequence::growth() const {
-  if (wanted_ <= capacity_ || wanted_ == refused_ || !taken_.empty()) return 0;
+  if (open_ || wanted_ <= capacity_ || wanted_ == refused_ || !taken_.empty()) return 0;
   return wanted_;
 }
 

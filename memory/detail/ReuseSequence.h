@@ -83,7 +83,8 @@ class ReuseSequence {
   bool idle() const { return taken_.empty(); }
   void set_capacity(std::int64_t bytes);
   /// What the arena should grow to now: the largest plan's arena, when that is more than the
-  /// arena holds, none of its bytes are taken and that size was not refused; else 0.
+  /// arena holds, no step is open, none of its bytes are taken and that size was not refused;
+  /// else 0.
   std::int64_t growth() const;
   /// The arena could not grow to `bytes` (a device out of memory): growth() does not offer that
   /// size again, only a larger plan's or after forget_plans().

@@ -209,6 +209,12 @@ TEST(ReuseSequenceTest, GrowReplacesTheArenaAndKeepsTheOneItHadWhenTheLargerIsRe
   calls.clear();
   run_step(seq, 7, /*c_bytes=*/4096);
   seq.end();
+  // Never while a step is open, even with none of the arena's bytes taken yet.
+  seq.begin(10);
+  EXPECT_EQ(seq.growth(), 0);
+  EXPECT_FALSE(seq.grow(free_arena, allocate_arena));
+  EXPECT_TRUE(calls.empty());
+  seq.end();
   EXPECT_FALSE(seq.grow(free_arena, allocate_arena));
   EXPECT_EQ(calls, (std::vector<std::int64_t>{-1, 6144, 3072}));
   EXPECT_EQ(seq.capacity(), 3072);
