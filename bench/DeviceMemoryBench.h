@@ -7,30 +7,29 @@
 /// fused=True). Called by run_memory_bench (bench/MemoryBench.h) for a device other than the CPU;
 /// the ResNets, and the rows `none` first, then relu, recompute, swap, reuse, algo or several
 /// joined by '+' ("all": the first three), the techniques that act on device memory, each on a
-/// fresh copy of the same network (under options.memory_cap, if given). With rows beside none every row computes
-/// deterministically, and each says against none its peak, activation-peak, reserved-peak and
-/// time ratios and whether its losses and final parameters are none's bit for bit
+/// fresh copy of the same network (under options.memory_cap, if given). With rows beside none every
+/// row computes deterministically, and each says against none its peak, activation-peak,
+/// reserved-peak and time ratios and whether its losses and final parameters are none's bit for bit
 /// (bit_identical_to_none; the largest parameter difference beside it). A row that swaps adds
 /// "swap": bytes out and in per step, prefetched and on-demand reads, the stall per step, and the
 /// pinned copies' rate each way against the bus's peak (memory/PinnedCopy.h's
-/// measure_bus_bandwidth, once per report). A row that reuses adds "reuse": the device arena
-/// that served its measured steps (memory/DeviceArenaReuse.h: hit rate, misses, conflicts, the
-/// arena against its lower bound); every other row adds "device_arena_plan": fixed-structure
-/// reuse planned, not served: memory/ArenaPlanner's arena for the last measured step's
-/// allocations that it makes and releases (memory::step_blocks over the CUDA tracker's events,
-/// 512-byte alignment), its lower bound, and what a step served from it would hold (what was
-/// live at the step's start, what the step keeps, the arena) against the caching allocator's
-/// reserved peak for the same step.
+/// measure_bus_bandwidth, once per report). A row that reuses adds "reuse": the device arena that
+/// served its measured steps (memory/DeviceArenaReuse.h: hit rate, misses, conflicts, the arena
+/// against its lower bound); every other row adds "device_arena_plan": fixed-structure reuse
+/// planned, not served: memory/ArenaPlanner's arena for the last measured step's allocations that
+/// it makes and releases (memory::step_blocks over the CUDA tracker's events, 512-byte alignment),
+/// its lower bound, and what a step served from it would hold (what was live at the step's start,
+/// what the step keeps, the arena) against the caching allocator's reserved peak for the same step.
 ///
-/// Per measured step (after one warm-up step, three when a row reuses): peak_bytes (live bytes' maximum, what
-/// max_memory_allocated counts), activation_peak_bytes (as on the CPU: live bytes minus
-/// parameters, gradients and optimizer state, so it includes the cuBLAS handles' workspaces that
-/// live from the first step on) and activation_peak_above_step_start_bytes (without what was
-/// live at the step's start besides those), live bytes by tag at the step's start, the allocator's reserved bytes at the live peak and their maximum, and
-/// fragmentation_bytes (reserved minus live at the peak). The row reports the largest over the
-/// steps, the median step time (CUDA synchronised at both ends), and against the peer
-/// peak_ratio_vs_torch (ours / max_memory_allocated) and time_ratio_vs_torch (ours / eager's
-/// median step).
+/// Per measured step (after one warm-up step, three when a row reuses): peak_bytes (live bytes'
+/// maximum, what max_memory_allocated counts), activation_peak_bytes (as on the CPU: live bytes
+/// minus parameters, gradients and optimizer state, so it includes the cuBLAS handles' workspaces
+/// that live from the first step on) and activation_peak_above_step_start_bytes (without what was
+/// live at the step's start besides those), live bytes by tag at the step's start, the allocator's
+/// reserved bytes at the live peak and their maximum, and fragmentation_bytes (reserved minus live
+/// at the peak). The row reports the largest over the steps, the median step time (CUDA
+/// synchronised at both ends), and against the peer peak_ratio_vs_torch (ours /
+/// max_memory_allocated) and time_ratio_vs_torch (ours / eager's median step).
 
 #include "bench/MemoryBench.h"
 

@@ -3,8 +3,8 @@
 # machine at hand, --quick: where this machine has no NVIDIA driver each must stop with the
 # usage error that names the missing GPU and leave no results file; where it has one, each must
 # write its JSON naming the device (gpu_dp_nccl.sh, one rank per GPU, only where there are two:
-# with one, the usage error naming the GPU it sees). Then, on any machine, the bench-based scripts' collection of
-# their runs, with a stand-in for the binary.
+# with one, the usage error naming the GPU it sees). Then, on any machine, the bench-based
+# scripts' collection of their runs, with a stand-in for the binary.
 # Usage: gpu_scripts.sh ENGRAM_BINARY SCRATCH_DIR
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
