@@ -101,7 +101,9 @@ struct RecomputeFunction : public torch::autograd::Function<RecomputeFunction> {
       const RngStates current = RngStates::of(input);
       capsule->rng.restore();
       RecomputeGuard recompute;
-      RuntimeGuard use(runtime.store, runtime.scheduler);
+      // All of the first run's runtime, replicas and gate too: on CUDA this backward runs on the
+      // autograd engine's device thread, whose own runtime is the default one.
+      RuntimeGuard use(runtime.store, runtime.scheduler, runtime.replicas, runtime.gate);
       at::AutoGradMode grad(true);
       output = capsule->unit(x);
       current.restore();
@@ -109,7 +111,7 @@ struct RecomputeFunction : public torch::autograd::Function<RecomputeFunction> {
     {
       // Backward through the rerun from its output's gradient edge, so that nothing here holds
       // the rerun's output: it is freed as soon as the layers that saved it are done with it.
-      RuntimeGuard use(runtime.store, runtime.scheduler);
+      RuntimeGuard use(runtime.store, runtime.scheduler, runtime.replicas, runtime.gate);
       torch::autograd::edge_list roots{torch::autograd::impl::gradient_edge(output)};
       output.reset();
       torch::autograd::Engine::get_default_engine().execute(roots, {grad_outputs[0]},

@@ -25,7 +25,8 @@
 /// - BatchNorm (nn/BatchNorm2d.h) does not update its running statistics during the rerun
 ///   (torch.utils.checkpoint updates them twice) and normalizes with the batch's
 ///   own statistics, as the first run did;
-/// - the rerun uses the activation store and gradient scheduler of the first run (nn/Runtime.h).
+/// - the rerun uses the first run's runtime (nn/Runtime.h: its activation store, gradient
+///   scheduler, replica sum and parameter gate), whichever thread backward runs on.
 /// The rerun's backward runs inside this unit's backward (a nested, reentrant backward pass, as
 /// torch.utils.checkpoint's), so its weight-gradient tasks reach the scheduler there.
 

@@ -1,5 +1,6 @@
 // Recomputed units (nn/Recompute.h): gradients and BatchNorm statistics bit-identical to the plain
 // run, the random state replayed, only the unit's input kept.
+#include "nn/BatchNorm2d.h"
 #include "nn/Linear.h"
 #include "nn/Recompute.h"
 #include "nn/Runtime.h"
@@ -12,6 +13,7 @@
 
 #include <map>
 #include <string>
+#include <thread>
 
 namespace engram::nn {
 namespace {
@@ -123,6 +125,32 @@ TEST_F(RecomputeTest, AnInputThatNeedsAGradientGetsIt) {
   // An identity unit returns a new tensor.
   const at::Tensor y = recompute([](const at::Tensor& x) { return x; }, x2, {});
   EXPECT_FALSE(y.is_same(x2));
+}
+
+/// Counts the sums it is asked for; one replica, so each sum is the tensor itself.
+struct CountingReplicas : ReplicaSum {
+  int calls = 0;
+  void sum(at::Tensor&) override { ++calls; }
+};
+
+TEST_F(RecomputeTest, TheRerunKeepsTheFirstRunsReplicasOnAnotherBackwardThread) {
+  // On CUDA the autograd engine runs backward on its own device thread, whose runtime is the
+  // default one; the rerun must still take batch norm's synchronised path, as its first run did.
+  // Here backward runs on a thread of its own on the CPU, which is the same situation.
+  BatchNorm2d bn(BatchNorm2dOptions(3));
+  const at::Tensor x = torch::randn({4, 3, 5, 5});
+  CountingReplicas replicas;
+  at::Tensor loss;
+  {
+    RuntimeGuard use(nullptr, nullptr, &replicas);
+    loss = recompute([&](const at::Tensor& in) { return bn(in); }, x, bn->parameters()).sum();
+  }
+  EXPECT_EQ(replicas.calls, 2);  // the forward's sums and squares
+  std::thread backward([&] { loss.backward(); });
+  backward.join();
+  // The rerun's sums and squares, and its backward's one sum.
+  EXPECT_EQ(replicas.calls, 5);
+  EXPECT_TRUE(bn->weight.grad().defined());
 }
 
 }  // namespace
