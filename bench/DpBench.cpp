@@ -25,6 +25,7 @@
 
 #include <c10/cuda/CUDAFunctions.h>
 #include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAStream.h>
 #include <torch/torch.h>
 #include <nlohmann/json.hpp>
 
@@ -152,7 +153,7 @@ void validate(const DpBenchOptions& o) {
   parallel::DistOptions backend;
   backend.backend = o.dist_backend;
   parallel::validate(backend);
-  parallel::resolved_backend(o.dist_backend, o.device != "cpu");  // nccl on the CPU: refused
+  dp_backend(o);  // nccl on the CPU or on ranks that share a GPU: refused
   if (!(o.bucket_mb > 0)) throw InvalidOption("bucket_mb", "must be a positive size");
   if (!(o.first_bucket_mb > 0)) throw InvalidOption("first_bucket_mb", "must be a positive size");
 }
@@ -276,7 +277,11 @@ Measured measure_schedule(Model& m, parallel::GradSync sync, const parallel::Dis
     if (traced) tracker->begin_window();
     const auto start = Clock::now();
     session.step();
-    if (on_cuda) c10::cuda::device_synchronize();  // the step's kernels, not their launches
+    // The step's kernels, not their launches: the compute stream's, which waited for every
+    // bucket the step waited for. Not the whole device: ooo's deferred sums on NCCL's stream run
+    // on into the next step's forward, as they would in training, and a device-wide wait would
+    // also wait for them (with no deadline, were a peer gone).
+    if (on_cuda) c10::cuda::getCurrentCUDAStream(device.index()).synchronize();
     seconds.push_back(std::chrono::duration<double>(Clock::now() - start).count());
     if (traced) {
       const memory::MemoryWindow window = tracker->end_window();
@@ -414,7 +419,7 @@ std::vector<std::string> peer_arguments(const DpBenchOptions& o, const std::stri
           "--seed",    std::to_string(o.seed),
           "--bucket-mb", fixed(o.bucket_mb, 3),
           "--device",  o.device,
-          "--backend", parallel::resolved_backend(o.dist_backend, o.device != "cpu"),
+          "--backend", dp_backend(o),
           "--out",     out};
 }
 
@@ -461,7 +466,7 @@ json run_peer_on_hosts(const DpBenchOptions& o, const NetnsHosts& hosts, double 
 void run_dp_worker(const DpBenchOptions& o, const parallel::DistEnv& env) {
   trainer::set_compute_threads(o.threads);
   parallel::DistOptions d;
-  d.backend = parallel::resolved_backend(o.dist_backend, o.device != "cpu");
+  d.backend = dp_backend(o);
   d.timeout_seconds = 600;
   // Held across the sessions, which join the job through it (parallel::join_job).
   const std::shared_ptr<parallel::Communicator> comm = parallel::join_job(env, d);
@@ -629,13 +634,29 @@ void print_rows(std::ostream& out, const json& rows, const json& peer_rows) {
 }  // namespace
 
 void check_ranks_have_gpus(const DpBenchOptions& o, int cuda_devices) {
-  if (o.device != "cuda" || o.hosts != "loopback" || o.ranks <= cuda_devices) return;
+  if (o.device != "cuda" || o.ranks <= cuda_devices) return;
   throw InvalidOption(
       "ranks", "is " + std::to_string(o.ranks) + " with --device cuda, where each rank trains on "
                    "the GPU of its LOCAL_RANK, and this process sees " +
                    std::to_string(cuda_devices) + " CUDA device" + (cuda_devices == 1 ? "" : "s") +
                    ": give at most that many ranks, or --device cuda:N --dist-backend gloo to "
                    "share one GPU");
+}
+
+std::string dp_backend(const DpBenchOptions& o) {
+  const bool on_cuda = o.device != "cpu";
+  const bool shared_gpu =
+      o.ranks > 1 && (o.device.rfind("cuda:", 0) == 0 || (o.device == "cuda" && o.hosts == "netns"));
+  if (!shared_gpu) return parallel::resolved_backend(o.dist_backend, on_cuda);
+  if (o.dist_backend == "nccl")
+    throw InvalidOption(
+        "dist_backend",
+        "is nccl, which needs a GPU per rank, and the " + std::to_string(o.ranks) +
+            " ranks share one (" +
+            (o.hosts == "netns" ? "each host's rank takes GPU 0 of --device cuda" : o.device) +
+            "): use gloo there" +
+            (o.hosts == "netns" ? "" : ", or --device cuda (each rank its LOCAL_RANK's GPU)"));
+  return o.dist_backend == "auto" ? "gloo" : o.dist_backend;
 }
 
 void run_dp_bench(const DpBenchOptions& options, std::ostream& out) {
@@ -647,8 +668,7 @@ void run_dp_bench(const DpBenchOptions& options, std::ostream& out) {
   const bool emulated = std::any_of(
       options.link_bandwidths.begin(), options.link_bandwidths.end(),
       [&](double b) { return parallel::LinkModel{b, options.link_latency}.emulated(); });
-  if (parallel::resolved_backend(options.dist_backend, options.device != "cpu") == "nccl" &&
-      emulated && !options.skip_peer)
+  if (dp_backend(options) == "nccl" && emulated && !options.skip_peer)
     throw InvalidOption("dist_backend",
                         "is nccl with emulated links: the DDP peer's delay would run in its "
                         "backward (NCCL's future completes at launch), so its rows would not "

@@ -80,11 +80,17 @@ struct DpBenchOptions {
   bool worker = false;  ///< this process is one rank (started by the driver)
 };
 
-/// With device "cuda" on loopback each rank trains on the GPU of its LOCAL_RANK: refuses
-/// (InvalidOption naming ranks) more ranks than the `cuda_devices` this process sees, which the
-/// last ranks would otherwise find only after the first had started. Other devices and
-/// --hosts netns (every rank LOCAL_RANK 0 on its own host) pass.
+/// With device "cuda" each rank of the emulated links' job (on loopback, whatever `hosts` is)
+/// trains on the GPU of its LOCAL_RANK: refuses (InvalidOption naming ranks) more ranks than the
+/// `cuda_devices` this process sees, which the last ranks would otherwise find only after the
+/// first had started. Other devices pass.
 void check_ranks_have_gpus(const DpBenchOptions& options, int cuda_devices);
+
+/// The backend of the bench's ranks and of its DDP peer: parallel::resolved_backend's, except
+/// where two ranks or more share one GPU (device "cuda:N"; or "cuda" with --hosts netns, where
+/// each rank is LOCAL_RANK 0 of its host and trains on GPU 0), which NCCL cannot sum over: there
+/// "auto" is gloo and "nccl" is refused (InvalidOption naming dist_backend).
+std::string dp_backend(const DpBenchOptions& options);
 
 /// The driver: starts the ranks and the peer, prints a table on `out`, writes the JSON.
 /// Throws UsageError for bad options, std::runtime_error when a rank or the peer fails.

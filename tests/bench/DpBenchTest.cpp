@@ -29,12 +29,45 @@ TEST(DpBenchTest, RanksOfACudaDeviceEachAreRefusedBeyondTheDevicesSeenBeforeAnyS
         << e.problem();
   }
   EXPECT_THROW(check_ranks_have_gpus(on("cuda", 8), 4), InvalidOption);
-  // One GPU shared, the CPU, and hosts of their own (each rank LOCAL_RANK 0) are not counted.
+  // One GPU shared and the CPU are not counted.
+  EXPECT_NO_THROW(check_ranks_have_gpus(on("cuda", 4), 4));
   EXPECT_NO_THROW(check_ranks_have_gpus(on("cuda:0", 4), 1));
   EXPECT_NO_THROW(check_ranks_have_gpus(on("cpu", 4), 0));
+  // Hosts of their own still run the emulated links' job on loopback, a GPU per rank.
   DpBenchOptions hosts = on("cuda", 4);
   hosts.hosts = "netns";
-  EXPECT_NO_THROW(check_ranks_have_gpus(hosts, 1));
+  EXPECT_THROW(check_ranks_have_gpus(hosts, 1), InvalidOption);
+}
+
+DpBenchOptions with_backend(const std::string& device, int ranks, const std::string& backend,
+                            const std::string& hosts = "loopback") {
+  DpBenchOptions o = on(device, ranks);
+  o.dist_backend = backend;
+  o.hosts = hosts;
+  return o;
+}
+
+TEST(DpBenchTest, RanksThatShareAGpuSumOverGlooAndRefuseNccl) {
+  // A GPU per rank: NCCL by default, as the trainer chooses.
+  EXPECT_EQ(dp_backend(with_backend("cuda", 2, "auto")), "nccl");
+  EXPECT_EQ(dp_backend(with_backend("cuda", 2, "gloo")), "gloo");
+  EXPECT_EQ(dp_backend(with_backend("cpu", 2, "auto")), "gloo");
+  EXPECT_EQ(dp_backend(with_backend("cuda:0", 1, "nccl")), "nccl");  // one rank shares nothing
+  // One GPU for every rank: named, or GPU 0 of each rank's own host.
+  EXPECT_EQ(dp_backend(with_backend("cuda:0", 2, "auto")), "gloo");
+  EXPECT_EQ(dp_backend(with_backend("cuda:1", 4, "gloo")), "gloo");
+  EXPECT_EQ(dp_backend(with_backend("cuda", 2, "auto", "netns")), "gloo");
+  EXPECT_EQ(dp_backend(with_backend("cpu", 2, "auto", "netns")), "gloo");
+  for (const auto& o : {with_backend("cuda:0", 2, "nccl"), with_backend("cuda", 2, "nccl", "netns")}) {
+    try {
+      dp_backend(o);
+      FAIL() << "nccl with ranks sharing a GPU, device " << o.device << " on " << o.hosts;
+    } catch (const InvalidOption& e) {
+      EXPECT_EQ(e.option(), "dist_backend");
+      EXPECT_NE(e.problem().find("needs a GPU per rank"), std::string::npos) << e.problem();
+    }
+  }
+  EXPECT_THROW(dp_backend(with_backend("cpu", 2, "nccl")), InvalidOption);
 }
 
 }  // namespace
