@@ -9,6 +9,8 @@
 
 #include "parallel/ChunkSearch.h"
 #include "parallel/Communicator.h"
+#include "trainer/Device.h"
+#include "trainer/Workload.h"
 
 #include <ATen/ATen.h>
 
@@ -23,7 +25,8 @@ class HostChunks : public ReducingSchedule {
  public:
   explicit HostChunks(const GradSchedule::Setup& setup)
       : ReducingSchedule(setup, parallel::GradReducer::Layout::layer_chunks,
-                         std::make_unique<nn::ImmediateScheduler>()) {}
+                         std::make_unique<nn::ImmediateScheduler>()),
+        device_(parameters_device(parameters_)) {}
 
   const char* name() const override { return "host"; }
   ChunkChoice chunk_choice() const override { return chunk_; }
@@ -32,7 +35,8 @@ class HostChunks : public ReducingSchedule {
   }
 
   void before(StepPhase phase) override {
-    if (phase == StepPhase::batch) step_start_ = Clock::now();
+    // The search's steps time the device's work, not its launches (on CUDA, synchronising).
+    if (phase == StepPhase::batch && !chunk_.settled) step_start_ = device_now(device_);
     ReducingSchedule::before(phase);
   }
 
@@ -41,7 +45,7 @@ class HostChunks : public ReducingSchedule {
     ReducingSchedule::after(phase);
     if (first) start_search();
     if (phase == StepPhase::optimizer && !chunk_.settled)
-      search(std::chrono::duration<double>(Clock::now() - step_start_).count());
+      search(std::chrono::duration<double>(device_now(device_) - step_start_).count());
   }
 
  private:
@@ -74,6 +78,7 @@ class HostChunks : public ReducingSchedule {
     steps_with_chunk_ = 0;
   }
 
+  c10::Device device_;  ///< where the parameters live
   ChunkChoice chunk_;
   std::unique_ptr<parallel::ChunkSearch> search_;
   long steps_with_chunk_ = 0;
