@@ -102,7 +102,9 @@ std::int64_t limit_device_memory(const c10::Device& device, std::int64_t bytes) 
     throw std::invalid_argument("limit_device_memory: " + std::to_string(bytes) +
                                 " bytes on a device of " + std::to_string(total));
   // The allocator's limit is a fraction of the memory cudaMemGetInfo reports in all, which is
-  // the device's total global memory.
+  // the device's total global memory. The allocator refuses both calls until torch's CUDA state
+  // is initialised, which no tensor may have done yet.
+  at::globalContext().lazyInitDevice(c10::DeviceType::CUDA);
   const double before = c10::cuda::CUDACachingAllocator::getMemoryFraction(device.index());
   const double fraction =
       bytes == 0 ? 1.0 : static_cast<double>(bytes) / static_cast<double>(total);
@@ -135,6 +137,10 @@ void make_deterministic() {
   context.setDeterministicCuDNN(true);
   context.setBenchmarkCuDNN(false);
   context.setDeterministicAlgorithms(true, /*warn_only=*/false);
+  // Deterministic algorithms alone would also fill every new tensor (NaN, or the largest integer)
+  // before its first write, a kernel per buffer on the time of every step. The fill is a guard
+  // against reading memory never written, which no Engram kernel does.
+  context.setDeterministicFillUninitializedMemory(false);
 }
 
 }  // namespace engram::trainer

@@ -73,8 +73,9 @@ class DeviceMemoryLimit {
 /// Makes CUDA computation repeat itself bit for bit where it can: cuDNN's deterministic
 /// algorithms without benchmark mode, ATen's deterministic algorithms (an operation with none
 /// throws, naming itself), and cuBLAS's fixed workspace (CUBLAS_WORKSPACE_CONFIG, set before
-/// cuBLAS starts when the environment does not set it). On the CPU, computation repeats itself
-/// already (one thread order per run); this changes nothing there but the flags.
+/// cuBLAS starts when the environment does not set it), but not ATen's filling of every new
+/// tensor before its first write, which costs a kernel per buffer. On the CPU, computation
+/// repeats itself already (one thread order per run); this changes nothing there but the flags.
 void make_deterministic();
 
 }  // namespace engram::trainer

@@ -1434,6 +1434,10 @@ TEST(JobScopeTest, DeterminismIsOnBeforeTheJobIsJoined) {
   const JobScope job(options);  // a process of its own: no job to join
   EXPECT_TRUE(at::globalContext().deterministicAlgorithms());
   EXPECT_TRUE(at::globalContext().deterministicCuDNN());
+  // Without filling every new tensor first (torch's default under deterministic algorithms):
+  // the technique rows' buffers are written whole, and a fill per buffer would slow their steps
+  // against none's and the PyTorch peer's.
+  EXPECT_FALSE(at::globalContext().deterministicFillUninitializedMemory());
 }
 
 TEST(MemoryTechniqueRegistry, ChoiceReadsKindsAndLosslessnessFromTheList) {
