@@ -57,4 +57,10 @@ BatchSearch largest_training_batch(const BatchSearchOptions& o,
   return s;
 }
 
+bool says_out_of_memory(std::string_view error) {
+  for (const std::string_view says : {"unable to find an engine", "ALLOC_FAILED", "out of memory"})
+    if (error.find(says) != std::string_view::npos) return true;
+  return false;
+}
+
 }  // namespace engram::bench

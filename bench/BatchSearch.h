@@ -16,6 +16,7 @@
 /// \endcode
 
 #include <functional>
+#include <string_view>
 #include <vector>
 
 namespace engram::bench {
@@ -41,5 +42,12 @@ struct BatchSearch {
 /// whatever `trains` throws goes through.
 BatchSearch largest_training_batch(const BatchSearchOptions& options,
                                    const std::function<bool(long)>& trains);
+
+/// Whether an error that is not c10::OutOfMemoryError still says the device ran out of memory:
+/// under a cap, ATen's cuDNN convolution tries each engine, passes over those whose workspace
+/// does not fit, and throws a plain c10::Error when none did ("... unable to find an engine to
+/// execute this computation"); a library's own allocation that failed says ALLOC_FAILED or "out
+/// of memory". A trial that throws one of these did not train; any other error is a bug.
+bool says_out_of_memory(std::string_view error);
 
 }  // namespace engram::bench

@@ -80,6 +80,10 @@ std::optional<json> trial(const MemoryBenchOptions& o, const std::string& techni
     result = std::move(r);
   } catch (const c10::OutOfMemoryError& e) {
     why = "out of device memory: " + first_line(e.what());
+  } catch (const c10::Error& e) {
+    // cuDNN with no engine whose workspace fits, a library's own failed allocation.
+    if (!says_out_of_memory(e.what())) throw;
+    why = "out of device memory: " + first_line(e.what());
   } catch (const memory::InfeasibleBudget& e) {
     why = std::string("no plan under the cap: ") + e.what();
   } catch (const InvalidOption& e) {

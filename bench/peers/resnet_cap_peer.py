@@ -15,8 +15,9 @@ torch has it: every convolution's output saved, everything else recomputed).
 A trial at batch B builds the model from the seed on the device with torch.optim.Adam(fused=True)
 and trains one warm-up step and --steps timed steps (zero_grad(set_to_none=True), the batch made
 on the CPU and copied, forward, backward, optimizer.step(), synchronized on both ends); it trained
-unless torch.cuda.OutOfMemoryError was raised, after which everything is dropped and the cache
-emptied. The search is bench/BatchSearch.cpp's: from --start double until a trial fails or
+unless torch.cuda.OutOfMemoryError was raised, or an error that says the device ran out of memory
+(says_out_of_memory, as Engram's search counts them), after which everything is dropped and the
+cache emptied. The search is bench/BatchSearch.cpp's: from --start double until a trial fails or
 --limit, halve while the start fails, then bisect until the failed and trained batches are within
 --precision of the trained one, or adjacent. Per variant: the largest batch, every trial, and at
 the largest batch the median step, images per second, torch.cuda.max_memory_allocated and
@@ -102,6 +103,16 @@ def step(model, optimizer, args, batch, device):
     return loss
 
 
+# bench/BatchSearch.cpp's says_out_of_memory: what ATen's cuDNN convolution (no engine whose
+# workspace fits), cuDNN, cuBLAS and the CUDA runtime say when an allocation of their own fails,
+# raised as a plain RuntimeError, not torch.cuda.OutOfMemoryError.
+OUT_OF_MEMORY_SAYS = ("unable to find an engine", "ALLOC_FAILED", "out of memory")
+
+
+def says_out_of_memory(message):
+    return any(says in message for says in OUT_OF_MEMORY_SAYS)
+
+
 def trial(variant, batch, args, device):
     """Trains at `batch`; the figures, or None when the allocator ran out of memory."""
     model = optimizer = None
@@ -124,6 +135,10 @@ def trial(variant, batch, args, device):
                 "peak_bytes": torch.cuda.max_memory_allocated(device),
                 "reserved_peak_bytes": torch.cuda.max_memory_reserved(device)}
     except torch.cuda.OutOfMemoryError:
+        return None
+    except RuntimeError as error:
+        if not says_out_of_memory(str(error)):
+            raise
         return None
     finally:
         del model, optimizer

@@ -69,5 +69,21 @@ TEST(BatchSearchTest, OptionsOutOfRangeAreRefused) {
   EXPECT_TRUE(d.tried.empty());
 }
 
+TEST(BatchSearchTest, ErrorsThatSayTheDeviceRanOutOfMemoryAreToldFromBugs) {
+  // What ATen, cuDNN, cuBLAS and the CUDA runtime say when an allocation of their own fails.
+  for (const char* oom :
+       {"GET was unable to find an engine to execute this computation",
+        "FIND was unable to find an engine to execute this computation after trying 8 plans.",
+        "cuDNN error: CUDNN_STATUS_ALLOC_FAILED",
+        "CUDA error: CUBLAS_STATUS_ALLOC_FAILED when calling `cublasCreate(handle)`",
+        "CUDA error: out of memory\nCUDA kernel errors might be asynchronously reported"})
+    EXPECT_TRUE(says_out_of_memory(oom)) << oom;
+  for (const char* bug : {"CUDA error: an illegal memory access was encountered",
+                          "cuDNN error: CUDNN_STATUS_NOT_SUPPORTED",
+                          "Expected all tensors to be on the same device, but found cuda:0 and cpu",
+                          ""})
+    EXPECT_FALSE(says_out_of_memory(bug)) << bug;
+}
+
 }  // namespace
 }  // namespace engram::bench

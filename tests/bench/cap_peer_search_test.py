@@ -56,6 +56,17 @@ class CapPeerSearchTest(unittest.TestCase):
         self.assertEqual(tried, [100, 200, 400, 800, 1000])
         self.assertEqual(largest, 1000)
 
+    def test_errors_that_say_the_device_ran_out_of_memory_are_told_from_bugs(self):
+        # tests/bench/BatchSearchTest.cpp's messages, classified as Engram's search does.
+        for oom in ("GET was unable to find an engine to execute this computation",
+                    "cuDNN error: CUDNN_STATUS_ALLOC_FAILED",
+                    "CUDA error: CUBLAS_STATUS_ALLOC_FAILED when calling `cublasCreate(handle)`",
+                    "CUDA error: out of memory"):
+            self.assertTrue(resnet_cap_peer.says_out_of_memory(oom), oom)
+        for bug in ("CUDA error: an illegal memory access was encountered",
+                    "cuDNN error: CUDNN_STATUS_NOT_SUPPORTED", ""):
+            self.assertFalse(resnet_cap_peer.says_out_of_memory(bug), bug)
+
 
 if __name__ == "__main__":
     unittest.main()
