@@ -504,7 +504,8 @@ class SwapHandle final : public SavedTensor {
       for (const auto& r : regions) {
         at::Tensor b;
         if (r.host.defined()) {
-          // Allocated on the stream that saved it, which reads it in backward.
+          // From the copy stream's blocks, in use by the stream that saved it, which reads it in
+          // backward (PinnedCopier::to_device).
           std::int64_t copy_ns = 0;
           b = state_->copier_for(made_->device()).to_device(r.host, *made_, &copy_ns);
           state_->copy_in_ns += copy_ns;

@@ -46,10 +46,14 @@
 /// The buffers of a CUDA tensor go to pinned host memory instead of the spill file
 /// (memory/PinnedCopy.h): on a copy stream of the store's own, after the compute stream's work
 /// that made the tensor (an event recorded at save()), into blocks of LibTorch's caching host
-/// allocator (a pool of pinned memory), and back onto the device, allocated on the stream that
-/// saved them; the I/O thread waits for each copy to land, so a buffer is freed only after its
-/// copy and handed back only complete. One CUDA device per store; throttling and the page-cache
-/// figures are the spill file's only. When a read back runs out of device memory (a cap), load()
+/// allocator (a pool of pinned memory), and back onto the device, into the copy stream's blocks
+/// marked in use by the stream that saved them (which reads them in backward; the caching
+/// allocator gives such a block back to the copy stream's pool, not to the compute stream's,
+/// which a cap counts among the reserved bytes until it is reused or emptied, the price of
+/// copies that start before the compute stream's queued work has finished); the I/O thread
+/// waits for each copy to land, so a buffer is freed only after its copy and handed back only
+/// complete. One CUDA device per store; throttling and the page-cache figures are the spill
+/// file's only. When a read back runs out of device memory (a cap), load()
 /// throws the allocator's c10::OutOfMemoryError itself. The store gives the pinned blocks the
 /// host allocator cached back when it is destroyed.
 ///
