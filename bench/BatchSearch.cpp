@@ -5,21 +5,12 @@
 #include <string>
 
 namespace engram::bench {
+namespace {
 
-BatchSearch largest_training_batch(const BatchSearchOptions& o,
-                                   const std::function<bool(long)>& trains) {
-  if (o.start < 1 || o.limit < o.start || !(o.precision >= 0))
-    throw std::invalid_argument("largest_training_batch: start " + std::to_string(o.start) +
-                                ", limit " + std::to_string(o.limit) + ", precision " +
-                                std::to_string(o.precision));
-  BatchSearch s;
-  const auto trial = [&](long batch) {
-    const bool ok = trains(batch);
-    s.trials.push_back({batch, ok});
-    return ok;
-  };
-  long trained = 0;  // the largest batch known to train
-  long failed = 0;   // the smallest batch known not to (0: none yet)
+/// Doubles up from the start (or halves down from it when it fails), then bisects; `trained` and
+/// `failed` hold what is known after each trial, also when `trial` throws.
+template <typename Trial>
+void search(const BatchSearchOptions& o, const Trial& trial, long& trained, long& failed) {
   // Doubling up from the start, or halving down from it when it fails.
   if (trial(o.start)) {
     trained = o.start;
@@ -51,6 +42,31 @@ BatchSearch largest_training_batch(const BatchSearchOptions& o,
     } else {
       failed = middle;
     }
+  }
+}
+
+}  // namespace
+
+BatchSearch largest_training_batch(const BatchSearchOptions& o,
+                                   const std::function<bool(long)>& trains) {
+  if (o.start < 1 || o.limit < o.start || !(o.precision >= 0))
+    throw std::invalid_argument("largest_training_batch: start " + std::to_string(o.start) +
+                                ", limit " + std::to_string(o.limit) + ", precision " +
+                                std::to_string(o.precision));
+  BatchSearch s;
+  struct Cut {};
+  const auto trial = [&](long batch) {
+    if (o.may_go_on && !o.may_go_on()) throw Cut{};
+    const bool ok = trains(batch);
+    s.trials.push_back({batch, ok});
+    return ok;
+  };
+  long trained = 0;  // the largest batch known to train
+  long failed = 0;   // the smallest batch known not to (0: none yet)
+  try {
+    search(o, trial, trained, failed);
+  } catch (const Cut&) {
+    s.cut = true;
   }
   s.largest = trained;
   s.smallest_failed = failed;

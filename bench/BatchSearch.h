@@ -25,6 +25,9 @@ struct BatchSearchOptions {
   long start = 8;           ///< the first batch tried (at least 1)
   long limit = 4096;        ///< no batch above it is tried (at least start)
   double precision = 0.125; ///< stop once (failed - trained) <= precision * trained
+  /// Asked before each trial (none: always yes); no: the search stops there, cut short (a time
+  /// limit).
+  std::function<bool()> may_go_on;
 };
 
 struct BatchTrial {
@@ -35,6 +38,9 @@ struct BatchTrial {
 struct BatchSearch {
   long largest = 0;            ///< the largest batch that trained; 0: none did
   long smallest_failed = 0;    ///< the smallest batch that did not; 0: none failed (the limit)
+  /// may_go_on said no before the search's end: largest is only a batch that trained (a lower
+  /// bound of the largest), smallest_failed one that did not, if any.
+  bool cut = false;
   std::vector<BatchTrial> trials;
 };
 

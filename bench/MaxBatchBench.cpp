@@ -17,6 +17,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -95,15 +96,17 @@ std::optional<json> trial(const MemoryBenchOptions& o, const std::string& techni
   return result;
 }
 
-/// A technique's search; the row of the report.
+/// A technique's search, no trial started once `may_go_on` says no; the row of the report.
 json search_row(const MemoryBenchOptions& o, const std::string& technique, long start,
-                const c10::Device& device, std::ostream& out) {
+                const c10::Device& device, const std::function<bool()>& may_go_on,
+                std::ostream& out) {
   std::vector<json> tried;
   json at_largest;
   BatchSearchOptions so;
   so.start = std::min(start, o.max_batch);
   so.limit = o.max_batch;
   so.precision = kPrecision;
+  so.may_go_on = may_go_on;
   const BatchSearch s = largest_training_batch(so, [&](long batch) {
     std::string why;
     const std::optional<json> r = trial(o, technique, batch, device, why);
@@ -126,8 +129,10 @@ json search_row(const MemoryBenchOptions& o, const std::string& technique, long 
   json row{{"technique", technique},
            {"largest_batch", s.largest},
            {"smallest_failed_batch", s.smallest_failed},
+           {"cut_by_time_limit", s.cut},
            {"trials", tried}};
   if (s.largest > 0) row["at_largest"] = at_largest;
+  if (s.cut) out << "  " << technique << ": the time limit cut the search\n";
   return row;
 }
 
@@ -150,10 +155,21 @@ void run_max_batch_bench(const MemoryBenchOptions& o, std::ostream& out) {
   out << o.workload << " under a cap of " << memory::mib(cap) << " on "
       << trainer::describe_device(device) << "\n";
 
+  // No trial starts past the time limit (o.time_limit seconds from here; 0: none).
+  const auto began = Clock::now();
+  const auto seconds_left = [&] {
+    return o.time_limit - std::chrono::duration<double>(Clock::now() - began).count();
+  };
+  const std::function<bool()> may_go_on = [&] { return o.time_limit <= 0 || seconds_left() > 0; };
   json rows = json::array();
+  json not_reached = json::array();  // techniques the time limit left out
   long start = o.batch > 0 ? o.batch : kDefaultStart;
   for (const auto& technique : o.techniques) {
-    rows.push_back(search_row(o, technique, start, device, out));
+    if (!rows.empty() && !may_go_on()) {
+      not_reached.push_back(technique);
+      continue;
+    }
+    rows.push_back(search_row(o, technique, start, device, may_go_on, out));
     // Every other row starts where none stopped: a technique lowers the memory a batch needs.
     if (rows.size() == 1 && rows[0].at("largest_batch").get<long>() > 0)
       start = rows[0].at("largest_batch").get<long>();
@@ -181,9 +197,13 @@ void run_max_batch_bench(const MemoryBenchOptions& o, std::ostream& out) {
               {"allocator_hook", memory::CudaMemoryTracker::hook_status()},
               {"config", config},
               {"rows", rows},
-              {"best", rows[best].at("technique")}};
+              {"best", rows[best].at("technique")},
+              {"time_limit_seconds", o.time_limit}};
+  if (!not_reached.empty()) report["techniques_not_reached"] = not_reached;
 
-  if (!o.skip_peer) {
+  if (!o.skip_peer && !may_go_on()) {
+    report["peer_not_run"] = "the time limit ran out before it";
+  } else if (!o.skip_peer) {
     const long best_largest = rows[best].at("largest_batch").get<long>();
     json peer = detail::run_resnet_peer(
         o, 1, config, "resnet_cap_peer.py", "cap-peer",
@@ -191,7 +211,9 @@ void run_max_batch_bench(const MemoryBenchOptions& o, std::ostream& out) {
          "--limit", std::to_string(o.max_batch), "--precision", std::to_string(kPrecision),
          "--steps", std::to_string(o.steps), "--equal-batch-limit",
          std::to_string(std::max(best_largest, 1L)),
-         "--device", "cuda:" + std::to_string(device.index())});
+         "--device", "cuda:" + std::to_string(device.index()),
+         "--time-limit",
+         std::to_string(o.time_limit > 0 ? std::max(seconds_left(), 1e-3) : 0.0)});
     report["peer"] = peer;
     // The best row against the fastest peer that trains at the equal batch.
     const long equal = peer.at("equal_batch").at("batch").get<long>();
@@ -208,10 +230,11 @@ void run_max_batch_bench(const MemoryBenchOptions& o, std::ostream& out) {
       }
       std::string why;
       const std::string technique = rows[best].at("technique").get<std::string>();
-      const std::optional<json> ours = trial(o, technique, equal, device, why);
       json cmp{{"batch", equal}, {"technique", technique}, {"fastest_peer", fastest},
                {"fastest_peer_step_ms", fastest_ms}};
-      if (ours) {
+      if (!may_go_on()) {
+        cmp["engram_not_run"] = "the time limit ran out before it";
+      } else if (const std::optional<json> ours = trial(o, technique, equal, device, why)) {
         cmp["engram"] = *ours;
         cmp["time_ratio_vs_fastest_peer"] = ours->at("step_ms").get<double>() / fastest_ms;
       } else {
@@ -220,6 +243,14 @@ void run_max_batch_bench(const MemoryBenchOptions& o, std::ostream& out) {
       report["equal_batch"] = cmp;
     }
   }
+  bool cut = !not_reached.empty() || report.contains("peer_not_run");
+  for (const auto& r : rows) cut = cut || r.at("cut_by_time_limit").get<bool>();
+  if (report.contains("peer")) {
+    cut = cut || report["peer"].value("cut_by_time_limit", false);
+    if (report.contains("equal_batch"))
+      cut = cut || report["equal_batch"].contains("engram_not_run");
+  }
+  report["complete"] = !cut;
   write_file_atomically(o.json_path, report.dump(2) + "\n");
 
   out << "largest batch under " << memory::mib(cap) << ":\n";
@@ -250,6 +281,7 @@ void run_max_batch_bench(const MemoryBenchOptions& o, std::ostream& out) {
       out << " did not train, against ";
     out << "PyTorch " << c["fastest_peer"].get<std::string>() << "\n";
   }
+  if (cut) out << "cut short by the time limit of " << o.time_limit << " s (see the report)\n";
   out << "wrote " << o.json_path << "\n";
 }
 

@@ -120,6 +120,10 @@ struct MemoryBenchOptions {
   /// figures, beside PyTorch's (bench/DeviceMemoryBench.h, run_max_batch_bench).
   bool find_max_batch = false;
   long max_batch = 4096;  ///< find_max_batch: no larger batch is tried
+  /// find_max_batch: seconds for the whole run (0: no limit). No trial starts past it; the
+  /// report then says what was cut (the search of a row, the rows after it, the peer) and is
+  /// written as usual, each largest batch one that trained.
+  double time_limit = 0;
 };
 
 /// The budget in bytes that `budget` (MemoryBenchOptions::budget) names, given the `none` row's

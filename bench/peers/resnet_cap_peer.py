@@ -10,7 +10,7 @@ torch has it: every convolution's output saved, everything else recomputed).
 
     "$ENGRAM_VENV"/bin/python bench/peers/resnet_cap_peer.py --cap-bytes 8589934592 \
         --start 64 --limit 4096 --precision 0.125 --steps 2 --equal-batch-limit 900 \
-        --device cuda:0 [network options of resnet_memory_peer.py]
+        --device cuda:0 [--time-limit SECONDS] [network options of resnet_memory_peer.py]
 
 A trial at batch B builds the model from the seed on the device with torch.optim.Adam(fused=True)
 and trains one warm-up step and --steps timed steps (zero_grad(set_to_none=True), the batch made
@@ -23,6 +23,9 @@ cache emptied. The search is bench/BatchSearch.cpp's: from --start double until 
 the largest batch the median step, images per second, torch.cuda.max_memory_allocated and
 max_memory_reserved. Then at the equal batch, the smaller of --equal-batch-limit (Engram's
 largest) and the largest any variant reached, every variant that trained there is timed again.
+With --time-limit no trial starts after that many seconds (bench/BatchSearch.cpp's may_go_on): a
+variant's search is cut (its largest batch one that trained), later variants and equal-batch
+trials are left out, and the report says which.
 
 Prints one JSON object on stdout.
 """
@@ -147,42 +150,67 @@ def trial(variant, batch, args, device):
         torch.cuda.empty_cache()
 
 
+class Cut(Exception):
+    """The time limit came before a trial (bench/BatchSearch.cpp's may_go_on)."""
+
+
+def may_go_on(args):
+    """Whether a trial may start: before the deadline (args.deadline, time.monotonic()'s; 0:
+    none)."""
+    return not getattr(args, "deadline", 0) or time.monotonic() < args.deadline
+
+
 def search(variant, args, device):
-    """bench/BatchSearch.cpp's search; returns (largest, its figures, trials)."""
+    """bench/BatchSearch.cpp's search; returns (largest, its figures, trials, cut): cut when the
+    time limit stopped it, largest then a batch that trained."""
     trials, figures = [], {}
 
     def trains(batch):
+        if not may_go_on(args):
+            raise Cut()
         result = trial(variant, batch, args, device)
         trials.append({"batch": batch, "trained": result is not None})
         if result is not None:
             figures[batch] = result
         return result is not None
 
-    trained = failed = 0
+    known = {"trained": 0, "failed": 0}
+    try:
+        walk(trains, args, known)
+    except Cut:
+        return known["trained"], figures.get(known["trained"]), trials, True
+    return known["trained"], figures.get(known["trained"]), trials, False
+
+
+def walk(trains, args, known):
+    """Doubles (or halves) from args.start, then bisects; `known` holds the largest batch that
+    trained and the smallest that did not after each trial."""
     if trains(args.start):
-        trained = args.start
-        while trained < args.limit:
-            following = min(args.limit, trained * 2)
+        known["trained"] = args.start
+        while known["trained"] < args.limit:
+            following = min(args.limit, known["trained"] * 2)
             if not trains(following):
-                failed = following
+                known["failed"] = following
                 break
-            trained = following
+            known["trained"] = following
     else:
-        failed = args.start
-        while failed > 1:
-            following = failed // 2
+        known["failed"] = args.start
+        while known["failed"] > 1:
+            following = known["failed"] // 2
             if trains(following):
-                trained = following
+                known["trained"] = following
                 break
-            failed = following
-    while trained > 0 and failed > 0 and failed - trained > 1 and \
-            failed - trained > args.precision * trained:
+            known["failed"] = following
+    while True:
+        trained, failed = known["trained"], known["failed"]
+        if not (trained > 0 and failed > 0 and failed - trained > 1 and
+                failed - trained > args.precision * trained):
+            return
         middle = trained + (failed - trained) // 2
         if trains(middle):
-            trained = middle
+            known["trained"] = middle
         else:
-            failed = middle
-    return trained, figures.get(trained), trials
+            known["failed"] = middle
 
 
 def main():
@@ -194,7 +222,10 @@ def main():
     parser.add_argument("--steps", type=int, default=2)
     parser.add_argument("--equal-batch-limit", type=int, default=0)
     parser.add_argument("--device", default="cuda")
+    parser.add_argument("--time-limit", type=float, default=0,
+                        help="seconds after which no trial starts (0: none)")
     args = parser.parse_args()
+    args.deadline = time.monotonic() + args.time_limit if args.time_limit > 0 else 0
     if args.probe:
         print(json.dumps(versions()))
         return
@@ -211,20 +242,27 @@ def main():
         sys.exit(f"resnet_cap_peer.py: the cap {args.cap_bytes} is above the device's {total}")
     torch.cuda.set_per_process_memory_fraction(args.cap_bytes / total, device)
 
-    rows = []
+    rows, not_reached = [], []
     for variant in variants():
-        largest, figures, trials = search(variant, args, device)
+        if rows and not may_go_on(args):
+            not_reached.append(variant)
+            continue
+        largest, figures, trials, cut = search(variant, args, device)
         rows.append({"variant": variant, "largest_batch": largest, "at_largest": figures,
-                     "trials": trials})
+                     "cut_by_time_limit": cut, "trials": trials})
     reached = max(r["largest_batch"] for r in rows)
     equal = min(reached, args.equal_batch_limit) if args.equal_batch_limit > 0 else reached
-    at_equal = {}
+    at_equal, equal_not_run = {}, []
     if equal > 0:
         for r in rows:
             if r["largest_batch"] >= equal:
+                if not may_go_on(args):
+                    equal_not_run.append(r["variant"])
+                    continue
                 result = trial(r["variant"], equal, args, device)
                 if result is not None:
                     at_equal[r["variant"]] = result
+    cut = bool(not_reached or equal_not_run or any(r["cut_by_time_limit"] for r in rows))
     network, keywords = network_arguments(args)
     print(json.dumps({
         **versions(),
@@ -233,7 +271,10 @@ def main():
         "memory_fraction": args.cap_bytes / total,
         "selective_checkpointing": selective_checkpointing_available(),
         "rows": rows,
-        "equal_batch": {"batch": equal, "rows": at_equal},
+        "variants_not_reached": not_reached,
+        "equal_batch": {"batch": equal, "rows": at_equal, "not_run": equal_not_run},
+        "time_limit_seconds": args.time_limit,
+        "cut_by_time_limit": cut,
         "parameters": sum(p.numel() for p in build("none", args, "cpu")[0].parameters()),
         "batch": args.batch,
         "image_size": args.image_size,

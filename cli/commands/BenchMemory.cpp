@@ -73,6 +73,10 @@ Command register_bench_memory(CLI::App& parent) {
                 "PyTorch's eager and checkpointing under the same cap");
   sub->add_option("--max-batch", mo->max_batch, "--find-max-batch tries no larger batch")
       ->capture_default_str();
+  sub->add_option("--time-limit", mo->time_limit,
+                  "--find-max-batch starts no trial after this many seconds and reports what it "
+                  "found, saying what was cut (0: no limit)")
+      ->capture_default_str();
   FlagTable flags{{"workload", "--workload"},     {"techniques", "--techniques"},
                   {"json_path", "--json"},        {"trace_path", "--trace"},
                   {"steps", "--steps"},           {"batch", "--batch"},
@@ -81,7 +85,8 @@ Command register_bench_memory(CLI::App& parent) {
                   {"seed", "--seed"},             {"threads", "--threads"},
                   {"python", "--python"},         {"budget", "--budget"},
                   {"swap_bandwidth", "--swap-bandwidth"}, {"memory_cap", "--memory-cap"},
-                  {"find_max_batch", "--find-max-batch"}, {"max_batch", "--max-batch"}};
+                  {"find_max_batch", "--find-max-batch"}, {"max_batch", "--max-batch"},
+                  {"time_limit", "--time-limit"}};
   add_device_flag(sub, mo->device, flags);
   return {sub,
           [mo](std::ostream& out, std::ostream&) {

@@ -69,6 +69,33 @@ TEST(BatchSearchTest, OptionsOutOfRangeAreRefused) {
   EXPECT_TRUE(d.tried.empty());
 }
 
+TEST(BatchSearchTest, ATimeLimitCutsTheSearchKeepingWhatTheTrialsShowed) {
+  // Three trials allowed: 64 and 128 train, 256 does not; the bisection is cut before 192.
+  Device d{150, {}};
+  int asked = 0;
+  BatchSearchOptions o{64, 4096, 0.125};
+  o.may_go_on = [&] { return ++asked <= 3; };
+  const BatchSearch s = largest_training_batch(o, std::ref(d));
+  EXPECT_EQ(d.tried, (std::vector<long>{64, 128, 256}));
+  EXPECT_TRUE(s.cut);
+  EXPECT_EQ(s.largest, 128);
+  EXPECT_EQ(s.smallest_failed, 256);
+  EXPECT_EQ(s.trials.size(), 3u);
+  // No time at all: nothing tried, nothing known.
+  Device none{150, {}};
+  o.may_go_on = [] { return false; };
+  const BatchSearch nothing = largest_training_batch(o, std::ref(none));
+  EXPECT_TRUE(nothing.cut && none.tried.empty());
+  EXPECT_EQ(nothing.largest, 0);
+  EXPECT_EQ(nothing.smallest_failed, 0);
+  // Time enough: the search as without a limit, not cut.
+  Device all{150, {}};
+  o.may_go_on = [] { return true; };
+  const BatchSearch whole = largest_training_batch(o, std::ref(all));
+  EXPECT_FALSE(whole.cut);
+  EXPECT_EQ(whole.largest, 144);
+}
+
 TEST(BatchSearchTest, ErrorsThatSayTheDeviceRanOutOfMemoryAreToldFromBugs) {
   // What ATen, cuDNN, cuBLAS and the CUDA runtime say when an allocation of their own fails.
   for (const char* oom :

@@ -408,7 +408,10 @@ TEST_F(MemoryBenchTest, UnknownTechniquesAndWorkloadsExitWithTwo) {
            {"--workload", "resnet", "--memory-cap", "8 GB", "--json", json_path},
            {"--workload", "resnet", "--find-max-batch", "--json", json_path},
            {"--workload", "resnet", "--find-max-batch", "--memory-cap", "1GiB", "--max-batch", "0",
-            "--json", json_path}}) {
+            "--json", json_path},
+           // A time limit without a search, a negative one.
+           {"--workload", "resnet", "--time-limit", "60", "--json", json_path},
+           {"--workload", "resnet", "--time-limit", "-1", "--json", json_path}}) {
     const ProgramResult p = bench(args);
     EXPECT_EQ(p.code, 2) << p.err;
     EXPECT_EQ(p.err.rfind("engram: error: ", 0), 0u) << p.err;
@@ -420,6 +423,10 @@ TEST_F(MemoryBenchTest, UnknownTechniquesAndWorkloadsExitWithTwo) {
                        "reuse, algo, fp16, or several joined by +)"),
             std::string::npos)
       << p.err;
+  const ProgramResult limit =
+      bench({"--workload", "resnet", "--time-limit", "60", "--json", json_path});
+  EXPECT_NE(limit.err.find("--time-limit bounds --find-max-batch's search"), std::string::npos)
+      << limit.err;
   const ProgramResult cap =
       bench({"--workload", "resnet", "--memory-cap", "0.5", "--find-max-batch", "--json", json_path});
   EXPECT_NE(cap.err.find("--memory-cap limits a device's memory, and the bench runs on the CPU"),

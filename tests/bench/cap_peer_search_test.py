@@ -14,20 +14,32 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 import resnet_cap_peer  # noqa: E402
 
 
-def search(fits, start, limit, precision):
+def search(fits, start, limit, precision, trials_allowed=None):
+    """The peer's search on a device where batches up to `fits` train; with `trials_allowed`,
+    the time limit runs out after that many trials. Returns (largest, figures, trials, tried)
+    and, with trials_allowed, whether the search was cut."""
     tried = []
+    clock = {"now": 0.0}
 
     def trial(_variant, batch, _args, _device):
         tried.append(batch)
+        clock["now"] += 1.0  # a second a trial
         return {"batch": batch} if batch <= fits else None
 
-    original = resnet_cap_peer.trial
+    original_trial, original_monotonic = resnet_cap_peer.trial, resnet_cap_peer.time.monotonic
     resnet_cap_peer.trial = trial
+    resnet_cap_peer.time.monotonic = lambda: clock["now"]
     try:
-        args = types.SimpleNamespace(start=start, limit=limit, precision=precision)
-        largest, figures, trials = resnet_cap_peer.search("none", args, None)
+        deadline = trials_allowed - 0.5 if trials_allowed is not None else 0
+        args = types.SimpleNamespace(start=start, limit=limit, precision=precision,
+                                     deadline=deadline)
+        largest, figures, trials, cut = resnet_cap_peer.search("none", args, None)
     finally:
-        resnet_cap_peer.trial = original
+        resnet_cap_peer.trial = original_trial
+        resnet_cap_peer.time.monotonic = original_monotonic
+    if trials_allowed is not None:
+        return largest, figures, trials, tried, cut
+    assert not cut
     return largest, figures, trials, tried
 
 
@@ -55,6 +67,18 @@ class CapPeerSearchTest(unittest.TestCase):
         largest, _, _, tried = search(1 << 20, 100, 1000, 0.125)
         self.assertEqual(tried, [100, 200, 400, 800, 1000])
         self.assertEqual(largest, 1000)
+
+    def test_a_time_limit_cuts_the_search_keeping_what_the_trials_showed(self):
+        # BatchSearchTest.ATimeLimitCutsTheSearchKeepingWhatTheTrialsShowed, in the peer.
+        largest, figures, trials, tried, cut = search(150, 64, 4096, 0.125, trials_allowed=3)
+        self.assertEqual(tried, [64, 128, 256])
+        self.assertTrue(cut)
+        self.assertEqual((largest, figures), (128, {"batch": 128}))
+        self.assertEqual([t["trained"] for t in trials], [True, True, False])
+        largest, figures, trials, tried, cut = search(150, 64, 4096, 0.125, trials_allowed=0)
+        self.assertEqual((largest, figures, trials, tried, cut), (0, None, [], [], True))
+        largest, _, _, tried, cut = search(150, 64, 4096, 0.125, trials_allowed=100)
+        self.assertEqual((largest, cut), (144, False))
 
     def test_errors_that_say_the_device_ran_out_of_memory_are_told_from_bugs(self):
         # tests/bench/BatchSearchTest.cpp's messages, classified as Engram's search does.
