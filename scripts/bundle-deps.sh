@@ -44,14 +44,20 @@ while [ ${#queue[@]} -gt 0 ]; do
 done
 packages=("${!seen[@]}")
 
-mkdir -p "$dest"
-rm -f "$dest"/*.deb "$dest/MANIFEST"
-cd "$dest"
+# Into a folder beside DEST, which replaces DEST only once every package is there: a download
+# that fails leaves the bundle that was there whole.
+mkdir -p "$(dirname "$dest")"
+dest=$(cd "$(dirname "$dest")" && pwd)/$(basename "$dest")
+building=$(mktemp -d "$dest.XXXXXX")
+trap 'rm -rf "$building"' EXIT
+cd "$building"
 for p in "${packages[@]}"; do
   version=$(apt-cache policy "$p" | awk '/Candidate:/ { print $2 }')
   file=$(apt-get download --print-uris "$p" 2> /dev/null | awk '{ print $2 }')
-  # Reuse apt's cache where it holds the same file; otherwise download it.
-  if [ -n "$file" ] && [ -f "/var/cache/apt/archives/$file" ]; then
+  # Reuse the bundle's or apt's copy where either holds the same file; otherwise download it.
+  if [ -n "$file" ] && [ -f "$dest/$file" ]; then
+    cp "$dest/$file" .
+  elif [ -n "$file" ] && [ -f "/var/cache/apt/archives/$file" ]; then
     cp "/var/cache/apt/archives/$file" .
   else
     apt-get download -qq "$p"
@@ -59,6 +65,10 @@ for p in "${packages[@]}"; do
   echo "$p $version" >> MANIFEST
 done
 sort -o MANIFEST MANIFEST
+cd "$root"
+rm -rf "$dest"
+mv "$building" "$dest"
+trap - EXIT
 
 bash "$root/scripts/fetch-grammars.sh"
 echo "bundle-deps: ${#packages[@]} packages in $dest ($(du -sh "$dest" | cut -f1));" \

@@ -29,10 +29,11 @@
 #      integration tests, and last the kernel benchmarks (relu_cuda.sh, cudnn_conv.sh), whose
 #      code changes least,
 # each stage within what is left of a deadline, so that the run ends, with its logs, before the
-# machine's limit. Logs and results go to DIR ($OUT where the device tool sets it). --stages
-# NAME,... runs only those stages after the build of what the GPU checks need (on a machine still
-# warm from a run cut short by its deadline: what that run left out, say
-# --stages ooo-streams,scale,memory-resnet50).
+# machine's limit (a stage that would get less than it needs is skipped; gpu_memory_cap.sh stops
+# its own search in time and writes what it found). Logs and results go to DIR ($OUT where the
+# device tool sets it). --stages NAME,... runs only those stages after the build of what the GPU
+# checks need (on a machine still warm from a run cut short by its deadline: what that run left
+# out, say --stages memory-cap,memory-resnet50).
 #   scripts/gpu-check.sh [--out DIR] [--deadline SECONDS] [--prefix DIR] [--stages NAME,...]
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -63,6 +64,9 @@ log=$out/gpu-check.log
 say() { echo "gpu-check [$(( $(date +%s) - start ))s]: $*" | tee -a "$log"; }
 left() { echo $(( deadline - ($(date +%s) - start) )); }
 # stage NAME SECONDS CMD...: runs CMD with at most SECONDS (and what is left), logs, reports.
+# CMD sees its budget in STAGE_SECONDS (a script that can stop itself in time reads it). With
+# STAGE_MIN set, a stage that would get less is skipped, leaving its time to the shorter ones
+# after it (a warm machine's --stages run can take it up).
 stage() {
   local name=$1 limit=$2
   shift 2
@@ -79,9 +83,13 @@ stage() {
     say "$name: skipped, no time left"
     return 124
   fi
+  if [ "$budget" -lt "${STAGE_MIN:-0}" ]; then
+    say "$name: skipped, ${budget}s left and it needs ${STAGE_MIN}s (run it with --stages $name)"
+    return 124
+  fi
   say "$name (at most ${budget}s): $*"
   # The command's output into the run's log, or into STAGE_LOG where the caller names one.
-  timeout --kill-after=5 "$budget" "$@" >> "${STAGE_LOG:-$log}" 2>&1
+  STAGE_SECONDS=$budget timeout --kill-after=5 "$budget" "$@" >> "${STAGE_LOG:-$log}" 2>&1
   local rc=$?
   say "$name: exit $rc"
   return $rc
@@ -165,7 +173,7 @@ mkdir -p "$xml"
 [ -x "$bin/tests/nn/engram_tests_nn_cudnn" ] &&
   stage test-cudnn 120 "$bin/tests/nn/engram_tests_nn_cudnn" --gtest_output="xml:$xml/cudnn-test.xml"
 STAGE_LOG=$out/device-tests.log stage test-device 180 ctest --test-dir "$bin" -R "$device_tests" \
-  -E "$not_device_tests" -j 4 --timeout 120 -V
+  -E "$not_device_tests" -j 8 --timeout 120 -V
 export ENGRAM_BIN=$bin/cli/engram ENGRAM_REPRO_ANY_BINARY=1
 ENGRAM_REPRO_COMMIT=${ENGRAM_REPRO_COMMIT:-$(git -C "$root" rev-parse --short=12 HEAD 2> /dev/null || echo unknown)}
 export ENGRAM_REPRO_COMMIT
@@ -177,7 +185,9 @@ if [ -x "$ENGRAM_BIN" ]; then
     --out "$out/gpu_ooo_streams.json" &&
     stage scale 30 "$ENGRAM_BIN" bench scale --from "$out/gpu_ooo_streams.json" \
       --json "$bin/gpu_scaling.json"
-  stage memory-cap 300 bash "$root/scripts/reproduce/gpu_memory_cap.sh" \
+  # It stops its own search in time (--time-limit from STAGE_SECONDS) and says what it cut;
+  # started with less than 150 s, too little of it would run.
+  STAGE_MIN=150 stage memory-cap 300 bash "$root/scripts/reproduce/gpu_memory_cap.sh" \
     --out "$out/gpu_memory_cap.json"
   stage memory-resnet50 150 bash "$root/scripts/reproduce/gpu_memory_resnet50.sh" \
     --out "$out/gpu_memory_resnet50.json"

@@ -47,6 +47,7 @@ fake=$scratch/fake-engram
 cat > "$fake" << 'FAKE'
 #!/usr/bin/env bash
 if [ "$1" = --version ]; then echo "engram stand-in"; exit 0; fi
+[ -n "${ENGRAM_FAKE_ARGS:-}" ] && echo "$*" >> "$ENGRAM_FAKE_ARGS"
 while [ $# -gt 0 ]; do
   if [ "$1" = --json ]; then echo '{"benchmark": "stand-in", "rows": []}' > "$2"; fi
   shift
@@ -66,4 +67,14 @@ assert d["runs"] and d["commands"] and all(r["benchmark"] == "stand-in" for r in
     status=1
   fi
 done
+# Under gpu-check's stage (STAGE_SECONDS), the cap search stops starting trials a minute before
+# the stage's end, so that it writes what it found rather than being killed.
+STAGE_SECONDS=300 ENGRAM_BIN=$fake ENGRAM_FAKE_ARGS=$scratch/cap-args.txt \
+  bash "$root/scripts/reproduce/gpu_memory_cap.sh" --quick --out "$scratch/cap-limited.json" \
+  > "$scratch/out.txt" 2> "$scratch/err.txt"
+if ! grep -q -- "--find-max-batch .*--time-limit 240" "$scratch/cap-args.txt" 2> /dev/null; then
+  echo "gpu_memory_cap.sh under a 300 s stage did not pass --time-limit 240:"
+  cat "$scratch/cap-args.txt" "$scratch/err.txt"
+  status=1
+fi
 exit $status
