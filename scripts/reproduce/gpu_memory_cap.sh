@@ -11,14 +11,14 @@
 # recorded, never asserted. Not algo: its planning measures every cuDNN algorithm of every
 # layer again at each trial's batch (gpu_memory_resnet50.sh measures it at fixed batches).
 # Writes results/gpu_memory_cap.json (the device among the machine's facts); scripts/gpu-check.sh
-# runs it. Batches up to 1024 (ten times none's, well past the goal, and within what the
-# machine's 128 GiB of host memory can hold of swap's pinned buffers). Under gpu-check, whose
-# stage gives it STAGE_SECONDS, no trial starts in the last 60 s (`--time-limit`): a cut run
-# still writes its JSON, whose `complete` says whether anything was cut and what.
+# runs it. Batches up to 512: a swap row's pinned host buffers grow with the batch, and the GPU
+# machine has 128 GiB of host memory, which pinned buffers must not exhaust. Under gpu-check,
+# whose stage gives it STAGE_SECONDS, no trial starts in the last 60 s (`--time-limit`): a cut
+# run still writes its JSON, whose `complete` says whether anything was cut and what.
 # --quick: ResNet-18 at 32x32 under 1 GiB, at most batch 256 (the script's own check).
 source "$(dirname "$0")/common.sh"
 out=${out:-$root/results/gpu_memory_cap.json}
-args=(--workload resnet50 --memory-cap 8GiB --max-batch 1024 --batch 32 --steps 1)
+args=(--workload resnet50 --memory-cap 8GiB --max-batch 512 --batch 32 --steps 1)
 if [ "$quick" = 1 ]; then
   args=(--workload resnet --memory-cap 1GiB --max-batch 256 --batch 16 --steps 1)
 fi
