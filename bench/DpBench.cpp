@@ -645,8 +645,8 @@ void check_ranks_have_gpus(const DpBenchOptions& o, int cuda_devices) {
 
 std::string dp_backend(const DpBenchOptions& o) {
   const bool on_cuda = o.device != "cpu";
-  const bool shared_gpu =
-      o.ranks > 1 && (o.device.rfind("cuda:", 0) == 0 || (o.device == "cuda" && o.hosts == "netns"));
+  const bool shared_gpu = o.ranks > 1 && (o.device.rfind("cuda:", 0) == 0 ||
+                                           (o.device == "cuda" && o.hosts == "netns"));
   if (!shared_gpu) return parallel::resolved_backend(o.dist_backend, on_cuda);
   if (o.dist_backend == "nccl")
     throw InvalidOption(

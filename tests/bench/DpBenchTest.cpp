@@ -58,7 +58,8 @@ TEST(DpBenchTest, RanksThatShareAGpuSumOverGlooAndRefuseNccl) {
   EXPECT_EQ(dp_backend(with_backend("cuda:1", 4, "gloo")), "gloo");
   EXPECT_EQ(dp_backend(with_backend("cuda", 2, "auto", "netns")), "gloo");
   EXPECT_EQ(dp_backend(with_backend("cpu", 2, "auto", "netns")), "gloo");
-  for (const auto& o : {with_backend("cuda:0", 2, "nccl"), with_backend("cuda", 2, "nccl", "netns")}) {
+  for (const auto& o :
+       {with_backend("cuda:0", 2, "nccl"), with_backend("cuda", 2, "nccl", "netns")}) {
     try {
       dp_backend(o);
       FAIL() << "nccl with ranks sharing a GPU, device " << o.device << " on " << o.hosts;
