@@ -156,6 +156,7 @@ DeviceRow measure_row(const MemoryBenchOptions& o, const std::string& technique,
                   {"swapped_in_bytes_per_step", static_cast<double>(st.swapped_in_bytes) / steps},
                   {"prefetched", st.prefetched},
                   {"on_demand", st.on_demand},
+                  {"prefetches_refused", st.prefetches_refused},
                   {"stall_ms_per_step", static_cast<double>(st.stall_ns) / 1e6 / steps},
                   // The pinned copies' own time (events on the copy stream), the bus's work.
                   {"device_to_host_bytes_per_s", rate(st.swapped_out_bytes, st.copy_out_ns)},

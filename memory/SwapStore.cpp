@@ -66,6 +66,7 @@ struct SwapState {
   int fd = -1;
   double bandwidth = 0;                        // bytes per second; 0: unthrottled
   std::int64_t fail_after_bytes = -1;          // fault injection (SwapStoreOptions)
+  std::atomic<int> refuse_reads{0};            // fault injection (SwapStoreOptions)
   mutable std::atomic<std::int64_t> moved{0};  // bytes through the file, for fail_after_bytes
 
   std::mutex mutex;  // guards everything below but the atomics
@@ -90,12 +91,15 @@ struct SwapState {
   std::vector<std::vector<c10::intrusive_ptr<SwapHandle>>> out_by_unit;  // by last saving unit
   std::vector<std::vector<int>> prefetch_at;
   bool synchronous = false;
+  // A prefetch ran out of device memory in this step: the step's other swapped tensors are
+  // read on demand (each refusal has the caching allocator empty its cache first).
+  bool prefetch_paused = false;
   bool eager = false;  // the current unit's saves are written at once (see SwapStore::save)
   std::vector<c10::intrusive_ptr<SwapHandle>> unit_writes;  // written eagerly in this unit
 
   std::atomic<std::int64_t> swapped_out_tensors{0}, swapped_out_bytes{0}, swapped_in_bytes{0},
-      prefetched{0}, on_demand{0}, stall_ns{0}, swap_out_ns{0}, swap_in_ns{0}, copy_out_ns{0},
-      copy_in_ns{0};
+      prefetched{0}, on_demand{0}, prefetches_refused{0}, stall_ns{0}, swap_out_ns{0},
+      swap_in_ns{0}, copy_out_ns{0}, copy_in_ns{0};
   mutable std::atomic<std::int64_t> resident_after_write{0};  // set by the const transfer()
 
   std::thread io;
@@ -420,13 +424,36 @@ class SwapHandle final : public SavedTensor {
 
   void read_in() {
     std::vector<Region> regions;
+    bool demanded = false;
     {
       std::lock_guard<std::mutex> lock(state_->mutex);
       if (where_ != Where::queued_in) return;
+      if (state_->prefetch_paused && !demanded_) {
+        where_ = Where::out;  // queued before a prefetch of the step ran out of memory
+        ++state_->prefetches_refused;
+        state_->changed.notify_all();
+        return;
+      }
       where_ = Where::reading;
       regions = regions_;
+      demanded = demanded_;
     }
-    read_regions(regions);
+    try {
+      read_regions(regions);
+    } catch (const c10::OutOfMemoryError&) {
+      if (demanded) throw;  // load() waits for it: the handle fails with this error
+      // A prefetch, early by design: the tensor stays out for load() to read when backward
+      // needs it, when the memory it found taken may be free.
+      std::lock_guard<std::mutex> lock(state_->mutex);
+      where_ = Where::out;
+      if (users_ == 0) {
+        free_file_locked();  // released while it was being read
+      } else {
+        ++state_->prefetches_refused;
+      }
+      state_->prefetch_paused = true;
+      state_->changed.notify_all();
+    }
   }
 
  private:
@@ -487,6 +514,7 @@ class SwapHandle final : public SavedTensor {
           continue;
         }
         where_ = Where::queued_in;
+        demanded_ = true;
         state_->queue.push_front({c10::intrusive_ptr<SwapHandle>::reclaim_copy(this), false});
         ++state_->on_demand;
         state_->changed.notify_all();
@@ -496,6 +524,11 @@ class SwapHandle final : public SavedTensor {
   }
 
   void read_regions(const std::vector<Region>& regions) {
+    int refuse = state_->refuse_reads.load();
+    while (refuse > 0 && !state_->refuse_reads.compare_exchange_weak(refuse, refuse - 1)) {
+    }
+    TORCH_CHECK_WITH(OutOfMemoryError, refuse <= 0,
+                     "swap: a read back refused (SwapStoreOptions::refuse_reads)");
     std::vector<at::Tensor> buffers;
     std::int64_t total = 0;
     {
@@ -550,6 +583,7 @@ class SwapHandle final : public SavedTensor {
   int last_unit_ = -1;
   bool swappable_ = true;
   bool want_in_ = false;
+  bool demanded_ = false;  // a load() waits for its read (not a prefetch's)
   Where where_ = Where::resident;
   std::vector<Region> regions_;
   std::string error_;  // why where_ is failed
@@ -624,6 +658,7 @@ SwapStore::SwapStore(SwapStoreOptions options) : state_(std::make_shared<SwapSta
   }
   state_->bandwidth = options.bandwidth_bytes_per_second;
   state_->fail_after_bytes = options.fail_after_bytes;
+  state_->refuse_reads = options.refuse_reads;
   const std::filesystem::path dir = options.spill_directory.empty()
                                         ? temporary_folder()
                                         : std::filesystem::path(options.spill_directory);
@@ -719,6 +754,7 @@ void SwapStore::begin_unit(int unit, bool swapped, bool next_swapped) {
   std::vector<std::vector<c10::intrusive_ptr<SwapHandle>>> out_by_unit;
   std::lock_guard<std::mutex> lock(state_->mutex);
   if (unit == 0) {
+    state_->prefetch_paused = false;
     state_->unit_swapped.clear();
     pending.swap(state_->pending);
     out_by_unit.swap(state_->out_by_unit);
@@ -783,6 +819,7 @@ void SwapStore::end_forward() {
 void SwapStore::backward_begins(int trigger) {
   std::unique_lock<std::mutex> lock(state_->mutex);
   if (trigger < 0 || static_cast<std::size_t>(trigger) >= state_->prefetch_at.size()) return;
+  if (state_->prefetch_paused) return;  // read on demand for the rest of the step
   for (const int unit : state_->prefetch_at[static_cast<std::size_t>(trigger)]) {
     if (unit < 0 || static_cast<std::size_t>(unit) >= state_->out_by_unit.size()) continue;
     // Backward needs a unit's tensors in the reverse of the order they were saved in.
@@ -815,6 +852,7 @@ SwapStats SwapStore::stats() const {
   out.swapped_in_bytes = s.swapped_in_bytes;
   out.prefetched = s.prefetched;
   out.on_demand = s.on_demand;
+  out.prefetches_refused = s.prefetches_refused;
   out.stall_ns = s.stall_ns;
   out.swap_out_ns = s.swap_out_ns;
   out.swap_in_ns = s.swap_in_ns;
@@ -828,8 +866,8 @@ void SwapStore::reset_stats() {
   auto& s = *state_;
   for (auto* counter :
        {&s.swapped_out_tensors, &s.swapped_out_bytes, &s.swapped_in_bytes, &s.prefetched,
-        &s.on_demand, &s.stall_ns, &s.swap_out_ns, &s.swap_in_ns, &s.copy_out_ns, &s.copy_in_ns,
-        &s.resident_after_write}) {
+        &s.on_demand, &s.prefetches_refused, &s.stall_ns, &s.swap_out_ns, &s.swap_in_ns,
+        &s.copy_out_ns, &s.copy_in_ns, &s.resident_after_write}) {
     counter->store(0);
   }
 }

@@ -53,8 +53,9 @@
 /// copies that start before the compute stream's queued work has finished); the I/O thread
 /// waits for each copy to land, so a buffer is freed only after its copy and handed back only
 /// complete. One CUDA device per store; throttling and the page-cache figures are the spill
-/// file's only. When a read back runs out of device memory (a cap), load()
-/// throws the allocator's c10::OutOfMemoryError itself. The store gives the pinned blocks the
+/// file's only. A prefetch that runs out of device memory (a cap) leaves its tensor out for
+/// load() to read on demand, as are the step's other swapped tensors from then on; when such a
+/// read runs out of memory too, load() throws the allocator's c10::OutOfMemoryError itself. The store gives the pinned blocks the
 /// host allocator cached back when it is destroyed.
 ///
 /// The spill file is created in `spill_directory` and unlinked at once (nothing is left on disk,
@@ -89,6 +90,9 @@ struct SwapStoreOptions {
   /// Fault injection for tests: once this many bytes have moved through the spill file, every
   /// further write or read fails with EIO; negative: never.
   std::int64_t fail_after_bytes = -1;
+  /// Fault injection for tests: the first this many reads back throw c10::OutOfMemoryError, as
+  /// the device's allocator does when a read back does not fit under a cap.
+  int refuse_reads = 0;
 };
 
 /// What a SwapStore did since it was made or since reset_stats().
@@ -98,6 +102,11 @@ struct SwapStats {
   std::int64_t swapped_in_bytes = 0;
   std::int64_t prefetched = 0;   ///< swap-ins queued by the schedule
   std::int64_t on_demand = 0;    ///< swap-ins queued by a load() that found its tensor out
+  /// Prefetches refused for want of device memory: the one that ran out and those queued before
+  /// it ran out in the same step. Their tensors stay out for load() to read when backward needs
+  /// them (a prefetch is early, and memory may be free by then), and no prefetch starts for the
+  /// rest of the step (each refusal has the caching allocator empty its cache first).
+  std::int64_t prefetches_refused = 0;
   std::int64_t stall_ns = 0;     ///< time load() waited for tensors to come back
   std::int64_t swap_out_ns = 0;  ///< I/O thread time spent writing (throttling included)
   std::int64_t swap_in_ns = 0;   ///< I/O thread time spent reading (throttling included)

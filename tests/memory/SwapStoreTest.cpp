@@ -317,6 +317,71 @@ TEST_F(SwapStoreTest, ThePrefetchScheduleBringsTensorsBackBeforeTheyAreLoaded) {
   EXPECT_EQ(s.swapped_in_bytes, 12000);
 }
 
+// Under a device-memory cap a prefetch can find no room: the tensor stays out, and load() reads
+// it on demand when backward needs it (then memory may be free); only a load()'s own read that
+// runs out of memory fails it, with the allocator's error.
+TEST_F(SwapStoreTest, APrefetchThatRunsOutOfMemoryLeavesItsTensorForLoadToRead) {
+  for (const int refused : {1, 2}) {
+    SCOPED_TRACE(std::to_string(refused) + " read(s) refused");
+    SwapStoreOptions o = options();
+    o.refuse_reads = refused;
+    SwapStore store(o);
+    store.set_prefetch_schedule({{0}, {}});
+    const at::Tensor x = torch::randn({1000});
+    store.begin_unit(0, true);
+    auto saved = store.save(x, SavedKind::activation);
+    store.end_unit(torch::zeros({1}));
+    store.end_forward();
+    store.wait_for_transfers();
+    store.backward_begins(0);  // the prefetch, refused
+    store.wait_for_transfers();
+    EXPECT_EQ(store.bytes_out(), 4000) << "still out";
+    EXPECT_EQ(store.stats().prefetches_refused, 1);
+    if (refused == 1) {
+      EXPECT_TRUE(bit_equal(saved->load(), x));  // read on demand
+      EXPECT_EQ(store.stats().on_demand, 1);
+      EXPECT_EQ(store.bytes_out(), 0);
+    } else {
+      EXPECT_THROW(saved->load(), c10::OutOfMemoryError);
+    }
+    saved->release();
+  }
+}
+
+// After a refused prefetch the step reads on demand: each refusal costs the caching allocator
+// an emptied cache, so the step's later triggers start none; the next step prefetches again.
+TEST_F(SwapStoreTest, AfterARefusedPrefetchTheStepReadsOnDemand) {
+  SwapStoreOptions o = options();
+  o.refuse_reads = 1;
+  SwapStore store(o);
+  store.set_prefetch_schedule({{0}, {1}, {}});
+  const at::Tensor x0 = torch::randn({1000}), x1 = torch::randn({2000});
+  for (int step = 0; step < 2; ++step) {
+    SCOPED_TRACE("step " + std::to_string(step));
+    store.reset_stats();
+    store.begin_unit(0, true);
+    auto s0 = store.save(x0, SavedKind::activation);
+    store.end_unit(torch::zeros({1}));
+    store.begin_unit(1, true);
+    auto s1 = store.save(x1, SavedKind::activation);
+    store.end_unit(torch::zeros({1}));
+    store.end_forward();
+    store.wait_for_transfers();
+    store.backward_begins(1);  // step 0: refused
+    store.wait_for_transfers();
+    EXPECT_TRUE(bit_equal(s1->load(), x1));
+    store.backward_begins(0);  // step 0: none started
+    store.wait_for_transfers();
+    EXPECT_TRUE(bit_equal(s0->load(), x0));
+    const SwapStats s = store.stats();
+    EXPECT_EQ(s.prefetched, step == 0 ? 1 : 2);
+    EXPECT_EQ(s.prefetches_refused, step == 0 ? 1 : 0);
+    EXPECT_EQ(s.on_demand, step == 0 ? 2 : 0);
+    s0->release();
+    s1->release();
+  }
+}
+
 TEST_F(SwapStoreTest, InPlaceChangesAfterSaveAreCaughtAfterTheRoundTrip) {
   SwapStore store(options());
   at::Tensor x = torch::randn({100});
