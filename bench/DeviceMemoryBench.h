@@ -46,8 +46,10 @@ void run_device_memory_bench(const MemoryBenchOptions& options, std::ostream& ou
 /// (bench/BatchSearch.h: from --batch, default 8, for none, then from none's largest; doubling,
 /// then bisecting to 12.5%; at most --max-batch). A trial is a fresh network and training
 /// session at that batch under the cap (trainer/Trainer.h: recompute, swap and algo planned per
-/// unit and layer under what the cap leaves, then the allocator limited to C), one warm-up and --steps measured steps; it
-/// trained unless c10::OutOfMemoryError was thrown (or the planner found no plan under the cap).
+/// unit and layer under what the cap leaves, then the allocator limited to C), one warm-up and
+/// --steps measured steps; it trained unless c10::OutOfMemoryError was thrown, or an error that
+/// says it ran out of memory (bench/BatchSearch.h's says_out_of_memory: cuDNN with no engine whose
+/// workspace fits), or the planner found no plan under the cap.
 /// Every trial is in the report with why it failed; at each row's largest batch: median step,
 /// images per second, live peak and reserved peak (memory/CudaMemoryTracker.h), and for
 /// recompute rows how many units the plan recomputes. Beside them, unless options.skip_peer,
@@ -55,7 +57,10 @@ void run_device_memory_bench(const MemoryBenchOptions& options, std::ostream& ou
 /// bench/peers/resnet_cap_peer.py: eager, torch.utils.checkpoint in both modes, and selective
 /// activation checkpointing where the pinned torch has it. Then at the equal batch (the smaller
 /// of the best row's largest and the largest any peer reached) the best row is timed again
-/// against the fastest peer that trains there (equal_batch.time_ratio_vs_fastest_peer).
+/// against the fastest peer that trains there (equal_batch.time_ratio_vs_fastest_peer). With
+/// --time-limit no trial, Engram's or the peer's, starts past it: a cut search's row says so
+/// (cut_by_time_limit; its largest batch one that trained, without a ratio to none), the rows,
+/// peer and equal-batch trial not reached say so, and the report's `complete` is false.
 void run_max_batch_bench(const MemoryBenchOptions& options, std::ostream& out);
 
 }  // namespace engram::bench

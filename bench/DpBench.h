@@ -58,7 +58,7 @@ struct DpBenchOptions {
   int threads = 1;             ///< intra-op threads per rank, Engram and peer alike
   /// Where the ranks train, Engram's and the peer's: "cpu", "cuda" (each rank the GPU of its
   /// LOCAL_RANK) or "cuda:N" (shared by the ranks, over gloo); a step is timed to the end of its
-  /// kernels (the device synchronised after it).
+  /// kernels on the compute stream (ooo's deferred sums on NCCL's stream run on into the next).
   std::string device = "cpu";
   std::string dist_backend = "auto";  ///< parallel::DistOptions::backend, Engram and peer alike
   double bucket_mb = 25;       ///< bucket capacity in MiB, Engram and DDP (bucket_cap_mb) alike
@@ -87,9 +87,11 @@ struct DpBenchOptions {
 void check_ranks_have_gpus(const DpBenchOptions& options, int cuda_devices);
 
 /// The backend of the bench's ranks and of its DDP peer: parallel::resolved_backend's, except
-/// where two ranks or more share one GPU (device "cuda:N"; or "cuda" with --hosts netns, where
-/// each rank is LOCAL_RANK 0 of its host and trains on GPU 0), which NCCL cannot sum over: there
-/// "auto" is gloo and "nccl" is refused (InvalidOption naming dist_backend).
+/// where two ranks or more share one GPU (device "cuda:N"; or "cuda" with --hosts netns, whose
+/// shaped links' jobs run each rank as LOCAL_RANK 0 of its host, on GPU 0), which NCCL cannot
+/// sum over: there "auto" is gloo and "nccl" is refused (InvalidOption naming dist_backend). The
+/// emulated links' job of --hosts netns, a GPU per rank on loopback, takes the same backend, so
+/// that its rows and the shaped ones compare.
 std::string dp_backend(const DpBenchOptions& options);
 
 /// The driver: starts the ranks and the peer, prints a table on `out`, writes the JSON.

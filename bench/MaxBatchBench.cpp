@@ -84,7 +84,7 @@ std::optional<json> trial(const MemoryBenchOptions& o, const std::string& techni
   } catch (const c10::Error& e) {
     // cuDNN with no engine whose workspace fits, a library's own failed allocation.
     if (!says_out_of_memory(e.what())) throw;
-    why = "out of device memory: " + first_line(e.what());
+    why = "out of memory: " + first_line(e.what());  // the device's, or pinned host memory
   } catch (const memory::InfeasibleBudget& e) {
     why = std::string("no plan under the cap: ") + e.what();
   } catch (const InvalidOption& e) {
@@ -139,6 +139,13 @@ json search_row(const MemoryBenchOptions& o, const std::string& technique, long 
 }  // namespace
 
 void run_max_batch_bench(const MemoryBenchOptions& o, std::ostream& out) {
+  // No trial starts past the time limit, counted from here (o.time_limit seconds; 0: none).
+  const auto began = Clock::now();
+  const auto deadline = began + std::chrono::duration_cast<Clock::duration>(
+                                    std::chrono::duration<double>(o.time_limit));
+  const std::function<bool()> may_go_on = [&] {
+    return o.time_limit <= 0 || Clock::now() < deadline;
+  };
   const c10::Device device = trainer::resolve_device(o.device);
   // Before the first CUDA tensor, so that every byte and segment is seen.
   memory::CudaMemoryTracker::install(device.index());
@@ -155,12 +162,6 @@ void run_max_batch_bench(const MemoryBenchOptions& o, std::ostream& out) {
   out << o.workload << " under a cap of " << memory::mib(cap) << " on "
       << trainer::describe_device(device) << "\n";
 
-  // No trial starts past the time limit (o.time_limit seconds from here; 0: none).
-  const auto began = Clock::now();
-  const auto seconds_left = [&] {
-    return o.time_limit - std::chrono::duration<double>(Clock::now() - began).count();
-  };
-  const std::function<bool()> may_go_on = [&] { return o.time_limit <= 0 || seconds_left() > 0; };
   json rows = json::array();
   json not_reached = json::array();  // techniques the time limit left out
   long start = o.batch > 0 ? o.batch : kDefaultStart;
@@ -175,9 +176,11 @@ void run_max_batch_bench(const MemoryBenchOptions& o, std::ostream& out) {
       start = rows[0].at("largest_batch").get<long>();
   }
   const long none_largest = rows[0].at("largest_batch").get<long>();
+  const auto cut_row = [](const json& row) { return row.at("cut_by_time_limit").get<bool>(); };
   std::size_t best = 0;
   for (std::size_t i = 0; i < rows.size(); ++i) {
-    if (none_largest > 0)
+    // A cut search's largest batch is only one that trained: no ratio from it, or to it.
+    if (none_largest > 0 && !cut_row(rows[0]) && !cut_row(rows[i]))
       rows[i]["largest_batch_ratio_vs_none"] =
           static_cast<double>(rows[i].at("largest_batch").get<long>()) /
           static_cast<double>(none_largest);
@@ -212,8 +215,11 @@ void run_max_batch_bench(const MemoryBenchOptions& o, std::ostream& out) {
          "--steps", std::to_string(o.steps), "--equal-batch-limit",
          std::to_string(std::max(best_largest, 1L)),
          "--device", "cuda:" + std::to_string(device.index()),
-         "--time-limit",
-         std::to_string(o.time_limit > 0 ? std::max(seconds_left(), 1e-3) : 0.0)});
+         // The same deadline (steady_clock is CLOCK_MONOTONIC, as Python's time.monotonic).
+         "--monotonic-deadline",
+         std::to_string(o.time_limit > 0
+                            ? std::chrono::duration<double>(deadline.time_since_epoch()).count()
+                            : 0.0)});
     report["peer"] = peer;
     // The best row against the fastest peer that trains at the equal batch.
     const long equal = peer.at("equal_batch").at("batch").get<long>();
@@ -232,6 +238,8 @@ void run_max_batch_bench(const MemoryBenchOptions& o, std::ostream& out) {
       const std::string technique = rows[best].at("technique").get<std::string>();
       json cmp{{"batch", equal}, {"technique", technique}, {"fastest_peer", fastest},
                {"fastest_peer_step_ms", fastest_ms}};
+      // The fastest of the variants that ran: the time limit may have left some out.
+      if (peer.value("cut_by_time_limit", false)) cmp["peer_cut_by_time_limit"] = true;
       if (!may_go_on()) {
         cmp["engram_not_run"] = "the time limit ran out before it";
       } else if (const std::optional<json> ours = trial(o, technique, equal, device, why)) {
@@ -255,7 +263,8 @@ void run_max_batch_bench(const MemoryBenchOptions& o, std::ostream& out) {
 
   out << "largest batch under " << memory::mib(cap) << ":\n";
   for (const auto& r : report["rows"]) {
-    out << "  " << r["technique"].get<std::string>() << ": " << r["largest_batch"].get<long>();
+    out << "  " << r["technique"].get<std::string>() << ": "
+        << (r["cut_by_time_limit"].get<bool>() ? "at least " : "") << r["largest_batch"].get<long>();
     if (r.contains("at_largest")) {
       const json& a = r["at_largest"];
       out << " (" << a["images_per_s"].get<double>() << " images/s, peak "
@@ -269,6 +278,7 @@ void run_max_batch_bench(const MemoryBenchOptions& o, std::ostream& out) {
   if (report.contains("peer")) {
     for (const auto& r : report["peer"]["rows"]) {
       out << "  PyTorch " << r["variant"].get<std::string>() << ": "
+          << (r.value("cut_by_time_limit", false) ? "at least " : "")
           << r["largest_batch"].get<long>() << "\n";
     }
   }
@@ -277,6 +287,8 @@ void run_max_batch_bench(const MemoryBenchOptions& o, std::ostream& out) {
     out << "at batch " << c["batch"].get<long>() << ": " << c["technique"].get<std::string>();
     if (c.contains("time_ratio_vs_fastest_peer"))
       out << " takes " << c["time_ratio_vs_fastest_peer"].get<double>() << "x the step of ";
+    else if (c.contains("engram_not_run"))
+      out << " was not run (the time limit), against ";
     else
       out << " did not train, against ";
     out << "PyTorch " << c["fastest_peer"].get<std::string>() << "\n";

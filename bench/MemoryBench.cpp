@@ -914,6 +914,11 @@ void validate_options(const MemoryBenchOptions& options) {
     }
   }
   if (options.json_path.empty()) throw InvalidOption("json_path", "is required");
+  if (options.max_batch < 1) throw InvalidOption("max_batch", "must be at least 1");
+  if (!(options.time_limit >= 0) || !std::isfinite(options.time_limit))
+    throw InvalidOption("time_limit", "must be seconds, 0 for none");
+  if (options.time_limit > 0 && !options.find_max_batch)
+    throw InvalidOption("time_limit", "bounds --find-max-batch's search, which is not asked for");
   if (options.find_max_batch) {
     for (const auto& row : options.techniques) {
       if (trainer::chosen_techniques(row_techniques(row)).reuse())
@@ -952,11 +957,6 @@ void validate_options(const MemoryBenchOptions& options) {
   if (options.find_max_batch && options.memory_cap.empty())
     throw InvalidOption("find_max_batch", "searches under a device-memory cap: give --memory-cap "
                                           "(and --device cuda)");
-  if (options.max_batch < 1) throw InvalidOption("max_batch", "must be at least 1");
-  if (!(options.time_limit >= 0) || !std::isfinite(options.time_limit))
-    throw InvalidOption("time_limit", "must be seconds, 0 for none");
-  if (options.time_limit > 0 && !options.find_max_batch)
-    throw InvalidOption("time_limit", "bounds --find-max-batch's search, which is not asked for");
   trainer::check_swap_bandwidth(options.swap_bandwidth, "swap_bandwidth");
   resolve_budget(options.budget, 1);  // the form, before anything runs
   bool plans = false;

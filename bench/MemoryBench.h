@@ -120,7 +120,7 @@ struct MemoryBenchOptions {
   /// figures, beside PyTorch's (bench/DeviceMemoryBench.h, run_max_batch_bench).
   bool find_max_batch = false;
   long max_batch = 4096;  ///< find_max_batch: no larger batch is tried
-  /// find_max_batch: seconds for the whole run (0: no limit). No trial starts past it; the
+  /// find_max_batch: seconds from the search's start (0: no limit). No trial starts past it; the
   /// report then says what was cut (the search of a row, the rows after it, the peer) and is
   /// written as usual, each largest batch one that trained.
   double time_limit = 0;

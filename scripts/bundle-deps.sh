@@ -49,6 +49,7 @@ packages=("${!seen[@]}")
 mkdir -p "$(dirname "$dest")"
 dest=$(cd "$(dirname "$dest")" && pwd)/$(basename "$dest")
 building=$(mktemp -d "$dest.XXXXXX")
+chmod 755 "$building"  # mktemp's 0700 would travel with the bundle
 trap 'rm -rf "$building"' EXIT
 cd "$building"
 for p in "${packages[@]}"; do

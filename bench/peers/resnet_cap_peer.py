@@ -10,7 +10,7 @@ torch has it: every convolution's output saved, everything else recomputed).
 
     "$ENGRAM_VENV"/bin/python bench/peers/resnet_cap_peer.py --cap-bytes 8589934592 \
         --start 64 --limit 4096 --precision 0.125 --steps 2 --equal-batch-limit 900 \
-        --device cuda:0 [--time-limit SECONDS] [network options of resnet_memory_peer.py]
+        --device cuda:0 [--monotonic-deadline S] [network options of resnet_memory_peer.py]
 
 A trial at batch B builds the model from the seed on the device with torch.optim.Adam(fused=True)
 and trains one warm-up step and --steps timed steps (zero_grad(set_to_none=True), the batch made
@@ -23,9 +23,10 @@ cache emptied. The search is bench/BatchSearch.cpp's: from --start double until 
 the largest batch the median step, images per second, torch.cuda.max_memory_allocated and
 max_memory_reserved. Then at the equal batch, the smaller of --equal-batch-limit (Engram's
 largest) and the largest any variant reached, every variant that trained there is timed again.
-With --time-limit no trial starts after that many seconds (bench/BatchSearch.cpp's may_go_on): a
-variant's search is cut (its largest batch one that trained), later variants and equal-batch
-trials are left out, and the report says which.
+With --monotonic-deadline (Engram's --time-limit, as a time of CLOCK_MONOTONIC, which
+time.monotonic() and C++'s steady_clock read) no trial starts after it (bench/BatchSearch.cpp's
+may_go_on): a variant's search is cut (its largest batch one that trained), later variants and
+equal-batch trials are left out, and the report says which.
 
 Prints one JSON object on stdout.
 """
@@ -222,10 +223,10 @@ def main():
     parser.add_argument("--steps", type=int, default=2)
     parser.add_argument("--equal-batch-limit", type=int, default=0)
     parser.add_argument("--device", default="cuda")
-    parser.add_argument("--time-limit", type=float, default=0,
-                        help="seconds after which no trial starts (0: none)")
+    parser.add_argument("--monotonic-deadline", type=float, default=0,
+                        help="no trial starts once time.monotonic() reaches it (0: none)")
     args = parser.parse_args()
-    args.deadline = time.monotonic() + args.time_limit if args.time_limit > 0 else 0
+    args.deadline = args.monotonic_deadline
     if args.probe:
         print(json.dumps(versions()))
         return
@@ -273,7 +274,7 @@ def main():
         "rows": rows,
         "variants_not_reached": not_reached,
         "equal_batch": {"batch": equal, "rows": at_equal, "not_run": equal_not_run},
-        "time_limit_seconds": args.time_limit,
+        "monotonic_deadline": args.monotonic_deadline,
         "cut_by_time_limit": cut,
         "parameters": sum(p.numel() for p in build("none", args, "cpu")[0].parameters()),
         "batch": args.batch,

@@ -14,7 +14,8 @@
 # runs it. Batches up to 512: a swap row's pinned host buffers grow with the batch, and the GPU
 # machine has 128 GiB of host memory, which pinned buffers must not exhaust. Under gpu-check,
 # whose stage gives it STAGE_SECONDS, no trial starts in the last 60 s (`--time-limit`): a cut
-# run still writes its JSON, whose `complete` says whether anything was cut and what.
+# run still writes its JSON, whose `complete` says whether anything was cut and what (and the
+# claim says it was cut).
 # --quick: ResNet-18 at 32x32 under 1 GiB, at most batch 256 (the script's own check).
 source "$(dirname "$0")/common.sh"
 out=${out:-$root/results/gpu_memory_cap.json}
@@ -31,5 +32,9 @@ cat "$work/cap.txt" >&2
 claim="ResNet-50 at 224x224 under an 8 GiB device-memory cap: the largest batch that trains for"
 claim+=" none, all, relu, recompute and swap, beside PyTorch eager, checkpointing and selective"
 claim+=" checkpointing under the same cap"
+if ! python3 -c 'import json, sys; sys.exit(0 if json.load(open(sys.argv[1])).get("complete", True)
+                  else 1)' "$work/cap.json"; then
+  claim+=" (cut short by the time limit: what was cut is in the run)"
+fi
 collect_bench_runs "$claim" cap
 echo "wrote $out"

@@ -20,15 +20,21 @@ if [ "$quick" = 1 ]; then
   steps=2
   size=(--image-size 64)
 fi
+claim="ResNet-50 at 224x224 on the GPU: tracked peak, reserved bytes and step time beside"
+claim+=" PyTorch eager's, and relu, recompute, swap, reuse, algo and all on device memory against"
+claim+=" none"
+# Collected after each batch, so that a run cut short (gpu-check's deadline) keeps the batches
+# it finished; its runs say which.
+done_batches=()
 for b in $batches; do
   run_logged bench bench memory --workload resnet50 --device cuda --batch "$b" --steps "$steps" \
     --techniques none,relu,recompute,swap,reuse,algo,all "${size[@]}" --json "$work/batch$b.json" \
     > "$work/batch$b.txt"
   cat "$work/batch$b.txt" >&2
+  done_batches+=("batch$b")
+  done_claim=$claim
+  [ "${#done_batches[@]}" -lt "$(wc -w <<< "$batches")" ] &&
+    done_claim+=" (so far: ${done_batches[*]} of the batches $batches)"
+  collect_bench_runs "$done_claim" "${done_batches[@]}"
 done
-claim="ResNet-50 at 224x224 on the GPU: tracked peak, reserved bytes and step time beside"
-claim+=" PyTorch eager's, and relu, recompute, swap, reuse, algo and all on device memory against"
-claim+=" none"
-collect_bench_runs "$claim" \
-  $(for b in $batches; do echo "batch$b"; done)
 echo "wrote $out"

@@ -427,6 +427,11 @@ TEST_F(MemoryBenchTest, UnknownTechniquesAndWorkloadsExitWithTwo) {
       bench({"--workload", "resnet", "--time-limit", "60", "--json", json_path});
   EXPECT_NE(limit.err.find("--time-limit bounds --find-max-batch's search"), std::string::npos)
       << limit.err;
+  const ProgramResult negative = bench({"--workload", "resnet", "--device", "cuda", "--memory-cap",
+                                        "8GiB", "--find-max-batch", "--time-limit", "-1", "--json",
+                                        json_path});
+  EXPECT_EQ(negative.code, 2);
+  EXPECT_NE(negative.err.find("--time-limit must be seconds"), std::string::npos) << negative.err;
   const ProgramResult cap =
       bench({"--workload", "resnet", "--memory-cap", "0.5", "--find-max-batch", "--json", json_path});
   EXPECT_NE(cap.err.find("--memory-cap limits a device's memory, and the bench runs on the CPU"),
