@@ -264,7 +264,8 @@ void run_max_batch_bench(const MemoryBenchOptions& o, std::ostream& out) {
   out << "largest batch under " << memory::mib(cap) << ":\n";
   for (const auto& r : report["rows"]) {
     out << "  " << r["technique"].get<std::string>() << ": "
-        << (r["cut_by_time_limit"].get<bool>() ? "at least " : "") << r["largest_batch"].get<long>();
+        << (r["cut_by_time_limit"].get<bool>() ? "at least " : "")
+        << r["largest_batch"].get<long>();
     if (r.contains("at_largest")) {
       const json& a = r["at_largest"];
       out << " (" << a["images_per_s"].get<double>() << " images/s, peak "

@@ -55,8 +55,8 @@
 /// complete. One CUDA device per store; throttling and the page-cache figures are the spill
 /// file's only. A prefetch that runs out of device memory (a cap) leaves its tensor out for
 /// load() to read on demand, as are the step's other swapped tensors from then on; when such a
-/// read runs out of memory too, load() throws the allocator's c10::OutOfMemoryError itself. The store gives the pinned blocks the
-/// host allocator cached back when it is destroyed.
+/// read runs out of memory too, load() throws the allocator's c10::OutOfMemoryError itself. The
+/// store gives the pinned blocks the host allocator cached back when it is destroyed.
 ///
 /// The spill file is created in `spill_directory` and unlinked at once (nothing is left on disk,
 /// whatever happens to the process); its space is reused whenever nothing is out.
