@@ -47,7 +47,7 @@ DpBenchOptions with_backend(const std::string& device, int ranks, const std::str
   return o;
 }
 
-TEST(DpBenchTest, RanksThatShareAGpuSumOverGlooAndRefuseNccl) {
+TEST(DpBenchTest, RanksOnOneSharedDeviceSumOverGlooAndRefuseNccl) {
   // A GPU per rank: NCCL by default, as the trainer chooses.
   EXPECT_EQ(dp_backend(with_backend("cuda", 2, "auto")), "nccl");
   EXPECT_EQ(dp_backend(with_backend("cuda", 2, "gloo")), "gloo");

@@ -13,6 +13,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <stdexcept>
+#include <utility>
 
 #include <sys/vfs.h>
 
@@ -287,12 +288,10 @@ TEST_F(SwapStoreTest, SavesOutsideTheForwardOfAUnitPassThrough) {
   EXPECT_TRUE(bit_equal(before->load(), t));
 }
 
-TEST_F(SwapStoreTest, ThePrefetchScheduleBringsTensorsBackBeforeTheyAreLoaded) {
-  SwapStore store(options());
-  // Two units, both swapped: unit 1's tensors come back when unit 1's backward begins (trigger
-  // 1), unit 0's when unit 0's does (trigger 0); nothing at the end of forward (trigger 2).
-  store.set_prefetch_schedule({{0}, {1}, {}});
-  const at::Tensor x0 = torch::randn({1000}), x1 = torch::randn({2000});
+/// A forward pass of two swapped units, saving x0 in the first and x1 in the second, its writes
+/// waited for; the two handles.
+std::pair<c10::intrusive_ptr<SavedTensor>, c10::intrusive_ptr<SavedTensor>> forward_two_units(
+    SwapStore& store, const at::Tensor& x0, const at::Tensor& x1) {
   store.begin_unit(0, true);
   auto s0 = store.save(x0, SavedKind::activation);
   store.end_unit(torch::zeros({1}));
@@ -301,6 +300,16 @@ TEST_F(SwapStoreTest, ThePrefetchScheduleBringsTensorsBackBeforeTheyAreLoaded) {
   store.end_unit(torch::zeros({1}));
   store.end_forward();
   store.wait_for_transfers();
+  return {s0, s1};
+}
+
+TEST_F(SwapStoreTest, ThePrefetchScheduleBringsTensorsBackBeforeTheyAreLoaded) {
+  SwapStore store(options());
+  // Two units, both swapped: unit 1's tensors come back when unit 1's backward begins (trigger
+  // 1), unit 0's when unit 0's does (trigger 0); nothing at the end of forward (trigger 2).
+  store.set_prefetch_schedule({{0}, {1}, {}});
+  const at::Tensor x0 = torch::randn({1000}), x1 = torch::randn({2000});
+  auto [s0, s1] = forward_two_units(store, x0, x1);
   EXPECT_EQ(store.bytes_out(), 12000);
   store.backward_begins(1);
   store.wait_for_transfers();
@@ -359,14 +368,7 @@ TEST_F(SwapStoreTest, AfterARefusedPrefetchTheStepReadsOnDemand) {
   for (int step = 0; step < 2; ++step) {
     SCOPED_TRACE("step " + std::to_string(step));
     store.reset_stats();
-    store.begin_unit(0, true);
-    auto s0 = store.save(x0, SavedKind::activation);
-    store.end_unit(torch::zeros({1}));
-    store.begin_unit(1, true);
-    auto s1 = store.save(x1, SavedKind::activation);
-    store.end_unit(torch::zeros({1}));
-    store.end_forward();
-    store.wait_for_transfers();
+    auto [s0, s1] = forward_two_units(store, x0, x1);
     store.backward_begins(1);  // step 0: refused
     store.wait_for_transfers();
     EXPECT_TRUE(bit_equal(s1->load(), x1));
