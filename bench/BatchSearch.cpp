@@ -5,47 +5,6 @@
 #include <string>
 
 namespace engram::bench {
-namespace {
-
-/// Doubles up from the start (or halves down from it when it fails), then bisects; `trained` and
-/// `failed` hold what is known after each trial, also when `trial` throws.
-template <typename Trial>
-void search(const BatchSearchOptions& o, const Trial& trial, long& trained, long& failed) {
-  // Doubling up from the start, or halving down from it when it fails.
-  if (trial(o.start)) {
-    trained = o.start;
-    while (trained < o.limit) {
-      const long next = std::min(o.limit, trained * 2);
-      if (!trial(next)) {
-        failed = next;
-        break;
-      }
-      trained = next;
-    }
-  } else {
-    failed = o.start;
-    while (failed > 1) {
-      const long next = failed / 2;
-      if (trial(next)) {
-        trained = next;
-        break;
-      }
-      failed = next;
-    }
-  }
-  // Bisection between them.
-  while (trained > 0 && failed > 0 && failed - trained > 1 &&
-         static_cast<double>(failed - trained) > o.precision * static_cast<double>(trained)) {
-    const long middle = trained + (failed - trained) / 2;
-    if (trial(middle)) {
-      trained = middle;
-    } else {
-      failed = middle;
-    }
-  }
-}
-
-}  // namespace
 
 BatchSearch largest_training_batch(const BatchSearchOptions& o,
                                    const std::function<bool(long)>& trains) {
@@ -64,9 +23,40 @@ BatchSearch largest_training_batch(const BatchSearchOptions& o,
   long trained = 0;  // the largest batch known to train
   long failed = 0;   // the smallest batch known not to (0: none yet)
   try {
-    search(o, trial, trained, failed);
+    // Doubling up from the start, or halving down from it when it fails.
+    if (trial(o.start)) {
+      trained = o.start;
+      while (trained < o.limit) {
+        const long next = std::min(o.limit, trained * 2);
+        if (!trial(next)) {
+          failed = next;
+          break;
+        }
+        trained = next;
+      }
+    } else {
+      failed = o.start;
+      while (failed > 1) {
+        const long next = failed / 2;
+        if (trial(next)) {
+          trained = next;
+          break;
+        }
+        failed = next;
+      }
+    }
+    // Bisection between them.
+    while (trained > 0 && failed > 0 && failed - trained > 1 &&
+           static_cast<double>(failed - trained) > o.precision * static_cast<double>(trained)) {
+      const long middle = trained + (failed - trained) / 2;
+      if (trial(middle)) {
+        trained = middle;
+      } else {
+        failed = middle;
+      }
+    }
   } catch (const Cut&) {
-    s.cut = true;
+    s.cut = true;  // trained and failed hold what the trials so far showed
   }
   s.largest = trained;
   s.smallest_failed = failed;

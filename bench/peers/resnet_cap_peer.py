@@ -175,43 +175,34 @@ def search(variant, args, device):
             figures[batch] = result
         return result is not None
 
-    known = {"trained": 0, "failed": 0}
+    trained = failed = 0
     try:
-        walk(trains, args, known)
-    except Cut:
-        return known["trained"], figures.get(known["trained"]), trials, True
-    return known["trained"], figures.get(known["trained"]), trials, False
-
-
-def walk(trains, args, known):
-    """Doubles (or halves) from args.start, then bisects; `known` holds the largest batch that
-    trained and the smallest that did not after each trial."""
-    if trains(args.start):
-        known["trained"] = args.start
-        while known["trained"] < args.limit:
-            following = min(args.limit, known["trained"] * 2)
-            if not trains(following):
-                known["failed"] = following
-                break
-            known["trained"] = following
-    else:
-        known["failed"] = args.start
-        while known["failed"] > 1:
-            following = known["failed"] // 2
-            if trains(following):
-                known["trained"] = following
-                break
-            known["failed"] = following
-    while True:
-        trained, failed = known["trained"], known["failed"]
-        if not (trained > 0 and failed > 0 and failed - trained > 1 and
-                failed - trained > args.precision * trained):
-            return
-        middle = trained + (failed - trained) // 2
-        if trains(middle):
-            known["trained"] = middle
+        if trains(args.start):
+            trained = args.start
+            while trained < args.limit:
+                following = min(args.limit, trained * 2)
+                if not trains(following):
+                    failed = following
+                    break
+                trained = following
         else:
-            known["failed"] = middle
+            failed = args.start
+            while failed > 1:
+                following = failed // 2
+                if trains(following):
+                    trained = following
+                    break
+                failed = following
+        while trained > 0 and failed > 0 and failed - trained > 1 and \
+                failed - trained > args.precision * trained:
+            middle = trained + (failed - trained) // 2
+            if trains(middle):
+                trained = middle
+            else:
+                failed = middle
+    except Cut:  # trained holds what the trials so far showed
+        return trained, figures.get(trained), trials, True
+    return trained, figures.get(trained), trials, False
 
 
 def main():
