@@ -429,9 +429,7 @@ class SwapHandle final : public SavedTensor {
       std::lock_guard<std::mutex> lock(state_->mutex);
       if (where_ != Where::queued_in) return;
       if (state_->prefetch_paused && !demanded_) {
-        where_ = Where::out;  // queued before a prefetch of the step ran out of memory
-        ++state_->prefetches_refused;
-        state_->changed.notify_all();
+        leave_out_locked();  // queued before a prefetch of the step ran out of memory
         return;
       }
       where_ = Where::reading;
@@ -445,18 +443,24 @@ class SwapHandle final : public SavedTensor {
       // A prefetch, early by design: the tensor stays out for load() to read when backward
       // needs it, when the memory it found taken may be free.
       std::lock_guard<std::mutex> lock(state_->mutex);
-      where_ = Where::out;
-      if (users_ == 0) {
-        free_file_locked();  // released while it was being read
-      } else {
-        ++state_->prefetches_refused;
-      }
       state_->prefetch_paused = true;
-      state_->changed.notify_all();
+      leave_out_locked();
     }
   }
 
  private:
+  /// A prefetch not read back (the device had no room): the tensor stays out for load(), or,
+  /// released meanwhile, its place in the file is freed (with the state's mutex held).
+  void leave_out_locked() {
+    where_ = Where::out;
+    if (users_ == 0) {
+      free_file_locked();
+    } else {
+      ++state_->prefetches_refused;
+    }
+    state_->changed.notify_all();
+  }
+
   /// The handle's place in the file is free again (with the state's mutex held).
   void free_file_locked() {
     if (where_ == Where::out) {
