@@ -644,19 +644,14 @@ void check_ranks_have_gpus(const DpBenchOptions& o, int cuda_devices) {
 }
 
 std::string dp_backend(const DpBenchOptions& o) {
-  const bool on_cuda = o.device != "cpu";
-  const bool shared_gpu = o.ranks > 1 && (o.device.rfind("cuda:", 0) == 0 ||
-                                           (o.device == "cuda" && o.hosts == "netns"));
-  if (!shared_gpu) return parallel::resolved_backend(o.dist_backend, on_cuda);
-  if (o.dist_backend == "nccl")
-    throw InvalidOption(
-        "dist_backend",
-        "is nccl, which needs a GPU per rank, and the " + std::to_string(o.ranks) +
-            " ranks share one (" +
-            (o.hosts == "netns" ? "each host's rank takes GPU 0 of --device cuda" : o.device) +
-            "): use gloo there" +
-            (o.hosts == "netns" ? "" : ", or --device cuda (each rank its LOCAL_RANK's GPU)"));
-  return o.dist_backend == "auto" ? "gloo" : o.dist_backend;
+  using parallel::RankDevices;
+  if (o.device == "cpu") return parallel::resolved_backend(o.dist_backend, RankDevices::cpu);
+  const bool netns = o.hosts == "netns";
+  if (o.ranks == 1 || (o.device == "cuda" && !netns))
+    return parallel::resolved_backend(o.dist_backend, RankDevices::gpu_each);
+  return parallel::resolved_backend(
+      o.dist_backend, RankDevices::gpu_shared,
+      netns ? "GPU 0: --hosts netns emulates the hosts on this machine" : o.device);
 }
 
 void run_dp_bench(const DpBenchOptions& options, std::ostream& out) {

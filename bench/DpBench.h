@@ -8,9 +8,10 @@
 ///
 /// Per configuration: the step time (the median over the timed steps of each step's slowest
 /// rank), the compute-only step (`none`), the communication alone (the same buckets all-reduced
-/// back to back over the same link, no compute), the overlap efficiency max(compute, communication) / step, and the bytes each rank
-/// all-reduces per step. With a trace directory, a Chrome trace per rank of the last step of
-/// each configuration (compute spans, one span per bucket's all-reduce).
+/// back to back over the same link, no compute), the overlap efficiency
+/// max(compute, communication) / step, and the bytes each rank all-reduces per step. With a
+/// trace directory, a Chrome trace per rank of the last step of each configuration (compute
+/// spans, one span per bucket's all-reduce).
 ///
 /// With predict_links, the link what-if (bench/LinkPrediction.h): every schedule's step on each
 /// target link is predicted from the links of link_bandwidths alone, then measured there too
@@ -86,12 +87,12 @@ struct DpBenchOptions {
 /// first had started. Other devices pass.
 void check_ranks_have_gpus(const DpBenchOptions& options, int cuda_devices);
 
-/// The backend of the bench's ranks and of its DDP peer: parallel::resolved_backend's, except
-/// where two ranks or more share one GPU (device "cuda:N"; or "cuda" with --hosts netns, whose
-/// shaped links' jobs run each rank as LOCAL_RANK 0 of its host, on GPU 0), which NCCL cannot
-/// sum over: there "auto" is gloo and "nccl" is refused (InvalidOption naming dist_backend). The
-/// emulated links' job of --hosts netns, a GPU per rank on loopback, takes the same backend, so
-/// that its rows and the shaped ones compare.
+/// The backend of the bench's ranks and of its DDP peer, parallel::resolved_backend's for where
+/// they train: two ranks or more share one GPU with device "cuda:N", and with "cuda" under
+/// --hosts netns, whose shaped links' jobs run each rank as LOCAL_RANK 0 of its host, on GPU 0
+/// of this one machine (there "auto" is gloo and "nccl" is refused, InvalidOption naming
+/// dist.backend). The emulated links' job of --hosts netns, a GPU per rank on loopback, takes
+/// the same backend, so that its rows and the shaped ones compare.
 std::string dp_backend(const DpBenchOptions& options);
 
 /// The driver: starts the ranks and the peer, prints a table on `out`, writes the JSON.

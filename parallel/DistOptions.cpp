@@ -40,8 +40,10 @@ DistEnv env_from(const std::function<const char*(const char*)>& lookup) {
     env.rank = parse_int("RANK", v, 0, env.world_size - 1);
     env.launched = true;
   }
+  if (const char* v = get("LOCAL_WORLD_SIZE"))
+    env.local_world_size = parse_int("LOCAL_WORLD_SIZE", v, 1, env.world_size);
   if (const char* v = get("LOCAL_RANK"))
-    env.local_rank = parse_int("LOCAL_RANK", v, 0, env.world_size - 1);
+    env.local_rank = parse_int("LOCAL_RANK", v, 0, env.ranks_on_this_host() - 1);
   if (const char* v = get("MASTER_ADDR")) {
     if (*v == '\0') throw InvalidOption("MASTER_ADDR", "is empty");
     env.master_addr = v;
@@ -91,12 +93,21 @@ void validate(const DistOptions& o) {
     throw InvalidOption("dist.ooo_k", "must be a number of layers (0 or more), or auto");
 }
 
-std::string resolved_backend(const std::string& backend, bool on_cuda) {
-  if (backend == "auto") return on_cuda ? "nccl" : "gloo";
-  if (backend == "nccl" && !on_cuda)
+std::string resolved_backend(const std::string& backend, RankDevices devices,
+                             const std::string& shared) {
+  if (backend == "auto") return devices == RankDevices::gpu_each ? "nccl" : "gloo";
+  if (backend != "nccl") return backend;
+  if (devices == RankDevices::cpu)
     throw InvalidOption("dist.backend",
                         "is nccl, which sums CUDA tensors only, and the model is on the CPU: "
                         "train on a GPU (--device cuda) or use gloo");
+  if (devices == RankDevices::gpu_shared)
+    throw InvalidOption("dist.backend",
+                        "is nccl, which needs a GPU per rank, and the ranks share one (" +
+                            shared + "): use gloo there" +
+                            (shared.rfind("cuda:", 0) == 0
+                                 ? ", or --device cuda (each rank its LOCAL_RANK's GPU)"
+                                 : ""));
   return backend;
 }
 

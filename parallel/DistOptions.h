@@ -25,6 +25,8 @@ struct DistEnv {
   int rank = 0;
   int local_rank = 0;
   int world_size = 1;
+  /// LOCAL_WORLD_SIZE, the ranks on this host (torchrun sets it); 0 when not given.
+  int local_world_size = 0;
   std::string master_addr = "127.0.0.1";
   int master_port = 29500;
   /// torchrun's static rendezvous already serves a store at MASTER_ADDR:MASTER_PORT
@@ -36,6 +38,9 @@ struct DistEnv {
   /// A job: started by a launcher (a job of one rank too, as PyTorch DDP under torchrun
   /// --nproc_per_node 1), or WORLD_SIZE above 1.
   bool distributed() const { return launched || world_size > 1; }
+  /// The ranks that may share this host's GPUs: LOCAL_WORLD_SIZE, or every rank when the
+  /// launcher did not say.
+  int ranks_on_this_host() const { return local_world_size > 0 ? local_world_size : world_size; }
 };
 
 /// Reads the variables through `lookup` (std::getenv, or a map in tests). Unset: one process.
@@ -94,9 +99,19 @@ struct DistOptions {
 /// InvalidOption naming the field ("dist.backend", "dist.timeout_seconds", ...).
 void validate(const DistOptions& options);
 
-/// The backend a job on CUDA (`on_cuda`) or on the CPU uses: "auto" resolved, "gloo" and "nccl"
-/// as they are. InvalidOption("dist.backend") for nccl on the CPU: NCCL sums device memory only.
-std::string resolved_backend(const std::string& backend, bool on_cuda);
+/// Where a job's ranks compute, as far as the choice of backend goes.
+enum class RankDevices {
+  cpu,         ///< host memory, which only Gloo sums
+  gpu_each,    ///< a GPU per rank
+  gpu_shared,  ///< two ranks or more on one GPU, which NCCL cannot sum over
+};
+
+/// The backend of a job whose ranks compute on `devices`: "auto" is nccl for a GPU per rank and
+/// gloo otherwise; "gloo" and "nccl" as given. InvalidOption("dist.backend") for nccl on the CPU
+/// (NCCL sums device memory only) and on a shared GPU; then the message names `shared`, what the
+/// ranks share ("cuda:0"), and for a "cuda:N" offers --device cuda, a GPU per rank.
+std::string resolved_backend(const std::string& backend, RankDevices devices,
+                             const std::string& shared = "");
 
 /// `mib` MiB in bytes, at least 1 (bucket sizes are given in MiB, as DDP's bucket_cap_mb).
 std::size_t bytes_of_mib(double mib);

@@ -15,9 +15,13 @@
 namespace engram::trainer {
 namespace {
 
-/// Ranks of a job on one named GPU ("cuda:N"), which NCCL cannot sum over (a GPU per rank).
-bool shares_a_gpu(const TrainingOptions& o) {
-  return o.device.rfind("cuda:", 0) == 0 && o.job.world_size > 1;
+/// Where the job's ranks compute: on one named GPU ("cuda:N") they share it when this host has
+/// more than one of them (ranks on hosts of their own each have their own GPU N).
+parallel::RankDevices rank_devices(const TrainingOptions& o) {
+  if (o.device == "cpu") return parallel::RankDevices::cpu;
+  return o.device.rfind("cuda:", 0) == 0 && o.job.ranks_on_this_host() > 1
+             ? parallel::RankDevices::gpu_shared
+             : parallel::RankDevices::gpu_each;
 }
 
 }  // namespace
@@ -86,11 +90,8 @@ void validate(const TrainingOptions& o, long min_steps) {
     throw InvalidOption("checkpoint_path", "is needed to resume");
   validate(o.memory);
   parallel::validate(o.dist);
-  parallel::resolved_backend(o.dist.backend, o.device != "cpu");  // nccl on the CPU: refused
-  if (o.dist.backend == "nccl" && shares_a_gpu(o))
-    throw InvalidOption("dist.backend",
-                        "is nccl, which needs a GPU per rank, and the ranks share " + o.device +
-                            ": use gloo there, or --device cuda (each rank its LOCAL_RANK's GPU)");
+  // nccl on the CPU or on a GPU the ranks share: refused
+  parallel::resolved_backend(o.dist.backend, rank_devices(o), o.device);
 }
 
 void check_swap_bandwidth(double bytes_per_second, const std::string& field) {
@@ -180,9 +181,7 @@ std::string job_device_name(const TrainingOptions& o) {
 
 parallel::DistOptions job_dist_options(const TrainingOptions& o) {
   parallel::DistOptions d = o.dist;
-  d.backend = d.backend == "auto" && shares_a_gpu(o)
-                  ? "gloo"
-                  : parallel::resolved_backend(d.backend, o.device != "cpu");
+  d.backend = parallel::resolved_backend(d.backend, rank_devices(o), o.device);
   return d;
 }
 

@@ -140,8 +140,8 @@ void check_device_support(const TrainingOptions& options);
 std::string job_device_name(const TrainingOptions& options);
 
 /// `options.dist` with its backend resolved for the device the job trains on
-/// (parallel::resolved_backend: auto is nccl on CUDA, gloo on the CPU; and gloo for ranks that
-/// share one named GPU, "cuda:N", which NCCL cannot).
+/// (parallel::resolved_backend: auto is nccl on CUDA, gloo on the CPU; and gloo for ranks of one
+/// host that share one named GPU, "cuda:N", which NCCL cannot).
 parallel::DistOptions job_dist_options(const TrainingOptions& options);
 
 }  // namespace engram::trainer

@@ -109,6 +109,7 @@ Command register_bench_dp(CLI::App& parent) {
            {"threads", "--threads"},
            {"device", "--device"},
            {"dist_backend", "--dist-backend"},
+           {"dist.backend", "--dist-backend"},  // parallel::resolved_backend's
            {"bucket_mb", "--bucket-mb"},
            {"first_bucket_mb", "--first-bucket-mb"},
            {"port", "--port"}}};

@@ -64,7 +64,7 @@ TEST(DpBenchTest, RanksOnOneSharedDeviceSumOverGlooAndRefuseNccl) {
       dp_backend(o);
       FAIL() << "nccl with ranks sharing a GPU, device " << o.device << " on " << o.hosts;
     } catch (const InvalidOption& e) {
-      EXPECT_EQ(e.option(), "dist_backend");
+      EXPECT_EQ(e.option(), "dist.backend");
       EXPECT_NE(e.problem().find("needs a GPU per rank"), std::string::npos) << e.problem();
     }
   }

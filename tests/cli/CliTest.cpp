@@ -453,6 +453,8 @@ TEST_F(CliTest, InvalidOptionsNameTheirFlag) {
                "engram: error: --hidden must be between 1 and 8192");
   expect_error({"bench", "dp", "--json", dir_.file("b.json"), "--first-bucket-mb", "0"}, 2,
                "engram: error: --first-bucket-mb must be a positive size");
+  expect_error({"bench", "dp", "--json", dir_.file("b.json"), "--dist-backend", "nccl"}, 2,
+               "engram: error: --dist-backend is nccl, which sums CUDA tensors only");
 }
 
 TEST_F(CliTest, Help) {

@@ -182,6 +182,16 @@ TEST(DistUnit, EnvironmentIsTorchrunsVariables) {
   EXPECT_THROW(parallel::env_from(lookup), InvalidOption);
   vars["RANK"] = "1x";
   EXPECT_THROW(parallel::env_from(lookup), InvalidOption);
+  // Without LOCAL_WORLD_SIZE every rank may be on this host; torchrun says how many are.
+  vars["RANK"] = "1";
+  EXPECT_EQ(env.local_world_size, 0);
+  EXPECT_EQ(env.ranks_on_this_host(), 4);
+  vars["LOCAL_WORLD_SIZE"] = "2";
+  EXPECT_EQ(parallel::env_from(lookup).ranks_on_this_host(), 2);
+  vars["LOCAL_WORLD_SIZE"] = "1";  // LOCAL_RANK 1 on a host of one rank
+  EXPECT_THROW(parallel::env_from(lookup), InvalidOption);
+  vars["LOCAL_WORLD_SIZE"] = "5";  // more here than in the job
+  EXPECT_THROW(parallel::env_from(lookup), InvalidOption);
   vars = {};
   EXPECT_FALSE(parallel::env_from(lookup).distributed());
   // torchrun --nproc_per_node 1: a job of one rank.
@@ -232,11 +242,24 @@ TEST(DistUnit, OptionsAreValidated) {
   o.backend = "mpi";
   EXPECT_THROW(parallel::validate(o), InvalidOption);
   // auto: NCCL for a model on CUDA, Gloo on the CPU; NCCL with the model on the CPU is refused.
-  EXPECT_EQ(parallel::resolved_backend("auto", true), "nccl");
-  EXPECT_EQ(parallel::resolved_backend("auto", false), "gloo");
-  EXPECT_EQ(parallel::resolved_backend("gloo", true), "gloo");
-  EXPECT_EQ(parallel::resolved_backend("nccl", true), "nccl");
-  EXPECT_THROW(parallel::resolved_backend("nccl", false), InvalidOption);
+  using parallel::RankDevices;
+  EXPECT_EQ(parallel::resolved_backend("auto", RankDevices::gpu_each), "nccl");
+  EXPECT_EQ(parallel::resolved_backend("auto", RankDevices::cpu), "gloo");
+  EXPECT_EQ(parallel::resolved_backend("gloo", RankDevices::gpu_each), "gloo");
+  EXPECT_EQ(parallel::resolved_backend("nccl", RankDevices::gpu_each), "nccl");
+  EXPECT_THROW(parallel::resolved_backend("nccl", RankDevices::cpu), InvalidOption);
+  // Ranks sharing one GPU: Gloo, as NCCL needs a GPU per rank; the message names what they share.
+  EXPECT_EQ(parallel::resolved_backend("auto", RankDevices::gpu_shared, "cuda:1"), "gloo");
+  EXPECT_EQ(parallel::resolved_backend("gloo", RankDevices::gpu_shared, "cuda:1"), "gloo");
+  try {
+    parallel::resolved_backend("nccl", RankDevices::gpu_shared, "cuda:1");
+    ADD_FAILURE() << "nccl on a shared GPU passed";
+  } catch (const InvalidOption& e) {
+    EXPECT_EQ(e.option(), "dist.backend");
+    EXPECT_EQ(e.problem(),
+              "is nccl, which needs a GPU per rank, and the ranks share one (cuda:1): use gloo "
+              "there, or --device cuda (each rank its LOCAL_RANK's GPU)");
+  }
   o = {};
   o.timeout_seconds = 0;
   EXPECT_THROW(parallel::validate(o), InvalidOption);

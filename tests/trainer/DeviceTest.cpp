@@ -106,7 +106,14 @@ TEST(DeviceTest, CpuOptionsNeedNoGpuAndValidateRefusesABadName) {
   EXPECT_EQ(job_dist_options(options).backend, "gloo");
   options.dist.backend = "nccl";
   EXPECT_THROW(validate(options), InvalidOption);
+  // Ranks on hosts of their own (torchrun's LOCAL_WORLD_SIZE 1) each have their own GPU 0.
+  options.job.local_world_size = 1;
+  EXPECT_NO_THROW(validate(options));
   options.dist.backend = "auto";
+  EXPECT_EQ(job_dist_options(options).backend, "nccl");
+  options.job.local_world_size = 2;
+  EXPECT_EQ(job_dist_options(options).backend, "gloo");
+  options.job.local_world_size = 0;
   options.device = "cpu";
   options.job.world_size = 1;
   options.job.launched = false;
