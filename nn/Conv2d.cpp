@@ -116,6 +116,14 @@ int64_t chunk_samples(int64_t per_sample, int64_t element_size, int64_t samples)
   return std::max<int64_t>(1, std::min(by_bytes, samples / 8));
 }
 
+/// Every algorithm takes one kernel size, k of a weight [O, C, k, k], and x's channels from it.
+void check_shapes(const at::Tensor& x, const at::Tensor& weight) {
+  TORCH_CHECK(weight.dim() == 4 && weight.size(2) == weight.size(3),
+              "nn::conv2d: a weight [O, C, k, k] expected, got ", weight.sizes());
+  TORCH_CHECK(x.dim() == 4 && x.size(1) == weight.size(1), "nn::conv2d: input [N, ",
+              weight.size(1), ", H, W] expected, got ", x.sizes());
+}
+
 at::Tensor direct_forward(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias,
                           int64_t stride, int64_t padding) {
   const Geometry g = geometry(x, weight, stride, padding);
@@ -208,8 +216,7 @@ struct Conv2dFunction : public torch::autograd::Function<Conv2dFunction> {
                             int64_t stride, int64_t padding, int64_t algorithm, int64_t cudnn) {
     const at::Tensor& weight = params[0];
     const at::Tensor bias = params.size() > 1 ? params[1] : at::Tensor();
-    TORCH_CHECK(x.dim() == 4 && weight.dim() == 4 && x.size(1) == weight.size(1),
-                "nn::conv2d: input [N, ", weight.size(1), ", H, W] expected, got ", x.sizes());
+    check_shapes(x, weight);
     detail::capture_runtime(ctx);
     detail::save(ctx, "x", x, SavedKind::activation);
     detail::save(ctx, "weight", weight, SavedKind::parameter);
@@ -307,6 +314,7 @@ bool parse_cudnn_algorithm_name(const std::string& name, CudnnAlgorithms* algori
 at::Tensor conv2d_forward(ConvAlgorithm algorithm, const at::Tensor& x, const at::Tensor& weight,
                           const at::Tensor& bias, int64_t stride, int64_t padding,
                           const CudnnAlgorithms& cudnn) {
+  check_shapes(x, weight);
   switch (algorithm) {
     case ConvAlgorithm::kCudnn:
       return detail::cudnn_conv2d_forward(cudnn, x, weight, bias, stride, padding);
@@ -329,6 +337,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> conv2d_backward(
     ConvAlgorithm algorithm, const at::Tensor& grad_output, const at::Tensor& x,
     const at::Tensor& weight, bool has_bias, int64_t stride, int64_t padding,
     std::array<bool, 3> mask, const CudnnAlgorithms& cudnn) {
+  check_shapes(x, weight);
   mask[2] = mask[2] && has_bias;
   switch (algorithm) {
     case ConvAlgorithm::kCudnn:

@@ -78,7 +78,8 @@ std::string cudnn_algorithm_name(const CudnnAlgorithms& algorithms);
 /// leading zeros).
 bool parse_cudnn_algorithm_name(const std::string& name, CudnnAlgorithms* algorithms);
 
-/// Convolution of x [N, C, H, W] with weight [O, C, k, k]; `bias` [O] may be undefined.
+/// Convolution of x [N, C, H, W] with weight [O, C, k, k]; `bias` [O] may be undefined. Other
+/// shapes (a kernel that is not square among them) are refused (c10::Error naming them).
 at::Tensor conv2d(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias,
                   int64_t stride, int64_t padding,
                   ConvAlgorithm algorithm = ConvAlgorithm::kDefault,

@@ -1,6 +1,6 @@
 // The CUDA kernels of ReLU compression (memory/cuda/ReluCompressionCuda.h) against the CPU kernels
 // (memory/ReluCompression.h), bit for bit: bitmap, offsets, values and the decompressed tensor.
-// Built only with nvcc, linked with the static CUDA runtime; every test skips without a device.
+// Built only with nvcc, linked with the shared CUDA runtime; every test skips without a device.
 #include "memory/ReluCompression.h"
 #include "memory/cuda/ReluCompressionCuda.h"
 
@@ -76,9 +76,12 @@ TEST(ReluCompressionCuda, MatchesTheCpuKernelsBitForBit) {
   std::string why;
   if (!have_device(why)) GTEST_SKIP() << "needs a CUDA GPU: " << why;
   const std::int64_t block = relu_format::kBlockElements;
+  // The offsets' scan takes 1024 blocks a pass, carrying the sum into the next: above that many
+  // blocks it takes more than one.
+  const std::int64_t one_scan_pass = 1024 * block;
   for (const std::int64_t n :
        {std::int64_t{0}, std::int64_t{1}, std::int64_t{31}, std::int64_t{33}, block - 1, block,
-        block + 1, 5 * block + 100, std::int64_t{1} << 20}) {
+        block + 1, 5 * block + 100, std::int64_t{1} << 20, one_scan_pass + block + 17}) {
     for (const double zeros : {0.0, 0.01, 0.5, 0.99, 1.0}) {
       SCOPED_TRACE("n " + std::to_string(n) + ", zeros " + std::to_string(zeros));
       at::Tensor x = with_zeros(n, zeros);

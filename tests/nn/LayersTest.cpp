@@ -179,6 +179,27 @@ TEST_F(LayersTest, Conv2dAlgorithmsAgreeWithTheDefaultInFloat) {
   EXPECT_EQ(conv->algorithm(), "default");
 }
 
+// The algorithms take one kernel size from the weight, k of [O, C, k, k]: a weight of another
+// shape is refused by each with one message, not convolved as though it were k x k (cuDNN's
+// descriptors would read past a 3x2 kernel's data).
+TEST_F(LayersTest, Conv2dRefusesANonSquareKernel) {
+  const at::Tensor x = torch::randn({2, 3, 8, 8});
+  const at::Tensor w = torch::randn({4, 3, 3, 2}, torch::requires_grad());
+  for (const auto a : {ConvAlgorithm::kDefault, ConvAlgorithm::kIm2col, ConvAlgorithm::kDirect}) {
+    SCOPED_TRACE(conv_algorithm_name(a));
+    try {
+      conv2d(x, w, at::Tensor(), 1, 1, a);
+      ADD_FAILURE() << "a 3x2 kernel was convolved";
+    } catch (const c10::Error& e) {
+      EXPECT_NE(std::string(e.what()).find("[4, 3, 3, 2]"), std::string::npos) << e.what();
+    }
+    EXPECT_THROW(conv2d_forward(a, x, w, at::Tensor(), 1, 1), c10::Error);
+    EXPECT_THROW(conv2d_backward(a, torch::randn({2, 4, 8, 9}), x, w, false, 1, 1,
+                                 {true, true, false}),
+                 c10::Error);
+  }
+}
+
 // Workspace is measured, not assumed: im2col holds the whole batch's columns, direct one chunk's
 // window (here one sample's: a chunk is at most an eighth of the batch), its product and one
 // offset's weights.
