@@ -7,7 +7,9 @@
 #            --master_port 29500 --no_python PROGRAM ARGS...
 # with GLOO_SOCKET_IFNAME=eth0, in the current folder; the script exits with the first failing
 # node's status (0 when all succeed), and removes the namespaces (and whatever still runs in them)
-# however it ends. Needs root and iproute2's `ip` and `tc`.
+# however it ends. Needs root and iproute2's `ip` and `tc`. The nodes share this machine's GPUs,
+# each node's ranks counting from GPU 0: a model on a GPU sums over `--dist-backend gloo` here,
+# since NCCL takes one rank a GPU and each node sees itself as a host of its own.
 #
 # Usage: scripts/netns-torchrun.sh [--nodes N] [--nproc-per-node P] [--rate BYTES_PER_SECOND]
 #                                  [--timeout SECONDS] -- PROGRAM [ARGS...]
@@ -17,7 +19,7 @@
 # --timeout: each node's torchrun is ended after this many seconds (0, the default: never).
 # ENGRAM_TORCHRUN names torchrun (default: the pinned environment's, scripts/python/env.sh).
 set -euo pipefail
-usage() { sed -n 's/^# \{0,1\}//; 12,18p' "$0" >&2; exit 2; }
+usage() { sed -n '/^# Usage:/,/^# ENGRAM_TORCHRUN/ s/^# \{0,1\}//p' "$0" >&2; exit 2; }
 nodes=2 per_node=1 rate=0 limit=0
 while [ $# -gt 0 ]; do
   case $1 in
