@@ -365,7 +365,9 @@ ChildProcess spawn_rank(const std::vector<std::string>& argv, int rank, int worl
                         const std::string& err_path, const NetnsHosts* hosts) {
   ProcessOptions io;
   io.stderr_path = err_path;
-  io.unset_environment = {"TORCHELASTIC_USE_AGENT_STORE", "GLOO_SOCKET_IFNAME"};
+  // A driver started under torchrun must not hand its own job's variables to its ranks.
+  io.unset_environment = {"TORCHELASTIC_USE_AGENT_STORE", "GLOO_SOCKET_IFNAME",
+                          "LOCAL_WORLD_SIZE"};
   io.set_environment = {{"RANK", std::to_string(rank)},
                         {"LOCAL_RANK", std::to_string(hosts != nullptr ? 0 : rank)},
                         {"WORLD_SIZE", std::to_string(world)},
@@ -649,9 +651,11 @@ std::string dp_backend(const DpBenchOptions& o) {
   const bool netns = o.hosts == "netns";
   if (o.ranks == 1 || (o.device == "cuda" && !netns))
     return parallel::resolved_backend(o.dist_backend, RankDevices::gpu_each);
+  // Under --hosts netns each host's one rank takes GPU 0 of "cuda", or the GPU "cuda:N" names.
+  const std::string gpu = o.device == "cuda" ? "0" : o.device.substr(5);
   return parallel::resolved_backend(
       o.dist_backend, RankDevices::gpu_shared,
-      netns ? "GPU 0: --hosts netns emulates the hosts on this machine" : o.device);
+      netns ? "GPU " + gpu + ": --hosts netns emulates the hosts on this machine" : o.device);
 }
 
 void run_dp_bench(const DpBenchOptions& options, std::ostream& out) {
@@ -664,7 +668,7 @@ void run_dp_bench(const DpBenchOptions& options, std::ostream& out) {
       options.link_bandwidths.begin(), options.link_bandwidths.end(),
       [&](double b) { return parallel::LinkModel{b, options.link_latency}.emulated(); });
   if (dp_backend(options) == "nccl" && emulated && !options.skip_peer)
-    throw InvalidOption("dist_backend",
+    throw InvalidOption("dist.backend",
                         "is nccl with emulated links: the DDP peer's delay would run in its "
                         "backward (NCCL's future completes at launch), so its rows would not "
                         "compare; give --no-peer, or --dist-backend gloo");

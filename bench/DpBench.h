@@ -88,11 +88,11 @@ struct DpBenchOptions {
 void check_ranks_have_gpus(const DpBenchOptions& options, int cuda_devices);
 
 /// The backend of the bench's ranks and of its DDP peer, parallel::resolved_backend's for where
-/// they train: two ranks or more share one GPU with device "cuda:N", and with "cuda" under
-/// --hosts netns, whose shaped links' jobs run each rank as LOCAL_RANK 0 of its host, on GPU 0
-/// of this one machine (there "auto" is gloo and "nccl" is refused, InvalidOption naming
-/// dist.backend). The emulated links' job of --hosts netns, a GPU per rank on loopback, takes
-/// the same backend, so that its rows and the shaped ones compare.
+/// they train. Two ranks or more share one GPU with device "cuda:N", and under --hosts netns
+/// with any GPU device: the shaped links' jobs run each rank as LOCAL_RANK 0 of its host, and
+/// every host is this one machine. There "auto" is gloo and "nccl" is refused (InvalidOption
+/// naming dist.backend). The emulated links' job of --hosts netns, a GPU per rank on loopback,
+/// takes the same backend, so that its rows and the shaped ones compare.
 std::string dp_backend(const DpBenchOptions& options);
 
 /// The driver: starts the ranks and the peer, prints a table on `out`, writes the JSON.

@@ -184,8 +184,8 @@ void add_dist_flags(CLI::App* command, parallel::DistOptions& d, FlagTable& flag
   command
       ->add_option("--dist-backend", d.backend,
                    "Collectives backend: nccl (CUDA tensors; host ones over Gloo beside it), "
-                   "gloo (host and CUDA tensors), or auto: nccl when the model is on CUDA, gloo "
-                   "on the CPU")
+                   "gloo (host and CUDA tensors), or auto: nccl when each rank has a GPU of its "
+                   "own, gloo otherwise")
       ->check(CLI::IsMember({"auto", "gloo", "nccl"}))
       ->capture_default_str()
       ->group(group);

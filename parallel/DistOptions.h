@@ -72,8 +72,8 @@ GradSync grad_sync_from_name(const std::string& name);
 
 struct DistOptions {
   /// "gloo" (host and CUDA tensors), "nccl" (CUDA tensors; host tensors then go over a Gloo
-  /// group beside it, as PyTorch's "cpu:gloo,cuda:nccl") or "auto": nccl when the model is on
-  /// CUDA, gloo on the CPU (resolved_backend()).
+  /// group beside it, as PyTorch's "cpu:gloo,cuda:nccl") or "auto": nccl when each rank has a
+  /// GPU of its own, gloo otherwise (resolved_backend()).
   std::string backend = "auto";
   double timeout_seconds = 300;  ///< a collective or the rendezvous waiting longer fails
   GradSync grad_sync = GradSync::overlap;

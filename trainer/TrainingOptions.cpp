@@ -24,6 +24,14 @@ parallel::RankDevices rank_devices(const TrainingOptions& o) {
              : parallel::RankDevices::gpu_each;
 }
 
+/// The GPU the ranks share, as the refusal of nccl names it: a job launched without
+/// LOCAL_WORLD_SIZE counts every rank on this host, which it may say otherwise.
+std::string shared_gpu(const TrainingOptions& o) {
+  if (o.job.local_world_size > 0) return o.device;
+  return o.device + "; without LOCAL_WORLD_SIZE, the ranks a host runs, all " +
+         std::to_string(o.job.world_size) + " ranks count as on this host";
+}
+
 }  // namespace
 
 const std::vector<std::string>& optimizer_names() {
@@ -91,7 +99,7 @@ void validate(const TrainingOptions& o, long min_steps) {
   validate(o.memory);
   parallel::validate(o.dist);
   // nccl on the CPU or on a GPU the ranks share: refused
-  parallel::resolved_backend(o.dist.backend, rank_devices(o), o.device);
+  parallel::resolved_backend(o.dist.backend, rank_devices(o), shared_gpu(o));
 }
 
 void check_swap_bandwidth(double bytes_per_second, const std::string& field) {
@@ -181,7 +189,7 @@ std::string job_device_name(const TrainingOptions& o) {
 
 parallel::DistOptions job_dist_options(const TrainingOptions& o) {
   parallel::DistOptions d = o.dist;
-  d.backend = parallel::resolved_backend(d.backend, rank_devices(o), o.device);
+  d.backend = parallel::resolved_backend(d.backend, rank_devices(o), shared_gpu(o));
   return d;
 }
 

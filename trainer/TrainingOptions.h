@@ -118,9 +118,10 @@ std::string default_checkpoint_path(const std::string& out_path);
 /// (0 for the loop itself; the models' train commands ask for at least 1), batch < 1,
 /// a learning rate that is not a positive finite number, an unknown optimizer, a momentum
 /// outside [0, 1), a negative or non-finite grad_clip,
-/// threads outside 0..1024, a device name that is not cpu, cuda or cuda:N, nccl or
-/// ooo_streams 2 on the CPU, log_every < 1, an unknown memory technique, a negative budget or
-/// bandwidth, two store techniques (relu and a registered one), a budget without recompute,
+/// threads outside 0..1024, a device name that is not cpu, cuda or cuda:N, nccl on the CPU or
+/// on a GPU the ranks of a host share (parallel::resolved_backend), ooo_streams 2 on the CPU,
+/// log_every < 1, an unknown memory technique, a negative budget or bandwidth, two store
+/// techniques (relu and a registered one), a budget without recompute,
 /// swap or algo, a negative checkpoint_every, checkpoint_every
 /// or resume without a checkpoint_path.
 void validate(const TrainingOptions& options, long min_steps = 0);

@@ -63,7 +63,7 @@ Command register_bench_dp(CLI::App& parent) {
                   "its LOCAL_RANK) or cuda:N (one GPU shared, with --dist-backend gloo)")
       ->capture_default_str();
   sub->add_option("--dist-backend", o->dist_backend,
-                  "auto (nccl on CUDA, gloo on the CPU), gloo or nccl, Engram and DDP alike")
+                  "auto (nccl with a GPU per rank, else gloo), gloo or nccl, Engram and DDP alike")
       ->check(CLI::IsMember({"auto", "gloo", "nccl"}))
       ->capture_default_str();
   sub->add_option("--seed", o->seed, "Random seed")->check(seed_check())->capture_default_str();
@@ -108,8 +108,7 @@ Command register_bench_dp(CLI::App& parent) {
            {"hidden", "--hidden"},
            {"threads", "--threads"},
            {"device", "--device"},
-           {"dist_backend", "--dist-backend"},
-           {"dist.backend", "--dist-backend"},  // parallel::resolved_backend's
+           {"dist.backend", "--dist-backend"},
            {"bucket_mb", "--bucket-mb"},
            {"first_bucket_mb", "--first-bucket-mb"},
            {"port", "--port"}}};

@@ -69,6 +69,14 @@ TEST(DpBenchTest, RanksOnOneSharedDeviceSumOverGlooAndRefuseNccl) {
     }
   }
   EXPECT_THROW(dp_backend(with_backend("cpu", 2, "nccl")), InvalidOption);
+  // Each emulated host's rank is on the GPU --device names: the refusal names that one.
+  try {
+    dp_backend(with_backend("cuda:1", 2, "nccl", "netns"));
+    FAIL() << "nccl on hosts emulated on one GPU";
+  } catch (const InvalidOption& e) {
+    EXPECT_NE(e.problem().find("share one (GPU 1: --hosts netns"), std::string::npos)
+        << e.problem();
+  }
 }
 
 }  // namespace

@@ -184,14 +184,24 @@ TEST(DistUnit, EnvironmentIsTorchrunsVariables) {
   EXPECT_THROW(parallel::env_from(lookup), InvalidOption);
   // Without LOCAL_WORLD_SIZE every rank may be on this host; torchrun says how many are.
   vars["RANK"] = "1";
+  env = parallel::env_from(lookup);
+  EXPECT_EQ(env.local_rank, 1);
   EXPECT_EQ(env.local_world_size, 0);
   EXPECT_EQ(env.ranks_on_this_host(), 4);
   vars["LOCAL_WORLD_SIZE"] = "2";
   EXPECT_EQ(parallel::env_from(lookup).ranks_on_this_host(), 2);
+  const auto refused = [&](const std::string& variable) {
+    try {
+      parallel::env_from(lookup);
+      ADD_FAILURE() << "accepted, expected " << variable << " refused";
+    } catch (const InvalidOption& e) {
+      EXPECT_EQ(e.option(), variable);
+    }
+  };
   vars["LOCAL_WORLD_SIZE"] = "1";  // LOCAL_RANK 1 on a host of one rank
-  EXPECT_THROW(parallel::env_from(lookup), InvalidOption);
+  refused("LOCAL_RANK");
   vars["LOCAL_WORLD_SIZE"] = "5";  // more here than in the job
-  EXPECT_THROW(parallel::env_from(lookup), InvalidOption);
+  refused("LOCAL_WORLD_SIZE");
   vars = {};
   EXPECT_FALSE(parallel::env_from(lookup).distributed());
   // torchrun --nproc_per_node 1: a job of one rank.

@@ -105,7 +105,16 @@ TEST(DeviceTest, CpuOptionsNeedNoGpuAndValidateRefusesABadName) {
   options.job.world_size = 2;
   EXPECT_EQ(job_dist_options(options).backend, "gloo");
   options.dist.backend = "nccl";
-  EXPECT_THROW(validate(options), InvalidOption);
+  try {  // a job launched without LOCAL_WORLD_SIZE is told why its ranks count as sharing
+    validate(options);
+    ADD_FAILURE() << "nccl on a GPU two ranks share passed";
+  } catch (const InvalidOption& e) {
+    EXPECT_EQ(e.option(), "dist.backend");
+    EXPECT_NE(e.problem().find("share one (cuda:0; without LOCAL_WORLD_SIZE, the ranks a host "
+                               "runs, all 2 ranks count as on this host)"),
+              std::string::npos)
+        << e.problem();
+  }
   // Ranks on hosts of their own (torchrun's LOCAL_WORLD_SIZE 1) each have their own GPU 0.
   options.job.local_world_size = 1;
   EXPECT_NO_THROW(validate(options));
