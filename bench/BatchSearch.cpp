@@ -64,7 +64,9 @@ BatchSearch largest_training_batch(const BatchSearchOptions& o,
 }
 
 bool says_out_of_memory(std::string_view error) {
-  for (const std::string_view says : {"unable to find an engine", "ALLOC_FAILED", "out of memory"})
+  // cuDNN 9 names its allocation failures ..._ALLOCATION_FAILED; before, ..._ALLOC_FAILED.
+  for (const std::string_view says :
+       {"unable to find an engine", "ALLOC_FAILED", "ALLOCATION_FAILED", "out of memory"})
     if (error.find(says) != std::string_view::npos) return true;
   return false;
 }

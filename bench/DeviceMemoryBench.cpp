@@ -268,9 +268,11 @@ void run_device_memory_bench(const MemoryBenchOptions& o, std::ostream& out) {
               {"rows", report_rows}};
 
   if (!o.skip_peer) {
-    json peer = detail::run_resnet_peer(
-        o, batch, config, "resnet_cuda_peer.py", "cuda-peer",
-        {"--steps", std::to_string(o.steps), "--device", "cuda:" + std::to_string(device.index())});
+    std::vector<std::string> peer_args{"--steps", std::to_string(o.steps), "--device",
+                                       "cuda:" + std::to_string(device.index())};
+    if (deterministic) peer_args.push_back("--deterministic");  // as the rows compute
+    json peer = detail::run_resnet_peer(o, batch, config, "resnet_cuda_peer.py", "cuda-peer",
+                                        peer_args);
     auto& r = report["rows"][0];
     r["peak_ratio_vs_torch"] = static_cast<double>(r.at("peak_bytes").get<std::int64_t>()) /
                                static_cast<double>(peer.at("peak_bytes").get<std::int64_t>());

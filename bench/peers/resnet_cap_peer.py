@@ -45,7 +45,7 @@ import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
 from resnet_checkpoint_peer import CheckpointedResNet  # noqa: E402
-from resnet_memory_peer import (LEARNING_RATE, ResNet, make_batch,  # noqa: E402
+from resnet_memory_peer import (LEARNING_RATE, ResNet, cuda_device, make_batch,  # noqa: E402
                                 network_arguments, network_parser, versions)
 
 
@@ -110,7 +110,8 @@ def step(model, optimizer, args, batch, device):
 # bench/BatchSearch.cpp's says_out_of_memory: what ATen's cuDNN convolution (no engine whose
 # workspace fits), cuDNN, cuBLAS and the CUDA runtime say when an allocation of their own fails,
 # raised as a plain RuntimeError, not torch.cuda.OutOfMemoryError.
-OUT_OF_MEMORY_SAYS = ("unable to find an engine", "ALLOC_FAILED", "out of memory")
+OUT_OF_MEMORY_SAYS = ("unable to find an engine", "ALLOC_FAILED", "ALLOCATION_FAILED",
+                      "out of memory")
 
 
 def says_out_of_memory(message):
@@ -126,6 +127,10 @@ def trial(variant, batch, args, device):
         torch.cuda.reset_peak_memory_stats(device)
         model, optimizer = build(variant, args, device)
         step(model, optimizer, args, batch, device)  # warm-up: Adam's state, cuDNN's plans
+        # The peaks of the timed steps only, as Engram's rows (bench/MaxBatchBench.cpp): not the
+        # model's building or the warm-up's first cuDNN plans.
+        torch.cuda.synchronize(device)
+        torch.cuda.reset_peak_memory_stats(device)
         times = []
         for _ in range(args.steps):
             torch.cuda.synchronize(device)
@@ -226,7 +231,7 @@ def main():
     if args.cap_bytes <= 0 or args.start < 1 or args.limit < args.start or args.steps < 1:
         sys.exit("resnet_cap_peer.py: --cap-bytes, --start, --limit and --steps must be positive "
                  "(limit at least start)")
-    device = torch.device(args.device)
+    device = cuda_device(args.device)
     torch.cuda.set_device(device)
     torch.set_num_threads(args.threads)
     total = torch.cuda.get_device_properties(device).total_memory

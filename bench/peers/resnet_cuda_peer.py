@@ -13,6 +13,9 @@ measured steps, each after torch.cuda.reset_peak_memory_stats(): peak_bytes is
 torch.cuda.max_memory_allocated() during the step (the largest over the steps), start_bytes
 torch.cuda.memory_allocated() at its start, reserved_peak_bytes torch.cuda.max_memory_reserved().
 step_ms is the median wall time of a step, timed after torch.cuda.synchronize() on both ends.
+With --deterministic (given when the C++ bench computes its rows deterministically), the same
+settings as Engram's trainer::make_deterministic: cuDNN's deterministic algorithms, no benchmark
+mode, torch.use_deterministic_algorithms, no fill of new tensors, cuBLAS's fixed workspace.
 
 Prints one JSON object on stdout.
 """
@@ -24,8 +27,8 @@ import time
 import torch
 import torch.nn.functional as F
 
-from resnet_memory_peer import (LEARNING_RATE, build_resnet, make_batch, network_arguments,
-                                network_parser, versions)
+from resnet_memory_peer import (LEARNING_RATE, build_resnet, cuda_device, make_batch,
+                                make_deterministic, network_arguments, network_parser, versions)
 
 
 def step(model, optimizer, args, device):
@@ -43,13 +46,17 @@ def main():
     parser = network_parser(__doc__.split("\n\n")[0])
     parser.add_argument("--steps", type=int, default=5)
     parser.add_argument("--device", default="cuda")
+    parser.add_argument("--deterministic", action="store_true",
+                        help="compute as Engram's deterministic rows do")
     args = parser.parse_args()
     if args.probe:
         print(json.dumps(versions()))
         return
     if not torch.cuda.is_available():
         raise SystemExit("resnet_cuda_peer.py: no CUDA device is visible")
-    device = torch.device(args.device)
+    if args.deterministic:
+        make_deterministic()
+    device = cuda_device(args.device)
     torch.cuda.set_device(device)
     torch.set_num_threads(args.threads)
     torch.manual_seed(args.seed)
@@ -85,6 +92,7 @@ def main():
         "image_size": args.image_size,
         "widths": network_arguments(args)[0][0],
         "cudnn_benchmark": torch.backends.cudnn.benchmark,
+        "deterministic": torch.are_deterministic_algorithms_enabled(),
         "tf32_matmul": torch.backends.cuda.matmul.allow_tf32,
         "tf32_cudnn": torch.backends.cudnn.allow_tf32,
         **versions(),

@@ -37,6 +37,7 @@ Prints one JSON object on stdout.
 
 import argparse
 import json
+import os
 import platform
 import sys
 import time
@@ -299,6 +300,26 @@ def network_arguments(args):
 def build_resnet(args):
     positional, keywords = network_arguments(args)
     return ResNet(*positional, **keywords)
+
+
+def cuda_device(name):
+    """The GPU `name` ("cuda" or "cuda:N") names, with its index: "cuda" is the first visible GPU
+    (torch.cuda.set_device refuses a device without an index)."""
+    device = torch.device(name)
+    if device.type != "cuda":
+        raise SystemExit(f"--device {name}: a CUDA device (cuda or cuda:N) is needed")
+    return device if device.index is not None else torch.device("cuda", 0)
+
+
+def make_deterministic():
+    """The settings of Engram's trainer::make_deterministic, before the first CUDA work (cuBLAS
+    reads its workspace configuration when its handle is made): cuDNN's deterministic algorithms,
+    no benchmark mode, torch.use_deterministic_algorithms, and no fill of new tensors."""
+    os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+    torch.backends.cudnn.deterministic = True
+    torch.backends.cudnn.benchmark = False
+    torch.use_deterministic_algorithms(True)
+    torch.utils.deterministic.fill_uninitialized_memory = False
 
 
 def versions():

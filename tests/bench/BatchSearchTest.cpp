@@ -102,6 +102,8 @@ TEST(BatchSearchTest, ErrorsThatSayTheDeviceRanOutOfMemoryAreToldFromBugs) {
        {"GET was unable to find an engine to execute this computation",
         "FIND was unable to find an engine to execute this computation after trying 8 plans.",
         "cuDNN error: CUDNN_STATUS_ALLOC_FAILED",
+        "cuDNN error: CUDNN_STATUS_INTERNAL_ERROR_DEVICE_ALLOCATION_FAILED",
+        "cuDNN error: CUDNN_STATUS_INTERNAL_ERROR_HOST_ALLOCATION_FAILED",
         "CUDA error: CUBLAS_STATUS_ALLOC_FAILED when calling `cublasCreate(handle)`",
         "CUDA error: out of memory\nCUDA kernel errors might be asynchronously reported"})
     EXPECT_TRUE(says_out_of_memory(oom)) << oom;

@@ -84,6 +84,7 @@ class CapPeerSearchTest(unittest.TestCase):
         # tests/bench/BatchSearchTest.cpp's messages, classified as Engram's search does.
         for oom in ("GET was unable to find an engine to execute this computation",
                     "cuDNN error: CUDNN_STATUS_ALLOC_FAILED",
+                    "cuDNN error: CUDNN_STATUS_INTERNAL_ERROR_DEVICE_ALLOCATION_FAILED",
                     "CUDA error: CUBLAS_STATUS_ALLOC_FAILED when calling `cublasCreate(handle)`",
                     "CUDA error: out of memory"):
             self.assertTrue(resnet_cap_peer.says_out_of_memory(oom), oom)
