@@ -4,8 +4,8 @@
 /// measured exactly on LibTorch's CUDA caching allocator (memory/CudaMemoryTracker.h), beside
 /// PyTorch eager's own figures for the same network and batch on the same GPU in the same
 /// invocation (bench/peers/resnet_cuda_peer.py: torch.cuda.max_memory_allocated, Adam with
-/// fused=True). Called by run_memory_bench (bench/MemoryBench.h) for a device other than the CPU;
-/// the ResNets, and the rows `none` first, then relu, recompute, swap, reuse, algo or several
+/// fused=True; deterministic as the rows are). Called by run_memory_bench (bench/MemoryBench.h)
+/// for a device other than the CPU; the ResNets, and the rows `none` first, then relu, recompute, swap, reuse, algo or several
 /// joined by '+' ("all": the first three), the techniques that act on device memory, each on a
 /// fresh copy of the same network (under options.memory_cap, if given). With rows beside none every
 /// row computes deterministically, and each says against none its peak, activation-peak,
