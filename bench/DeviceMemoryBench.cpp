@@ -268,8 +268,9 @@ void run_device_memory_bench(const MemoryBenchOptions& o, std::ostream& out) {
               {"rows", report_rows}};
 
   if (!o.skip_peer) {
-    std::vector<std::string> peer_args{"--steps", std::to_string(o.steps), "--device",
-                                       "cuda:" + std::to_string(device.index())};
+    std::vector<std::string> peer_args{"--steps", std::to_string(o.steps),
+                                       "--warmup", std::to_string(warmups),
+                                       "--device", "cuda:" + std::to_string(device.index())};
     if (deterministic) peer_args.push_back("--deterministic");  // as the rows compute
     json peer = detail::run_resnet_peer(o, batch, config, "resnet_cuda_peer.py", "cuda-peer",
                                         peer_args);
@@ -286,7 +287,8 @@ void run_device_memory_bench(const MemoryBenchOptions& o, std::ostream& out) {
 
   auto mib = [](const json& bytes) {
     char text[32];
-    std::snprintf(text, sizeof text, "%.1f", static_cast<double>(bytes.get<std::int64_t>()) / 1048576.0);
+    std::snprintf(text, sizeof text, "%.1f",
+                  static_cast<double>(bytes.get<std::int64_t>()) / 1048576.0);
     return std::string(text);
   };
   out << o.workload << ", batch " << batch << ", " << report["device"].get<std::string>() << "\n";

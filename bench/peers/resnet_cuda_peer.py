@@ -8,10 +8,11 @@ PyTorch eager mode, with the figures PyTorch's own CUDA caching allocator keeps.
 The step is the C++ bench's: gradients freed (zero_grad(set_to_none=True)), the batch drawn on the
 CPU and copied to the device, forward, backward, the optimizer step. The optimizer is
 torch.optim.Adam(fused=True), the one multi-tensor kernel Engram's FusedAdam calls on CUDA, so
-that the two steps allocate alike. One warm-up step (Adam's state, cuDNN's plans), then `steps`
-measured steps, each after torch.cuda.reset_peak_memory_stats(): peak_bytes is
-torch.cuda.max_memory_allocated() during the step (the largest over the steps), start_bytes
-torch.cuda.memory_allocated() at its start, reserved_peak_bytes torch.cuda.max_memory_reserved().
+that the two steps allocate alike. `warmup` warm-up steps (Adam's state, cuDNN's plans; the C++
+bench passes its rows' count), then `steps` measured steps, each after
+torch.cuda.reset_peak_memory_stats(): peak_bytes is torch.cuda.max_memory_allocated() during the
+step (the largest over the steps), start_bytes torch.cuda.memory_allocated() at its start,
+reserved_peak_bytes torch.cuda.max_memory_reserved().
 step_ms is the median wall time of a step, timed after torch.cuda.synchronize() on both ends.
 With --deterministic (given when the C++ bench computes its rows deterministically), the same
 settings as Engram's trainer::make_deterministic: cuDNN's deterministic algorithms, no benchmark
@@ -46,6 +47,7 @@ def main():
     parser = network_parser(__doc__.split("\n\n")[0])
     parser.add_argument("--steps", type=int, default=5)
     parser.add_argument("--device", default="cuda")
+    parser.add_argument("--warmup", type=int, default=1, help="steps before the measured ones")
     parser.add_argument("--deterministic", action="store_true",
                         help="compute as Engram's deterministic rows do")
     args = parser.parse_args()
@@ -64,7 +66,7 @@ def main():
     model.train()
     optimizer = torch.optim.Adam(model.parameters(), lr=LEARNING_RATE, fused=True)
 
-    losses = [step(model, optimizer, args, device)]  # warm-up
+    losses = [step(model, optimizer, args, device) for _ in range(max(1, args.warmup))]
     peaks, starts, reserved, times = [], [], [], []
     for _ in range(args.steps):
         torch.cuda.synchronize()
