@@ -13,7 +13,7 @@ constexpr int kWarpElements = static_cast<int>(kBlockElements) / kWarps;  // 102
 constexpr int kWordsPerWarp = kWarpElements / 32;                         // 32
 static_assert(kBlockElements % kThreads == 0 && kWordsPerWarp == 32,
               "a warp's lanes hold its block's bitmap words, one each");
-constexpr int kScanThreads = 1024;
+constexpr int kScanThreads = kScanBlocksPerPass;
 constexpr unsigned kFullMask = 0xffffffffu;
 
 /// 32-bit bitmap word `word` (elements [32 * word, 32 * word + 32)); bytes past the end read 0.

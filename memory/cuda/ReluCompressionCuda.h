@@ -32,6 +32,10 @@
 
 namespace engram::memory::cuda {
 
+/// The blocks' counts the offsets' scan takes a pass (one CUDA thread each); above that many
+/// blocks it runs more than one pass, each starting from the sum the last carried.
+constexpr int kScanBlocksPerPass = 1024;
+
 /// Pass 1 and 2: writes the bitmap and `starts` (num_blocks(n) + 1 entries): starts[b] is the
 /// index of block b's first value, starts[num_blocks(n)] the number of nonzeros.
 cudaError_t relu_bitmap_and_starts(const float* x, std::int64_t n, std::uint8_t* bitmap,

@@ -76,9 +76,8 @@ TEST(ReluCompressionCuda, MatchesTheCpuKernelsBitForBit) {
   std::string why;
   if (!have_device(why)) GTEST_SKIP() << "needs a CUDA GPU: " << why;
   const std::int64_t block = relu_format::kBlockElements;
-  // The offsets' scan takes 1024 blocks a pass, carrying the sum into the next: above that many
-  // blocks it takes more than one.
-  const std::int64_t one_scan_pass = 1024 * block;
+  // Above one scan pass of blocks the offsets' scan carries its sum from pass to pass.
+  const std::int64_t one_scan_pass = cuda::kScanBlocksPerPass * block;
   for (const std::int64_t n :
        {std::int64_t{0}, std::int64_t{1}, std::int64_t{31}, std::int64_t{33}, block - 1, block,
         block + 1, 5 * block + 100, std::int64_t{1} << 20, one_scan_pass + block + 17}) {
