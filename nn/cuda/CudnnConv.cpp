@@ -19,14 +19,13 @@ namespace engram::nn::cudnn {
 namespace {
 
 void check(cudnnStatus_t status, const char* what) {
-  if (status != CUDNN_STATUS_SUCCESS)
-    throw CudnnError(std::string(what) + ": " + cudnnGetErrorString(status));
+  if (status != CUDNN_STATUS_SUCCESS) throw_cudnn_error(status, what);
 }
 
 void check(cudaError_t error, const char* what) {
   if (error != cudaSuccess) {
     cudaGetLastError();  // clears the error, so that the next call does not report it again
-    throw CudnnError(std::string(what) + ": " + cudaGetErrorString(error));
+    throw_cuda_error(error, what);
   }
 }
 
@@ -200,6 +199,24 @@ const AlgorithmCost* fastest_within(const std::vector<AlgorithmCost>& costs, std
   return best;
 }
 
+const AlgorithmCost* least_workspace(const std::vector<AlgorithmCost>& costs) {
+  const AlgorithmCost* least = nullptr;
+  for (const AlgorithmCost& c : costs) {
+    if (!c.supported) continue;
+    if (least == nullptr || c.workspace_bytes < least->workspace_bytes ||
+        (c.workspace_bytes == least->workspace_bytes && c.ms < least->ms))
+      least = &c;
+  }
+  return least;
+}
+
+std::vector<AlgorithmCost> deterministic_only(const std::vector<AlgorithmCost>& costs) {
+  std::vector<AlgorithmCost> kept;
+  for (const AlgorithmCost& c : costs)
+    if (c.deterministic.value_or(false)) kept.push_back(c);
+  return kept;
+}
+
 const AlgorithmCost* heuristic_default(const std::vector<AlgorithmCost>& costs) {
   const AlgorithmCost* best = nullptr;
   for (const AlgorithmCost& c : costs)
@@ -226,22 +243,40 @@ bool device_available(std::string* why) {
 
 std::size_t cudnn_version() { return cudnnGetVersion(); }
 
+void throw_cuda_error(int cuda_error, const char* what) {
+  const auto error = static_cast<cudaError_t>(cuda_error);
+  const std::string message = std::string(what) + ": " + cudaGetErrorString(error);
+  if (error == cudaErrorMemoryAllocation) throw DeviceOutOfMemory(message);
+  throw CudnnError(message);
+}
+
+void throw_cudnn_error(int cudnn_status, const char* what) {
+  const auto status = static_cast<cudnnStatus_t>(cudnn_status);
+  const std::string message = std::string(what) + ": " + cudnnGetErrorString(status);
+  if (status == CUDNN_STATUS_INTERNAL_ERROR_HOST_ALLOCATION_FAILED ||
+      status == CUDNN_STATUS_INTERNAL_ERROR_DEVICE_ALLOCATION_FAILED)
+    throw DeviceOutOfMemory(message);
+  throw CudnnError(message);
+}
+
+const char* math_name(Math math) { return math == Math::kTf32 ? "tf32" : "fma"; }
+
 namespace {
 
-/// A cuDNN handle and the descriptors of one shape: float32 NCHW, cross-correlation, FMA math
-/// (no TF32). Throws CudnnError without a device or when cuDNN refuses the shape.
+/// A cuDNN handle and the descriptors of one shape: float32 NCHW, cross-correlation, `math`.
+/// Throws CudnnError without a device or when cuDNN refuses the shape.
 struct Descriptors {
   cudnnHandle_t handle = nullptr;
   cudnnTensorDescriptor_t x = nullptr, y = nullptr;
   cudnnFilterDescriptor_t w = nullptr;
   cudnnConvolutionDescriptor_t conv = nullptr;
 
-  explicit Descriptors(const ConvShape& shape) {
+  Descriptors(const ConvShape& shape, Math math) {
     shape.check();
     std::string why;
     if (!device_available(&why)) throw CudnnError("no CUDA device: " + why);
     try {
-      set_up(shape);
+      set_up(shape, math);
     } catch (...) {
       destroy();
       throw;
@@ -260,7 +295,7 @@ struct Descriptors {
     conv = nullptr, w = nullptr, y = nullptr, x = nullptr, handle = nullptr;
   }
 
-  void set_up(const ConvShape& shape) {
+  void set_up(const ConvShape& shape, Math math) {
     check(cudnnCreate(&handle), "cudnnCreate");
     check(cudnnCreateTensorDescriptor(&x), "cudnnCreateTensorDescriptor");
     check(cudnnCreateTensorDescriptor(&y), "cudnnCreateTensorDescriptor");
@@ -281,7 +316,11 @@ struct Descriptors {
     check(cudnnSetConvolution2dDescriptor(conv, pad, pad, stride, stride, 1, 1,
                                           CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT),
           "cudnnSetConvolution2dDescriptor");
-    check(cudnnSetConvolutionMathType(conv, CUDNN_FMA_MATH), "cudnnSetConvolutionMathType");
+    // As PyTorch's own descriptors: float32 without TF32 is FMA math; with it, the default math,
+    // under which cuDNN uses TF32 tensor cores where the device has them.
+    check(cudnnSetConvolutionMathType(conv, math == Math::kTf32 ? CUDNN_DEFAULT_MATH
+                                                                : CUDNN_FMA_MATH),
+          "cudnnSetConvolutionMathType");
     int n = 0, c = 0, h = 0, wd = 0;
     check(cudnnGetConvolution2dForwardOutputDim(conv, x, w, &n, &c, &h, &wd),
           "cudnnGetConvolution2dForwardOutputDim");
@@ -350,7 +389,7 @@ struct Descriptors {
 }  // namespace
 
 struct CudnnConv::State : Descriptors {
-  explicit State(const ConvShape& shape) : Descriptors(shape) {}
+  State(const ConvShape& shape, Math math) : Descriptors(shape, math) {}
   DeviceBuffer x_buf, w_buf, y_buf, dy_buf, dx_buf, dw_buf;
 
   /// The pass's output buffer and its size in floats.
@@ -428,8 +467,8 @@ struct CudnnConv::State : Descriptors {
   }
 };
 
-CudnnConv::CudnnConv(const ConvShape& shape)
-    : shape_(shape), state_(std::make_unique<State>(shape)) {
+CudnnConv::CudnnConv(const ConvShape& shape, Math math)
+    : shape_(shape), state_(std::make_unique<State>(shape, math)) {
   State& s = *state_;
   s.x_buf = DeviceBuffer(bytes_of(shape_.input_elements()));
   s.dx_buf = DeviceBuffer(bytes_of(shape_.input_elements()));
@@ -509,7 +548,7 @@ std::vector<AlgorithmCost> CudnnConv::measure(Pass pass, int repeats, std::size_
     DeviceBuffer ws;
     try {
       ws = DeviceBuffer(need);
-    } catch (const CudnnError&) {  // out of device memory: not usable here, not a failure
+    } catch (const DeviceOutOfMemory&) {  // not usable here, not a failure
       c.status = "workspace allocation failed (" + std::to_string(need) + " bytes)";
       costs.push_back(std::move(c));
       continue;
@@ -556,12 +595,12 @@ std::vector<AlgorithmCost> CudnnConv::measure(Pass pass, int repeats, std::size_
 }
 
 struct CudnnConvRunner::State : Descriptors {
-  explicit State(const ConvShape& shape) : Descriptors(shape) {}
+  State(const ConvShape& shape, Math math) : Descriptors(shape, math) {}
   std::mutex mutex;  // one thread at a time on the handle
 };
 
-CudnnConvRunner::CudnnConvRunner(const ConvShape& shape)
-    : shape_(shape), state_(std::make_unique<State>(shape)) {}
+CudnnConvRunner::CudnnConvRunner(const ConvShape& shape, Math math)
+    : shape_(shape), state_(std::make_unique<State>(shape, math)) {}
 
 CudnnConvRunner::~CudnnConvRunner() = default;
 

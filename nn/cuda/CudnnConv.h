@@ -21,8 +21,8 @@
 /// backward data (dx from dy and w) and backward filter (dw from x and dy). Each pass has its own
 /// algorithms (cuDNN's CUDNN_CONVOLUTION_FWD_ALGO_*, _BWD_DATA_ALGO_*, _BWD_FILTER_ALGO_*), each
 /// with the workspace cuDNN asks for on the shape. The math is float32 with FMA only
-/// (CUDNN_FMA_MATH: no TF32), so every algorithm computes the same sums up to their order, and
-/// for FFT and Winograd up to their transforms' rounding. Everything runs on the legacy default
+/// (CUDNN_FMA_MATH: no TF32) unless Math::kTf32 is asked for, so every algorithm computes the same
+/// sums up to their order, and for FFT and Winograd up to their transforms' rounding. Everything runs on the legacy default
 /// stream (the stream PyTorch uses unless told otherwise), and synchronously: results come back
 /// to the host.
 
@@ -69,6 +69,27 @@ class CudnnError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+/// CUDA or cuDNN could not allocate (cudaErrorMemoryAllocation, cuDNN's ..._ALLOCATION_FAILED):
+/// what a caller that counts out-of-memory failures, as a batch-size search does, catches.
+class DeviceOutOfMemory : public CudnnError {
+ public:
+  using CudnnError::CudnnError;
+};
+
+/// CudnnError for a failed CUDA runtime call (`cuda_error` a cudaError_t, not cudaSuccess),
+/// DeviceOutOfMemory for cudaErrorMemoryAllocation; the message names `what` and CUDA's words.
+[[noreturn]] void throw_cuda_error(int cuda_error, const char* what);
+/// The same for a cuDNN status (a cudnnStatus_t, not CUDNN_STATUS_SUCCESS): DeviceOutOfMemory
+/// for its host and device allocation failures.
+[[noreturn]] void throw_cudnn_error(int cudnn_status, const char* what);
+
+/// The arithmetic of float32 convolutions: FMA only (CUDNN_FMA_MATH), or TF32 tensor cores
+/// allowed where the device has them (CUDNN_DEFAULT_MATH), as PyTorch runs cuDNN's float32
+/// convolutions while torch.backends.cudnn.allow_tf32 holds.
+enum class Math { kFma, kTf32 };
+/// "fma", "tf32".
+const char* math_name(Math math);
+
 /// run() with a limit below the workspace the algorithm needs. Nothing ran.
 class WorkspaceExceeded : public std::runtime_error {
  public:
@@ -105,6 +126,12 @@ struct AlgorithmCost {
 /// The fastest supported algorithm whose workspace is at most `limit` bytes (the first of equal
 /// times); nullptr when none is. Pure: the per-layer choice of the planner.
 const AlgorithmCost* fastest_within(const std::vector<AlgorithmCost>& costs, std::size_t limit);
+/// The supported algorithm with the least workspace, the fastest of equal ones; nullptr when none
+/// is. Pure: the planner's lower-memory choice.
+const AlgorithmCost* least_workspace(const std::vector<AlgorithmCost>& costs);
+/// The costs of the algorithms cuDNN's heuristics call deterministic (unranked ones, whose
+/// determinism is unknown, left out): what a deterministic run may choose from.
+std::vector<AlgorithmCost> deterministic_only(const std::vector<AlgorithmCost>& costs);
 /// The default: the supported algorithm with the best heuristic rank; nullptr when none is.
 const AlgorithmCost* heuristic_default(const std::vector<AlgorithmCost>& costs);
 
@@ -119,12 +146,12 @@ std::string algorithm_label(Pass pass, int algorithm);
 
 /// A shape's cuDNN handle and descriptors, run on the caller's device buffers on the caller's
 /// stream with the caller's workspace: what nn::Conv2d runs on CUDA with the algorithms the
-/// planner chose (nn/Conv2d.h). The same descriptors and math as CudnnConv (float32 NCHW, FMA
-/// math, no TF32). One run at a time (a mutex guards the handle).
+/// planner chose (nn/Conv2d.h). The same descriptors as CudnnConv (float32 NCHW) with the math
+/// given. One run at a time (a mutex guards the handle).
 class CudnnConvRunner {
  public:
   /// Throws std::invalid_argument for a bad shape, CudnnError without a device or cuDNN.
-  explicit CudnnConvRunner(const ConvShape& shape);
+  explicit CudnnConvRunner(const ConvShape& shape, Math math = Math::kFma);
   ~CudnnConvRunner();
   CudnnConvRunner(const CudnnConvRunner&) = delete;
   CudnnConvRunner& operator=(const CudnnConvRunner&) = delete;
@@ -153,7 +180,7 @@ class CudnnConvRunner {
 class CudnnConv {
  public:
   /// Throws std::invalid_argument for a bad shape, CudnnError without a device or cuDNN.
-  explicit CudnnConv(const ConvShape& shape);
+  explicit CudnnConv(const ConvShape& shape, Math math = Math::kFma);
   ~CudnnConv();
   CudnnConv(const CudnnConv&) = delete;
   CudnnConv& operator=(const CudnnConv&) = delete;

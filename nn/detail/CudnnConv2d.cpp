@@ -6,7 +6,9 @@
 #ifdef ENGRAM_NN_CUDNN
 #include "nn/cuda/CudnnConv.h"
 
+#include <ATen/Context.h>
 #include <ATen/ops/empty.h>
+#include <c10/util/Exception.h>
 #include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/cuda/CUDAFunctions.h>
 #include <c10/cuda/CUDAGuard.h>
@@ -24,6 +26,30 @@ namespace {
 
 namespace cc = nn::cudnn;
 
+/// The math PyTorch's own cuDNN convolutions use now: TF32 while torch.backends.cudnn.allow_tf32
+/// (at::Context::allowTF32CuDNN) holds, its default, else FMA only.
+cc::Math current_math() {
+  return at::globalContext().allowTF32CuDNN() ? cc::Math::kTf32 : cc::Math::kFma;
+}
+
+/// Whether only algorithms cuDNN calls deterministic may be chosen, as PyTorch's cuDNN
+/// convolutions choose under torch.backends.cudnn.deterministic or deterministic algorithms.
+bool deterministic_only() {
+  const auto& context = at::globalContext();
+  return context.deterministicCuDNN() || context.deterministicAlgorithms();
+}
+
+/// Runs `f`; nn/cuda's DeviceOutOfMemory (cudaMalloc or cuDNN failing to allocate) comes out as
+/// LibTorch's c10::OutOfMemoryError, what the callers that count out-of-memory failures catch.
+template <typename F>
+auto torch_out_of_memory(F&& f) -> decltype(f()) {
+  try {
+    return f();
+  } catch (const cc::DeviceOutOfMemory& e) {
+    TORCH_CHECK_WITH(OutOfMemoryError, false, "nn::conv2d: cuDNN: ", e.what());
+  }
+}
+
 cc::ConvShape shape_of(const at::Tensor& x, const at::Tensor& weight, int64_t stride,
                        int64_t padding) {
   return cc::ConvShape{x.size(0),      x.size(1),      x.size(2), x.size(3),
@@ -36,19 +62,21 @@ constexpr std::size_t kMostRunners = 256;
 
 /// The runner of `shape` on `device`, made on first use (a cuDNN handle each).
 std::shared_ptr<const cc::CudnnConvRunner> runner_for(const cc::ConvShape& shape, int device) {
-  using Key = std::array<int64_t, 9>;
+  using Key = std::array<int64_t, 10>;
   static std::mutex mutex;
   // Never destroyed: cuDNN's handles are not to be destroyed after the CUDA runtime at exit.
   static auto* runners = new std::map<Key, std::shared_ptr<const cc::CudnnConvRunner>>();
-  const Key key{device,           shape.batch,        shape.in_channels,
-                shape.height,     shape.width,        shape.out_channels,
-                shape.kernel,     shape.stride,       shape.padding};
+  const cc::Math math = current_math();
+  const Key key{device,       shape.batch,  shape.in_channels, shape.height,
+                shape.width,  shape.out_channels, shape.kernel, shape.stride,
+                shape.padding, static_cast<int64_t>(math)};
   std::lock_guard<std::mutex> lock(mutex);
   auto found = runners->find(key);
   if (found != runners->end()) return found->second;
   if (runners->size() >= kMostRunners) runners->clear();  // runners in use live on
   const c10::cuda::CUDAGuard on(static_cast<c10::DeviceIndex>(device));
-  auto runner = std::make_shared<const cc::CudnnConvRunner>(shape);
+  auto runner = torch_out_of_memory(
+      [&] { return std::make_shared<const cc::CudnnConvRunner>(shape, math); });
   runners->emplace(key, runner);
   return runner;
 }
@@ -78,9 +106,11 @@ void run(const cc::CudnnConvRunner& runner, cc::Pass pass, int algorithm, const 
                          runner.shape().to_string() + ": " + status);
   const at::Tensor workspace = at::empty({static_cast<int64_t>(std::max<std::size_t>(*need, 1))},
                                          out.options().dtype(at::kByte));
-  runner.run(pass, algorithm, a.data_ptr<float>(), b.data_ptr<float>(), out.data_ptr<float>(),
-             workspace.data_ptr(), *need,
-             c10::cuda::getCurrentCUDAStream(out.device().index()).stream());
+  torch_out_of_memory([&] {
+    runner.run(pass, algorithm, a.data_ptr<float>(), b.data_ptr<float>(), out.data_ptr<float>(),
+               workspace.data_ptr(), *need,
+               c10::cuda::getCurrentCUDAStream(out.device().index()).stream());
+  });
 }
 
 }  // namespace
@@ -129,13 +159,16 @@ std::pair<CudnnAlgorithms, CudnnAlgorithms> cudnn_choices(const std::vector<int6
   const cc::ConvShape shape{input_sizes.at(0),  input_sizes.at(1),  input_sizes.at(2),
                             input_sizes.at(3),  weight_sizes.at(0), weight_sizes.at(2),
                             stride,             padding};
-  // The choices of a shape measured once per process: a network's blocks repeat their layers'
-  // shapes, and the planner measures every layer.
-  using Key = std::array<int64_t, 10>;
+  // The choices of a shape measured once per process (per math and determinism): a network's
+  // blocks repeat their layers' shapes, and the planner measures every layer.
+  using Key = std::array<int64_t, 12>;
   static std::mutex mutex;
   static std::map<Key, std::pair<CudnnAlgorithms, CudnnAlgorithms>> measured;
-  const Key key{device,       shape.batch,  shape.in_channels, shape.height, shape.width,
-                shape.out_channels, shape.kernel, shape.stride, shape.padding, repeats};
+  const cc::Math math = current_math();
+  const bool deterministic = deterministic_only();
+  const Key key{device,        shape.batch,  shape.in_channels, shape.height,
+                shape.width,   shape.out_channels, shape.kernel, shape.stride,
+                shape.padding, repeats,      static_cast<int64_t>(math), deterministic};
   {
     std::lock_guard<std::mutex> lock(mutex);
     const auto found = measured.find(key);
@@ -146,32 +179,30 @@ std::pair<CudnnAlgorithms, CudnnAlgorithms> cudnn_choices(const std::vector<int6
   // unused goes back first, so that an algorithm is not left out for want of cached memory.
   c10::cuda::device_synchronize();
   c10::cuda::CUDACachingAllocator::emptyCache();
-  cc::CudnnConv conv(shape);
-  std::vector<float> x(static_cast<std::size_t>(shape.input_elements()), 0.5f);
-  std::vector<float> w(static_cast<std::size_t>(shape.weight_elements()), 0.25f);
-  std::vector<float> dy(static_cast<std::size_t>(shape.output_elements()), 1.0f);
-  conv.upload(x, w, dy);
   CudnnAlgorithms fastest, least;
-  int* fastest_of[] = {&fastest.forward, &fastest.backward_data, &fastest.backward_filter};
-  int* least_of[] = {&least.forward, &least.backward_data, &least.backward_filter};
-  int i = 0;
-  for (const cc::Pass pass : cc::all_passes()) {
-    const std::vector<cc::AlgorithmCost> costs = conv.measure(pass, std::max(1, repeats));
-    const cc::AlgorithmCost* best = cc::fastest_within(costs, static_cast<std::size_t>(-1));
-    const cc::AlgorithmCost* smallest = nullptr;
-    for (const cc::AlgorithmCost& c : costs) {
-      if (!c.supported) continue;
-      if (smallest == nullptr || c.workspace_bytes < smallest->workspace_bytes ||
-          (c.workspace_bytes == smallest->workspace_bytes && c.ms < smallest->ms))
-        smallest = &c;
+  torch_out_of_memory([&] {
+    cc::CudnnConv conv(shape, math);
+    std::vector<float> x(static_cast<std::size_t>(shape.input_elements()), 0.5f);
+    std::vector<float> w(static_cast<std::size_t>(shape.weight_elements()), 0.25f);
+    std::vector<float> dy(static_cast<std::size_t>(shape.output_elements()), 1.0f);
+    conv.upload(x, w, dy);
+    int* fastest_of[] = {&fastest.forward, &fastest.backward_data, &fastest.backward_filter};
+    int* least_of[] = {&least.forward, &least.backward_data, &least.backward_filter};
+    int i = 0;
+    for (const cc::Pass pass : cc::all_passes()) {
+      std::vector<cc::AlgorithmCost> costs = conv.measure(pass, std::max(1, repeats));
+      if (deterministic) costs = cc::deterministic_only(costs);
+      const cc::AlgorithmCost* best = cc::fastest_within(costs, static_cast<std::size_t>(-1));
+      const cc::AlgorithmCost* smallest = cc::least_workspace(costs);
+      if (best == nullptr || smallest == nullptr)
+        throw std::runtime_error(std::string("nn::conv2d: cuDNN runs no ") +
+                                 (deterministic ? "deterministic " : "") + cc::pass_name(pass) +
+                                 " algorithm on " + shape.to_string());
+      *fastest_of[i] = best->algorithm;
+      *least_of[i] = smallest->algorithm;
+      ++i;
     }
-    if (best == nullptr || smallest == nullptr)
-      throw std::runtime_error(std::string("nn::conv2d: cuDNN runs no ") + cc::pass_name(pass) +
-                               " algorithm on " + shape.to_string());
-    *fastest_of[i] = best->algorithm;
-    *least_of[i] = smallest->algorithm;
-    ++i;
-  }
+  });
   std::lock_guard<std::mutex> lock(mutex);
   measured[key] = {fastest, least};
   return {fastest, least};

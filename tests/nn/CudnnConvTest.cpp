@@ -51,6 +51,53 @@ TEST(CudnnConvPlan, TheDefaultIsTheBestRankedSupportedAlgorithm) {
   EXPECT_EQ(heuristic_default(costs), nullptr);  // unranked algorithms are never the default
 }
 
+TEST(CudnnConvPlan, LeastWorkspaceTakesTheSmallestThenTheFastest) {
+  const std::vector<AlgorithmCost> costs{
+      cost(0, true, 100, 3.0, 2), cost(1, false, 0, 0.1, -1),  // no workspace, not run here
+      cost(2, true, 100, 1.0, 0), cost(3, true, 50, 9.0, 1), cost(4, true, 50, 4.0, -1)};
+  EXPECT_EQ(least_workspace(costs)->algorithm, 4);
+  EXPECT_EQ(least_workspace({costs[0], costs[1], costs[2]})->algorithm, 2);
+  EXPECT_EQ(least_workspace({costs[1]}), nullptr);
+}
+
+TEST(CudnnConvPlan, ADeterministicRunChoosesAmongWhatCudnnCallsDeterministic) {
+  std::vector<AlgorithmCost> costs{cost(0, true, 0, 3.0, 2), cost(1, true, 0, 1.0, 0),
+                                   cost(2, true, 4096, 0.5, 1), cost(3, true, 0, 0.2, -1)};
+  costs[0].deterministic = true;
+  costs[1].deterministic = false;  // atomics: the least workspace and fastest, but not the same bits
+  costs[2].deterministic = true;
+  // costs[3] unranked: cuDNN said nothing of its determinism.
+  const std::vector<AlgorithmCost> kept = deterministic_only(costs);
+  ASSERT_EQ(kept.size(), 2u);
+  EXPECT_EQ(fastest_within(kept, 1 << 20)->algorithm, 2);
+  EXPECT_EQ(least_workspace(kept)->algorithm, 0);
+  EXPECT_EQ(least_workspace(costs)->algorithm, 3);
+}
+
+TEST(CudnnConvPlan, AllocationFailuresAreOutOfMemoryAndOtherFailuresAreNot) {
+  // cudaErrorMemoryAllocation is 2, cudaErrorInvalidValue 1; cuDNN 9's host and device allocation
+  // failures are 4003 and 4004, CUDNN_STATUS_BAD_PARAM 2000.
+  EXPECT_THROW(throw_cuda_error(2, "cudaMalloc"), DeviceOutOfMemory);
+  EXPECT_THROW(throw_cudnn_error(4003, "cudnnCreate"), DeviceOutOfMemory);
+  EXPECT_THROW(throw_cudnn_error(4004, "cudnnConvolutionForward"), DeviceOutOfMemory);
+  try {
+    throw_cuda_error(1, "cudaMemcpy");
+  } catch (const DeviceOutOfMemory&) {
+    ADD_FAILURE() << "an invalid value is not out of memory";
+  } catch (const CudnnError& e) {
+    EXPECT_EQ(std::string(e.what()).rfind("cudaMemcpy: ", 0), 0u) << e.what();
+  }
+  try {
+    throw_cudnn_error(2000, "cudnnSetTensor4dDescriptor");
+  } catch (const DeviceOutOfMemory&) {
+    ADD_FAILURE() << "a bad parameter is not out of memory";
+  } catch (const CudnnError& e) {
+    EXPECT_EQ(std::string(e.what()).rfind("cudnnSetTensor4dDescriptor: ", 0), 0u) << e.what();
+  }
+  EXPECT_STREQ(math_name(Math::kFma), "fma");
+  EXPECT_STREQ(math_name(Math::kTf32), "tf32");
+}
+
 TEST(CudnnConvPlan, ShapesAndPasses) {
   const ConvShape s{2, 3, 9, 7, 4, 3, 2, 1};
   EXPECT_EQ(s.out_height(), 5);
