@@ -301,6 +301,8 @@ Communicator::Communicator(const DistEnv& env, const DistOptions& options)
   impl_->start_heartbeat(env_, options_.timeout_seconds, prefix);
   // A rank launched with another WORLD_SIZE would wait for ranks that never come: compare first.
   agree("WORLD_SIZE", std::to_string(env_.world_size));
+  // Ranks on different backends would each wait in a process group the others never join.
+  agree("the backend (--dist-backend)", options_.backend);
 
   auto gloo = c10d::ProcessGroupGloo::Options::create(to_ms(options_.timeout_seconds));
   if (!env_.gloo_interface.empty()) {

@@ -59,8 +59,8 @@ class Communicator {
  public:
   /// Joins the job `env` describes (validates `options`, whose backend is gloo or nccl, never
   /// auto: InvalidOption). Throws PeerFailure when the other ranks do not join within the
-  /// timeout, std::runtime_error when WORLD_SIZE differs between ranks or the nccl backend finds
-  /// no CUDA device.
+  /// timeout, std::runtime_error when WORLD_SIZE or the backend differs between ranks or the
+  /// nccl backend finds no CUDA device.
   Communicator(const DistEnv& env, const DistOptions& options);
   ~Communicator();
   Communicator(const Communicator&) = delete;

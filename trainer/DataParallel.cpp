@@ -53,6 +53,10 @@ std::vector<std::pair<std::string, std::string>> configuration(
     }
   }
   items.emplace_back("the number of training examples", std::to_string(workload.num_examples()));
+  // Where the ranks compute (each its own GPU N, so only the kind), and whether deterministically:
+  // NCCL leaves out its nondeterministic algorithms only on the ranks that asked for it.
+  items.emplace_back("the device (--device)", o.device == "cpu" ? "cpu" : "cuda");
+  items.emplace_back("determinism (--deterministic)", o.deterministic ? "on" : "off");
   items.emplace_back("the training options", training.str());
   return items;
 }

@@ -351,7 +351,7 @@ int run_worker() {
     // The device (a GPU job: cuda, or cuda:0 shared by the ranks), the backend, and the
     // weight gradients' streams; CUDA runs are deterministic so that they can be compared.
     o.device = env_or("ENGRAM_DIST_DEVICE", "cpu");
-    o.deterministic = o.device != "cpu";
+    o.deterministic = env_or("ENGRAM_DIST_DETERMINISTIC", o.device != "cpu" ? "1" : "0") == "1";
     o.dist.backend = env_or("ENGRAM_DIST_BACKEND", "auto");
     o.ooo_streams = std::stoi(env_or("ENGRAM_DIST_OOO_STREAMS", "1"));
     o.dist.grad_sync = parallel::grad_sync_from_name(env_or("ENGRAM_DIST_SYNC", "overlap"));
@@ -382,6 +382,14 @@ int run_worker() {
       job->within_timeout("a call that never returns", [] {
         for (;;) std::this_thread::sleep_for(std::chrono::seconds(1));
       });
+      return 0;
+    }
+    if (const char* backend = std::getenv("ENGRAM_DIST_JOIN_BACKEND")) {
+      // Only the joining: the ranks' process groups on the backend each was given.
+      parallel::DistOptions d;
+      d.backend = backend;
+      d.timeout_seconds = o.dist.timeout_seconds;
+      parallel::join_job(env, d);
       return 0;
     }
     if (env_or("ENGRAM_DIST_TRAIN", "0") == "1") {
@@ -979,6 +987,30 @@ TEST_F(DistJob, DifferentChunksAreRefusedAtStart) {
   EXPECT_TRUE(exited_with(1, 1));
   const std::string error = text("chunks.error");
   EXPECT_NE(error.find("the ranks disagree on the training options"), std::string::npos) << error;
+}
+
+TEST_F(DistJob, DifferentBackendsAreRefusedBeforeAnyProcessGroup) {
+  // Rank 1 alone on nccl would wait for NCCL peers that never come (here, without a GPU, it
+  // would fail alone while rank 0 went on): both stop, naming the backend.
+  start("backends", 2, {{{"ENGRAM_DIST_JOIN_BACKEND", "gloo"}},
+                        {{"ENGRAM_DIST_JOIN_BACKEND", "nccl"}}});
+  wait_all(60);
+  EXPECT_TRUE(exited_with(0, 1));
+  EXPECT_TRUE(exited_with(1, 1));
+  const std::string error = text("backends.error");
+  EXPECT_NE(error.find("the ranks disagree on the backend (--dist-backend)"), std::string::npos)
+      << error;
+}
+
+TEST_F(DistJob, DifferentDeterminismIsRefusedAtStart) {
+  start("determinism", 2, {{{"ENGRAM_DIST_DETERMINISTIC", "0"}},
+                           {{"ENGRAM_DIST_DETERMINISTIC", "1"}}});
+  wait_all(60);
+  EXPECT_TRUE(exited_with(0, 1));
+  EXPECT_TRUE(exited_with(1, 1));
+  const std::string error = text("determinism.error");
+  EXPECT_NE(error.find("the ranks disagree on determinism (--deterministic)"), std::string::npos)
+      << error;
 }
 
 TEST_F(DistJob, DifferentWorldSizesAreRefusedAtStart) {
