@@ -7,7 +7,8 @@ set -euo pipefail
 engram=$1
 work=$2/bench_dp.$$
 mkdir -p "$work"
-trap 'rm -rf "$work"' EXIT
+# On a failure, what the driver printed (its stderr, naming a failed rank, is the test's own).
+trap 'rc=$?; [ $rc -eq 0 ] || cat "$work/out.txt" 2>/dev/null; rm -rf "$work"' EXIT
 "$engram" bench dp --json "$work/dp.json" --models resnet,npi --links 0,125000000 --steps 1 \
   --warmup 1 --resnet-batch 2 --npi-batch 2 --hidden 32 --trace "$work" > "$work/out.txt"
 /usr/bin/python3 - "$work" <<'PY'
