@@ -146,20 +146,25 @@ struct Communicator::Impl {
 
   explicit Impl(LinkModel model) : link(model) {}
   ~Impl() {
-    stop_heartbeat();  // also when the constructor throws after starting it
     if (nccl) {
+      // After a failure a collective may still wait on a rank that is gone (a deferred bucket
+      // nobody waited for): shutdown() would flush it forever, abort() does not. So too when an
+      // error that was no collective's ends the job (out of memory, say).
+      const bool abort = failed || std::uncaught_exceptions() > 0;
       try {
-        // After a failure a collective may still wait on a rank that is gone (a deferred bucket
-        // nobody waited for): shutdown() would flush it forever, abort() does not. So too when
-        // an error that was no collective's ends the job (out of memory, say).
-        if (failed || std::uncaught_exceptions() > 0)
-          nccl->abort();
-        else
-          nccl->shutdown();
+        // NCCL's finalize, destroy and abort wait for its peers without a deadline: the
+        // heartbeat, still beating, ends the process if they have not returned in time.
+        watched(abort ? "NCCL's abort" : "NCCL's shutdown", timeout_seconds, [&] {
+          if (abort)
+            nccl->abort();
+          else
+            nccl->shutdown();
+        });
       } catch (const std::exception&) {
         // Nothing left to free in order.
       }
     }
+    stop_heartbeat();  // also when the constructor throws after starting it
   }
   std::atomic<bool> failed{false};  ///< a collective or the rendezvous failed
 
@@ -173,12 +178,36 @@ struct Communicator::Impl {
   };
   std::map<std::uint64_t, BlockedCall> blocked;
   std::uint64_t next_blocked = 0;
+  double timeout_seconds = 0;  ///< the job's, from start_heartbeat
 
-  void start_heartbeat(const DistEnv& env, double timeout_seconds, const std::string& prefix) {
+  /// Runs `call`; if it has not returned within `seconds`, the heartbeat thread ends the process
+  /// (end_blocked_call), naming `during`. Needs the heartbeat running.
+  void watched(const std::string& during, double seconds, const std::function<void()>& call) {
+    std::uint64_t id = 0;
+    {
+      std::lock_guard<std::mutex> lock(beat_mutex);
+      id = next_blocked++;
+      blocked[id] = {Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                        std::chrono::duration<double>(seconds)),
+                     during, seconds};
+    }
+    struct Done {
+      Impl& impl;
+      std::uint64_t id;
+      ~Done() {
+        std::lock_guard<std::mutex> lock(impl.beat_mutex);
+        impl.blocked.erase(id);
+      }
+    } done{*this, id};
+    call();
+  }
+
+  void start_heartbeat(const DistEnv& env, double timeout, const std::string& prefix) {
+    timeout_seconds = timeout;
     beats.assign(env.world_size, -1);
     last_change.assign(env.world_size, Clock::now());
     c10::intrusive_ptr<c10d::Store> client = c10::make_intrusive<c10d::PrefixStore>(
-        prefix + "heartbeat", connect_store(env, timeout_seconds, /*counted=*/false));
+        prefix + "heartbeat", connect_store(env, timeout, /*counted=*/false));
     heartbeat = std::thread([this, client, env] {
       std::unique_lock<std::mutex> lock(beat_mutex);
       while (!stopping) {
@@ -389,23 +418,7 @@ std::unique_ptr<PendingCollective> Communicator::allreduce_async(at::Tensor buff
 }
 
 void Communicator::within_timeout(const std::string& during, const std::function<void()>& call) {
-  std::uint64_t id = 0;
-  {
-    std::lock_guard<std::mutex> lock(impl_->beat_mutex);
-    id = impl_->next_blocked++;
-    impl_->blocked[id] = {Clock::now() + std::chrono::duration_cast<Clock::duration>(
-                                             std::chrono::duration<double>(options_.timeout_seconds)),
-                          during, options_.timeout_seconds};
-  }
-  struct Done {
-    Impl& impl;
-    std::uint64_t id;
-    ~Done() {
-      std::lock_guard<std::mutex> lock(impl.beat_mutex);
-      impl.blocked.erase(id);
-    }
-  } done{*impl_, id};
-  call();
+  impl_->watched(during, options_.timeout_seconds, call);
 }
 
 void Communicator::allreduce(at::Tensor buffer, std::string name) {
