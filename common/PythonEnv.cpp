@@ -1,5 +1,7 @@
 #include "common/PythonEnv.h"
 
+#include <unistd.h>
+
 #include <cstdlib>
 
 namespace engram {
@@ -17,8 +19,12 @@ std::string torch_python() { return from_environment("ENGRAM_PYTHON", ENGRAM_BUI
 std::string torchrun_program() {
   const std::string python = torch_python();
   const auto slash = python.rfind('/');
-  const std::string beside =
+  std::string beside =
       slash == std::string::npos ? "torchrun" : python.substr(0, slash + 1) + "torchrun";
+  // A system-wide pip puts torchrun in /usr/local/bin, not beside /usr/bin/python3: then the
+  // one on PATH (the children start with posix_spawnp).
+  if (beside.find('/') != std::string::npos && ::access(beside.c_str(), X_OK) != 0)
+    beside = "torchrun";
   return from_environment("ENGRAM_TORCHRUN", beside);
 }
 

@@ -12,7 +12,8 @@ namespace engram {
 /// $ENGRAM_PYTHON, else the build's environment's python (its bin/python).
 std::string torch_python();
 
-/// $ENGRAM_TORCHRUN, else the torchrun beside torch_python().
+/// $ENGRAM_TORCHRUN, else the torchrun beside torch_python(), else (none there) "torchrun", which
+/// a child process finds on PATH.
 std::string torchrun_program();
 
 }  // namespace engram
