@@ -4,7 +4,9 @@
 #include "memory/MemoryTracker.h"
 
 #include <ATen/ATen.h>
+#include <ATen/cuda/CUDAEvent.h>
 #include <c10/cuda/CUDAFunctions.h>
+#include <c10/cuda/CUDAStream.h>
 #include <c10/util/Logging.h>
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
@@ -69,10 +71,58 @@ c10::intrusive_ptr<c10d::TCPStore> connect_store(const DistEnv& env, double time
 
 }  // namespace
 
+/// When a CUDA stream reached a point, on the host's clock: CUDA events timed against the last
+/// point settled, whose host time is known (the first against one the host waited for). An
+/// emulated link takes a bucket of CUDA gradients when the device has written it, which can be
+/// long after the host queued the kernels (the host runs ahead of the device by what it queued).
+class DeviceClock : public std::enable_shared_from_this<DeviceClock> {
+ public:
+  /// A point on `device`'s current stream, and the call that says (blocking) when it was reached.
+  LinkQueue::StartTime mark(c10::DeviceIndex device) {
+    const auto stream = c10::cuda::getCurrentCUDAStream(device);
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (!last_ || device_ != device) {
+        // The first point is one the host waits for here: its host time is now.
+        auto first = std::make_shared<at::cuda::CUDAEvent>(cudaEventBlockingSync);
+        first->record(stream);
+        first->synchronize();
+        last_ = std::move(first);
+        last_at_ = Clock::now();
+        device_ = device;
+      }
+    }
+    auto point = std::make_shared<at::cuda::CUDAEvent>(cudaEventBlockingSync);
+    point->record(stream);
+    return [self = shared_from_this(), point] { return self->reached(point); };
+  }
+
+ private:
+  /// Called in the order the points were marked (LinkQueue settles in launch order).
+  Clock::time_point reached(const std::shared_ptr<at::cuda::CUDAEvent>& point) {
+    point->synchronize();
+    std::lock_guard<std::mutex> lock(mutex_);
+    const double ms = last_->elapsed_time(*point);
+    const Clock::time_point at =
+        last_at_ + std::chrono::duration_cast<Clock::duration>(
+                       std::chrono::duration<double, std::milli>(ms));
+    // The next point is timed against this one, so that float milliseconds stay fine-grained.
+    last_ = point;
+    last_at_ = at;
+    return at;
+  }
+
+  std::mutex mutex_;
+  std::shared_ptr<at::cuda::CUDAEvent> last_;
+  Clock::time_point last_at_;
+  c10::DeviceIndex device_ = -1;
+};
+
 // ---------------------------------------------------------------------------------------------
 struct PendingCollective::State {
   c10::intrusive_ptr<c10d::Work> work;
-  Clock::time_point link_done;  ///< when the emulated link has carried it
+  std::shared_ptr<LinkQueue> link;  ///< the emulated link's timeline
+  std::shared_ptr<LinkQueue::Ticket> on_link;  ///< this collective's place on it
   std::string name;
   std::int64_t launched_ns = 0;  ///< on the tracker's clock
   Clock::time_point launched_at;
@@ -96,13 +146,14 @@ void PendingCollective::wait() {
   }
   auto* tracker = memory::MemoryTracker::installed();
   if (tracker != nullptr && state_->ends_at_wait) state_->completed_ns->store(tracker->now_ns());
-  std::this_thread::sleep_until(state_->link_done);  // a timed wait: no CPU spent
+  const Clock::time_point link_done = state_->link->done_at(state_->on_link);
+  std::this_thread::sleep_until(link_done);  // a timed wait: no CPU spent
   if (tracker != nullptr) {
     // The span ends when both the backend and the emulated link are done with it.
     const std::int64_t now = tracker->now_ns();
     const std::int64_t emulated =
         state_->launched_ns + std::chrono::duration_cast<std::chrono::nanoseconds>(
-                                  state_->link_done - state_->launched_at)
+                                  link_done - state_->launched_at)
                                   .count();
     const std::int64_t real = state_->completed_ns->load();
     const std::int64_t end = real > 0 ? std::min(std::max(real, emulated), now) : now;
@@ -132,8 +183,9 @@ struct Communicator::Impl {
     comm.within_timeout(during + " (NCCL's launch)", [&] { work = start(); });
     return work;
   }
-  LinkSchedule link;
-  std::mutex link_mutex;
+  std::shared_ptr<LinkQueue> link;  ///< the emulated link's timeline
+  std::shared_ptr<DeviceClock> device_clock = std::make_shared<DeviceClock>();  ///< CUDA's start
+  std::mutex link_mutex;             ///< guards the communicator's link_
 
   // Heartbeats: this rank's counter goes up every period; every rank's last change is watched.
   std::thread heartbeat;
@@ -144,7 +196,7 @@ struct Communicator::Impl {
   std::vector<std::int64_t> beats;
   std::vector<Clock::time_point> last_change;
 
-  explicit Impl(LinkModel model) : link(model) {}
+  explicit Impl(LinkModel model) : link(std::make_shared<LinkQueue>(model)) {}
   ~Impl() {
     if (nccl) {
       // After a failure a collective may still wait on a rank that is gone (a deferred bucket
@@ -374,7 +426,7 @@ Communicator::~Communicator() = default;
 void Communicator::set_link(LinkModel link) {
   std::lock_guard<std::mutex> lock(impl_->link_mutex);
   link_ = link;
-  impl_->link = LinkSchedule(link);
+  impl_->link->reset(link);
 }
 
 PeerFailure Communicator::failure(const std::string& during, const std::string& what) {
@@ -395,11 +447,19 @@ std::unique_ptr<PendingCollective> Communicator::allreduce_async(at::Tensor buff
   state->fail = [this](const std::string& during, const std::string& what) {
     return failure(during, what);
   };
+  // On the link from its launch, or, for CUDA buffers, from when the device has written them.
+  LinkModel link;
   {
     std::lock_guard<std::mutex> lock(impl_->link_mutex);
-    state->link_done = impl_->link.complete_at(state->launched_at,
-                                               link_.allreduce_seconds(bytes, env_.world_size));
+    link = link_;
   }
+  const Clock::time_point launched_at = state->launched_at;
+  LinkQueue::StartTime start = [launched_at] { return launched_at; };
+  if (buffer.is_cuda() && link.emulated())
+    start = impl_->device_clock->mark(buffer.device().index());
+  state->link = impl_->link;
+  state->on_link =
+      impl_->link->push(link.allreduce_seconds(bytes, env_.world_size), std::move(start));
   c10d::Backend& backend = impl_->backend_for(buffer);
   state->ends_at_wait = &backend == impl_->nccl.get();
   std::vector<at::Tensor> tensors{std::move(buffer)};

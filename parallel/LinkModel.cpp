@@ -23,4 +23,34 @@ LinkSchedule::Clock::time_point LinkSchedule::complete_at(Clock::time_point laun
   return free_at_;
 }
 
+std::shared_ptr<LinkQueue::Ticket> LinkQueue::push(double seconds, StartTime start) {
+  auto ticket = std::make_shared<Ticket>();
+  ticket->seconds = seconds;
+  ticket->start = std::move(start);
+  std::lock_guard<std::mutex> lock(queue_mutex_);
+  pending_.push_back(ticket);
+  return ticket;
+}
+
+LinkQueue::Clock::time_point LinkQueue::done_at(const std::shared_ptr<Ticket>& ticket) {
+  std::lock_guard<std::mutex> settling(settle_mutex_);
+  while (!ticket->done) {
+    std::shared_ptr<Ticket> first;
+    {
+      std::lock_guard<std::mutex> lock(queue_mutex_);
+      first = pending_.front();  // the ticket itself is pending until settled
+    }
+    first->done = schedule_.complete_at(first->start(), first->seconds);
+    first->start = nullptr;  // what it held (a CUDA event) goes now
+    std::lock_guard<std::mutex> lock(queue_mutex_);
+    pending_.pop_front();
+  }
+  return *ticket->done;
+}
+
+void LinkQueue::reset(LinkModel model) {
+  std::lock_guard<std::mutex> settling(settle_mutex_);
+  schedule_ = LinkSchedule(model);
+}
+
 }  // namespace engram::parallel

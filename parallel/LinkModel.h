@@ -23,6 +23,11 @@
 
 #include <chrono>
 #include <cstddef>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
 
 namespace engram::parallel {
 
@@ -55,6 +60,45 @@ class LinkSchedule {
  private:
   LinkModel model_;
   Clock::time_point free_at_{};
+};
+
+/// The link's timeline when a collective's start is known only after its launch: a collective on
+/// CUDA tensors reaches the link when the device has run what was queued before it, which the
+/// host learns later (a CUDA event), not when the host launched it. The collectives still occupy
+/// the link in launch order: done_at() first settles every collective launched before.
+///
+/// \code
+///   LinkQueue queue(link);
+///   auto a = queue.push(seconds_a, [] { return when_the_device_got_there(); });
+///   auto b = queue.push(seconds_b, [t = Clock::now()] { return t; });  // host memory: now
+///   queue.done_at(b);  // settles a first (its start() may block), then b behind it
+/// \endcode
+class LinkQueue {
+ public:
+  using Clock = LinkSchedule::Clock;
+  /// When the collective could start; may block until that is known.
+  using StartTime = std::function<Clock::time_point()>;
+  struct Ticket;
+
+  explicit LinkQueue(LinkModel model) : schedule_(model) {}
+  /// A collective occupying the link for `seconds` from `start()`, launched now: its ticket.
+  std::shared_ptr<Ticket> push(double seconds, StartTime start);
+  /// When the ticket's collective leaves the link. Thread-safe; push() never waits for it.
+  Clock::time_point done_at(const std::shared_ptr<Ticket>& ticket);
+  /// The model of the collectives settled from now on.
+  void reset(LinkModel model);
+
+ private:
+  std::mutex settle_mutex_;  ///< one settling at a time, in order; guards schedule_, Ticket::done
+  std::mutex queue_mutex_;   ///< guards pending_ only, so that push() never waits on a start()
+  LinkSchedule schedule_;
+  std::deque<std::shared_ptr<Ticket>> pending_;
+};
+
+struct LinkQueue::Ticket {
+  double seconds = 0;
+  StartTime start;
+  std::optional<Clock::time_point> done;
 };
 
 }  // namespace engram::parallel

@@ -10,17 +10,20 @@ first 1 MiB), Adam at 1e-3 and no gradient clipping, as Engram's rows are. Start
 
 Link emulation is a DDP communication hook with Engram's delay model (parallel/LinkModel.h): each
 bucket's all-reduce cannot complete before a serialised link of the given bandwidth would have
-carried 2(N-1)/N of its bytes plus the latency after the previous bucket left it; the wait is a
-sleep in the all-reduce's completion callback, so it costs no CPU. The hook divides by the world
+carried 2(N-1)/N of its bytes plus the latency after the previous bucket left it, from when the
+bucket is ready (on CUDA, when the device has written it: a CUDA event, as Engram's LinkQueue);
+the wait is a sleep in the all-reduce's completion callback, so it costs no CPU. The hook divides by the world
 size as DDP's default hook does. Rank 0 writes {"rows": [{"link_bandwidth", "step_seconds"}],
 "versions": ...} to --out: per link, the median over the timed steps of each step's slowest rank.
 """
 
 import argparse
+import collections
 import json
 import os
 import statistics
 import sys
+import threading
 import time
 
 import torch
@@ -36,14 +39,50 @@ from resnet_memory_peer import ResNet, make_batch  # noqa: E402
 TCP_PAYLOAD_SHARE = 1448.0 / 1514.0
 
 
+class DeviceClock:
+    """Engram's DeviceClock: when the current CUDA stream reached a point, on time.monotonic(),
+    from CUDA events timed against the last point settled (the first one waited for)."""
+
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.last = None
+        self.last_at = 0.0
+
+    def mark(self):
+        with self.lock:
+            if self.last is None:
+                first = torch.cuda.Event(enable_timing=True, blocking=True)
+                first.record()
+                first.synchronize()
+                self.last, self.last_at = first, time.monotonic()
+        point = torch.cuda.Event(enable_timing=True, blocking=True)
+        point.record()
+        return lambda: self.reached(point)
+
+    def reached(self, point):
+        point.synchronize()
+        with self.lock:
+            at = self.last_at + self.last.elapsed_time(point) / 1000.0
+            self.last, self.last_at = point, at
+        return at
+
+
 class Link:
-    """Engram's LinkModel and LinkSchedule."""
+    """Engram's LinkModel and LinkQueue: collectives enter the link in launch order, each when
+    its data is ready."""
 
     def __init__(self, world):
         self.world = world
         self.bandwidth = 0.0
         self.latency = 0.0
         self.free_at = 0.0
+        self.clock = DeviceClock()
+        self.pending = collections.deque()
+        self.queue_lock = threading.Lock()
+        self.settle_lock = threading.Lock()
+
+    def emulated(self):
+        return self.bandwidth > 0 or self.latency > 0
 
     def seconds(self, nbytes):
         if self.bandwidth <= 0 and self.latency <= 0:
@@ -57,16 +96,35 @@ class Link:
         self.free_at = start + seconds
         return self.free_at
 
+    def push(self, seconds, start):
+        ticket = {"seconds": seconds, "start": start, "done": None}
+        with self.queue_lock:
+            self.pending.append(ticket)
+        return ticket
+
+    def done_at(self, ticket):
+        with self.settle_lock:
+            while ticket["done"] is None:
+                with self.queue_lock:
+                    first = self.pending[0]
+                first["done"] = self.complete_at(first["start"](), first["seconds"])
+                first["start"] = None
+                with self.queue_lock:
+                    self.pending.popleft()
+        return ticket["done"]
+
 
 def delayed_allreduce(link, bucket):
     buffer = bucket.buffer()
     buffer.div_(link.world)
-    deadline = link.complete_at(time.monotonic(),
-                                link.seconds(buffer.numel() * buffer.element_size()))
+    launched = time.monotonic()
+    start = (link.clock.mark() if buffer.is_cuda and link.emulated() else (lambda: launched))
+    ticket = link.push(link.seconds(buffer.numel() * buffer.element_size()), start)
     future = dist.all_reduce(buffer, async_op=True).get_future()
 
     def done(f):
-        delay = deadline - time.monotonic()
+        # Gloo's callback runs once the all-reduce is done, so the device has passed the mark.
+        delay = link.done_at(ticket) - time.monotonic()
         if delay > 0:
             time.sleep(delay)
         return f.value()[0]

@@ -30,6 +30,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <future>
 #include <map>
 #include <thread>
 
@@ -90,6 +91,39 @@ TEST(DistUnit, LinkScheduleSerialisesCollectives) {
   EXPECT_EQ(a - t0, std::chrono::milliseconds(500));
   EXPECT_EQ(b - t0, std::chrono::milliseconds(1000));
   EXPECT_EQ(c - t0, std::chrono::milliseconds(5500));
+}
+
+TEST(DistUnit, TheLinkQueueStartsACollectiveWhenItsDataIsReadyInLaunchOrder) {
+  using std::chrono::milliseconds;
+  parallel::LinkQueue q(parallel::LinkModel{1e6, 0});
+  const auto t0 = std::chrono::steady_clock::time_point{} + std::chrono::seconds(100);
+  std::vector<char> settled;
+  // a's bucket reaches the link 1 s after the host launched it (a device behind the host); b,
+  // launched 0.1 s later from host memory, still waits behind a.
+  auto a = q.push(0.5, [&] { settled.push_back('a'); return t0 + std::chrono::seconds(1); });
+  auto b = q.push(0.5, [&] { settled.push_back('b'); return t0 + milliseconds(100); });
+  EXPECT_EQ(q.done_at(b) - t0, milliseconds(2000));  // settles a first
+  EXPECT_EQ(q.done_at(a) - t0, milliseconds(1500));
+  EXPECT_EQ(q.done_at(b) - t0, milliseconds(2000));  // settled once
+  EXPECT_EQ(settled, (std::vector<char>{'a', 'b'}));
+  // On a new link, collectives settled from then on take its time.
+  q.reset(parallel::LinkModel{2e6, 0});
+  auto c = q.push(0.25, [&] { return t0 + std::chrono::seconds(10); });
+  EXPECT_EQ(q.done_at(c) - t0, milliseconds(10250));
+}
+
+TEST(DistUnit, ALaunchNeverWaitsForTheLinkQueueToLearnWhenADeviceGotThere) {
+  parallel::LinkQueue q(parallel::LinkModel{1e6, 0});
+  std::promise<void> device_there;
+  std::shared_future<void> there = device_there.get_future().share();
+  const auto now = std::chrono::steady_clock::now();
+  auto a = q.push(0.0, [there, now] { there.wait(); return now; });
+  std::thread waiter([&] { q.done_at(a); });  // blocks in a's start()
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  auto b = q.push(0.0, [now] { return now; });  // returns while the waiter is still blocked
+  device_there.set_value();
+  waiter.join();
+  EXPECT_EQ(q.done_at(b), now);
 }
 
 TEST(DistUnit, TheOooModelDefersWhereLaterCommunicationHidesBehindEarlierForwards) {
