@@ -182,7 +182,9 @@ if [ -x "$ENGRAM_BIN" ]; then
   # scaling, the largest batch under a memory cap, ResNet-50, the data-parallel bench on the
   # device), then what has results committed from an earlier run.
   stage ooo-streams 120 bash "$root/scripts/reproduce/gpu_ooo_streams.sh" \
-    --out "$out/gpu_ooo_streams.json" &&
+    --out "$out/gpu_ooo_streams.json"
+  # From this run's streams, or an earlier run's in the same DIR (--stages scale).
+  [ -s "$out/gpu_ooo_streams.json" ] &&
     stage scale 30 "$ENGRAM_BIN" bench scale --from "$out/gpu_ooo_streams.json" \
       --json "$bin/gpu_scaling.json"
   # It stops its own search in time (--time-limit from STAGE_SECONDS) and says what it cut;
