@@ -21,10 +21,10 @@
 /// backward data (dx from dy and w) and backward filter (dw from x and dy). Each pass has its own
 /// algorithms (cuDNN's CUDNN_CONVOLUTION_FWD_ALGO_*, _BWD_DATA_ALGO_*, _BWD_FILTER_ALGO_*), each
 /// with the workspace cuDNN asks for on the shape. The math is float32 with FMA only
-/// (CUDNN_FMA_MATH: no TF32) unless Math::kTf32 is asked for, so every algorithm computes the same
-/// sums up to their order, and for FFT and Winograd up to their transforms' rounding. Everything runs on the legacy default
-/// stream (the stream PyTorch uses unless told otherwise), and synchronously: results come back
-/// to the host.
+/// (CUDNN_FMA_MATH: no TF32) unless Math::kTf32 is asked for, so every algorithm computes the
+/// same sums up to their order, and for FFT and Winograd up to their transforms' rounding.
+/// CudnnConv runs on the legacy default stream (the stream PyTorch uses unless told otherwise),
+/// and synchronously: results come back to the host.
 
 #include <cstddef>
 #include <cstdint>

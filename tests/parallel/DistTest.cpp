@@ -590,6 +590,18 @@ class DistJob : public ::testing::Test {
     return {std::istreambuf_iterator<char>(in), {}};
   }
 
+  /// Two ranks started with `rank0` and `rank1` both exit 1 before training, saying `said`.
+  void expect_refused_at_start(const std::string& name,
+                               std::vector<std::map<std::string, std::string>> vars,
+                               const std::string& said) {
+    start(name, 2, std::move(vars));
+    wait_all(60);
+    EXPECT_TRUE(exited_with(0, 1));
+    EXPECT_TRUE(exited_with(1, 1));
+    const std::string error = text(name + ".error");
+    EXPECT_NE(error.find(said), std::string::npos) << error;
+  }
+
   /// Runs a job to completion and expects every rank to succeed.
   void run_ok(const std::string& name, int world, std::map<std::string, std::string> vars,
               bool job = false) {
@@ -1002,49 +1014,33 @@ TEST_F(DistJob, ACallWithoutADeadlineEndsTheRankWithinTheTimeoutNamingTheHungRan
 }
 
 TEST_F(DistJob, DifferentModelsAreRefusedAtStart) {
-  start("mismatch", 2, {{{"ENGRAM_DIST_HIDDEN", "32"}}, {{"ENGRAM_DIST_HIDDEN", "48"}}});
-  wait_all(60);
-  EXPECT_TRUE(exited_with(0, 1));
-  EXPECT_TRUE(exited_with(1, 1));
-  const std::string error = text("mismatch.error");
-  EXPECT_NE(error.find("the ranks disagree on the model's parameter shapes"), std::string::npos)
-      << error;
+  expect_refused_at_start("mismatch",
+                          {{{"ENGRAM_DIST_HIDDEN", "32"}}, {{"ENGRAM_DIST_HIDDEN", "48"}}},
+                          "the ranks disagree on the model's parameter shapes");
 }
 
 TEST_F(DistJob, DifferentChunksAreRefusedAtStart) {
   // Chunks of different sizes would all-reduce buffers of different sizes.
-  start("chunks", 2,
-        {{{"ENGRAM_DIST_SYNC", "host"}, {"ENGRAM_DIST_CHUNK", "1"}},
-         {{"ENGRAM_DIST_SYNC", "host"}, {"ENGRAM_DIST_CHUNK", "2"}}});
-  wait_all(60);
-  EXPECT_TRUE(exited_with(0, 1));
-  EXPECT_TRUE(exited_with(1, 1));
-  const std::string error = text("chunks.error");
-  EXPECT_NE(error.find("the ranks disagree on the training options"), std::string::npos) << error;
+  expect_refused_at_start("chunks",
+                          {{{"ENGRAM_DIST_SYNC", "host"}, {"ENGRAM_DIST_CHUNK", "1"}},
+                           {{"ENGRAM_DIST_SYNC", "host"}, {"ENGRAM_DIST_CHUNK", "2"}}},
+                          "the ranks disagree on the training options");
 }
 
 TEST_F(DistJob, DifferentBackendsAreRefusedBeforeAnyProcessGroup) {
   // Rank 1 alone on nccl would wait for NCCL peers that never come (here, without a GPU, it
   // would fail alone while rank 0 went on): both stop, naming the backend.
-  start("backends", 2, {{{"ENGRAM_DIST_JOIN_BACKEND", "gloo"}},
-                        {{"ENGRAM_DIST_JOIN_BACKEND", "nccl"}}});
-  wait_all(60);
-  EXPECT_TRUE(exited_with(0, 1));
-  EXPECT_TRUE(exited_with(1, 1));
-  const std::string error = text("backends.error");
-  EXPECT_NE(error.find("the ranks disagree on the backend (--dist-backend)"), std::string::npos)
-      << error;
+  expect_refused_at_start("backends",
+                          {{{"ENGRAM_DIST_JOIN_BACKEND", "gloo"}},
+                           {{"ENGRAM_DIST_JOIN_BACKEND", "nccl"}}},
+                          "the ranks disagree on the backend (--dist-backend)");
 }
 
 TEST_F(DistJob, DifferentDeterminismIsRefusedAtStart) {
-  start("determinism", 2, {{{"ENGRAM_DIST_DETERMINISTIC", "0"}},
-                           {{"ENGRAM_DIST_DETERMINISTIC", "1"}}});
-  wait_all(60);
-  EXPECT_TRUE(exited_with(0, 1));
-  EXPECT_TRUE(exited_with(1, 1));
-  const std::string error = text("determinism.error");
-  EXPECT_NE(error.find("the ranks disagree on determinism (--deterministic)"), std::string::npos)
-      << error;
+  expect_refused_at_start("determinism",
+                          {{{"ENGRAM_DIST_DETERMINISTIC", "0"}},
+                           {{"ENGRAM_DIST_DETERMINISTIC", "1"}}},
+                          "the ranks disagree on determinism (--deterministic)");
 }
 
 TEST_F(DistJob, DifferentWorldSizesAreRefusedAtStart) {
