@@ -72,9 +72,9 @@ c10::intrusive_ptr<c10d::TCPStore> connect_store(const DistEnv& env, double time
 }  // namespace
 
 /// When a CUDA stream reached a point, on the host's clock: CUDA events timed against the last
-/// point settled, whose host time is known (the first against one the host waited for). An
-/// emulated link takes a bucket of CUDA gradients when the device has written it, which can be
-/// long after the host queued the kernels (the host runs ahead of the device by what it queued).
+/// point settled on the same device, whose host time is known (the first against one the host
+/// waited for). An emulated link takes a bucket of CUDA gradients when the device has written it,
+/// which can be long after the host queued the kernels (the host runs ahead by what it queued).
 class DeviceClock : public std::enable_shared_from_this<DeviceClock> {
  public:
   /// A point on `device`'s current stream, and the call that says (blocking) when it was reached.
@@ -82,40 +82,42 @@ class DeviceClock : public std::enable_shared_from_this<DeviceClock> {
     const auto stream = c10::cuda::getCurrentCUDAStream(device);
     {
       std::lock_guard<std::mutex> lock(mutex_);
-      if (!last_ || device_ != device) {
-        // The first point is one the host waits for here: its host time is now.
-        auto first = std::make_shared<at::cuda::CUDAEvent>(cudaEventBlockingSync);
-        first->record(stream);
-        first->synchronize();
-        last_ = std::move(first);
-        last_at_ = Clock::now();
-        device_ = device;
+      Anchor& anchor = anchors_[device];
+      if (!anchor.event) {
+        // The device's first point is one the host waits for here: its host time is now.
+        anchor.event = std::make_shared<at::cuda::CUDAEvent>(cudaEventBlockingSync);
+        anchor.event->record(stream);
+        anchor.event->synchronize();
+        anchor.at = Clock::now();
       }
     }
     auto point = std::make_shared<at::cuda::CUDAEvent>(cudaEventBlockingSync);
     point->record(stream);
-    return [self = shared_from_this(), point] { return self->reached(point); };
+    return [self = shared_from_this(), device, point] { return self->reached(device, point); };
   }
 
  private:
+  struct Anchor {
+    std::shared_ptr<at::cuda::CUDAEvent> event;
+    Clock::time_point at;
+  };
+
   /// Called in the order the points were marked (LinkQueue settles in launch order).
-  Clock::time_point reached(const std::shared_ptr<at::cuda::CUDAEvent>& point) {
+  Clock::time_point reached(c10::DeviceIndex device,
+                            const std::shared_ptr<at::cuda::CUDAEvent>& point) {
     point->synchronize();
     std::lock_guard<std::mutex> lock(mutex_);
-    const double ms = last_->elapsed_time(*point);
-    const Clock::time_point at =
-        last_at_ + std::chrono::duration_cast<Clock::duration>(
-                       std::chrono::duration<double, std::milli>(ms));
+    Anchor& anchor = anchors_[device];
+    const double ms = anchor.event->elapsed_time(*point);
+    anchor.at += std::chrono::duration_cast<Clock::duration>(
+        std::chrono::duration<double, std::milli>(ms));
     // The next point is timed against this one, so that float milliseconds stay fine-grained.
-    last_ = point;
-    last_at_ = at;
-    return at;
+    anchor.event = point;
+    return anchor.at;
   }
 
   std::mutex mutex_;
-  std::shared_ptr<at::cuda::CUDAEvent> last_;
-  Clock::time_point last_at_;
-  c10::DeviceIndex device_ = -1;
+  std::map<c10::DeviceIndex, Anchor> anchors_;
 };
 
 // ---------------------------------------------------------------------------------------------
