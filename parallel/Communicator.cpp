@@ -82,13 +82,13 @@ class DeviceClock : public std::enable_shared_from_this<DeviceClock> {
     const auto stream = c10::cuda::getCurrentCUDAStream(device);
     {
       std::lock_guard<std::mutex> lock(mutex_);
-      Anchor& anchor = anchors_[device];
-      if (!anchor.event) {
+      if (anchors_.count(device) == 0) {
         // The device's first point is one the host waits for here: its host time is now.
-        anchor.event = std::make_shared<at::cuda::CUDAEvent>(cudaEventBlockingSync);
-        anchor.event->record(stream);
-        anchor.event->synchronize();
-        anchor.at = Clock::now();
+        Anchor first{std::make_shared<at::cuda::CUDAEvent>(cudaEventBlockingSync), {}};
+        first.event->record(stream);
+        first.event->synchronize();
+        first.at = Clock::now();
+        anchors_.emplace(device, std::move(first));
       }
     }
     auto point = std::make_shared<at::cuda::CUDAEvent>(cudaEventBlockingSync);
@@ -107,7 +107,7 @@ class DeviceClock : public std::enable_shared_from_this<DeviceClock> {
                             const std::shared_ptr<at::cuda::CUDAEvent>& point) {
     point->synchronize();
     std::lock_guard<std::mutex> lock(mutex_);
-    Anchor& anchor = anchors_[device];
+    Anchor& anchor = anchors_.at(device);
     const double ms = anchor.event->elapsed_time(*point);
     anchor.at += std::chrono::duration_cast<Clock::duration>(
         std::chrono::duration<double, std::milli>(ms));
@@ -205,18 +205,20 @@ struct Communicator::Impl {
       // nobody waited for): shutdown() would flush it forever, abort() does not. So too when an
       // error that was no collective's ends the job (out of memory, say).
       const bool abort = failed || std::uncaught_exceptions() > 0;
-      try {
-        // NCCL's finalize, destroy and abort wait for its peers without a deadline: the
-        // heartbeat, still beating, ends the process if they have not returned in time.
-        watched(abort ? "NCCL's abort" : "NCCL's shutdown", timeout_seconds, [&] {
+      // NCCL's finalize, destroy and abort wait for its peers without a deadline, and its
+      // destructor joins its watchdog threads: the heartbeat, still beating, ends the process if
+      // they have not returned in time.
+      watched(abort ? "NCCL's abort" : "NCCL's shutdown", timeout_seconds, [&] {
+        try {
           if (abort)
             nccl->abort();
           else
             nccl->shutdown();
-        });
-      } catch (const std::exception&) {
-        // Nothing left to free in order.
-      }
+        } catch (const std::exception&) {
+          // Nothing left to free in order.
+        }
+        nccl.reset();
+      });
     }
     stop_heartbeat();  // also when the constructor throws after starting it
   }
@@ -337,6 +339,7 @@ struct Communicator::Impl {
          << " during " << call.during << " (it did not return within " << call.seconds
          << " s)\n";
     const std::string text = line.str();
+    std::fflush(stdout);  // what the rank printed before stays printed
     std::fwrite(text.data(), 1, text.size(), stderr);
     std::fflush(stderr);
     std::_Exit(1);

@@ -1,6 +1,7 @@
 #include "parallel/LinkModel.h"
 
 #include <algorithm>
+#include <exception>
 
 namespace engram::parallel {
 
@@ -40,16 +41,42 @@ LinkQueue::Clock::time_point LinkQueue::done_at(const std::shared_ptr<Ticket>& t
       std::lock_guard<std::mutex> lock(queue_mutex_);
       first = pending_.front();  // the ticket itself is pending until settled
     }
-    first->done = schedule_.complete_at(first->start(), first->seconds);
-    first->start = nullptr;  // what it held (a CUDA event) goes now
-    std::lock_guard<std::mutex> lock(queue_mutex_);
-    pending_.pop_front();
+    settle_first(first);
   }
   return *ticket->done;
 }
 
+void LinkQueue::settle_first(const std::shared_ptr<Ticket>& first) {
+  std::exception_ptr failed;
+  Clock::time_point start;
+  try {
+    start = first->start();
+  } catch (...) {
+    // Settled from now, so that the collectives after it are not held by its failure.
+    failed = std::current_exception();
+    start = Clock::now();
+  }
+  first->done = schedule_.complete_at(start, first->seconds);
+  first->start = nullptr;  // what it held (a CUDA event) goes now
+  {
+    std::lock_guard<std::mutex> lock(queue_mutex_);
+    pending_.pop_front();
+  }
+  if (failed) std::rethrow_exception(failed);
+}
+
 void LinkQueue::reset(LinkModel model) {
   std::lock_guard<std::mutex> settling(settle_mutex_);
+  // The collectives launched before keep the link they were launched on.
+  for (;;) {
+    std::shared_ptr<Ticket> first;
+    {
+      std::lock_guard<std::mutex> lock(queue_mutex_);
+      if (pending_.empty()) break;
+      first = pending_.front();
+    }
+    settle_first(first);
+  }
   schedule_ = LinkSchedule(model);
 }
 

@@ -84,11 +84,17 @@ class LinkQueue {
   /// A collective occupying the link for `seconds` from `start()`, launched now: its ticket.
   std::shared_ptr<Ticket> push(double seconds, StartTime start);
   /// When the ticket's collective leaves the link. Thread-safe; push() never waits for it.
+  /// Throws what a start() threw (its collective and the ones before are settled regardless).
   Clock::time_point done_at(const std::shared_ptr<Ticket>& ticket);
-  /// The model of the collectives settled from now on.
+  /// The model of the collectives launched from now on (those launched before are settled on
+  /// the old one first).
   void reset(LinkModel model);
 
  private:
+  /// Settles the first pending ticket, `first`; caller holds settle_mutex_. A start() that throws
+  /// settles it from now, then the exception goes on.
+  void settle_first(const std::shared_ptr<Ticket>& first);
+
   std::mutex settle_mutex_;  ///< one settling at a time, in order; guards schedule_, Ticket::done
   std::mutex queue_mutex_;   ///< guards pending_ only, so that push() never waits on a start()
   LinkSchedule schedule_;

@@ -123,7 +123,9 @@ def delayed_allreduce(link, bucket):
     future = dist.all_reduce(buffer, async_op=True).get_future()
 
     def done(f):
-        # Gloo's callback runs once the all-reduce is done, so the device has passed the mark.
+        # Gloo runs the callback once the all-reduce is done, so the device has passed the mark.
+        # NCCL's future completes at launch, so the callback would wait in backward: bench dp
+        # refuses NCCL with emulated links beside this peer.
         delay = link.done_at(ticket) - time.monotonic()
         if delay > 0:
             time.sleep(delay)

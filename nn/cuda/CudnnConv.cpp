@@ -148,6 +148,12 @@ bool not_supported(cudnnStatus_t status) {
   return CUDNN_STATUS_CATEGORY(status) == CUDNN_STATUS_NOT_SUPPORTED;
 }
 
+/// cuDNN could not allocate host or device memory: the device is full, nothing is broken.
+bool allocation_failed(cudnnStatus_t status) {
+  return status == CUDNN_STATUS_INTERNAL_ERROR_HOST_ALLOCATION_FAILED ||
+         status == CUDNN_STATUS_INTERNAL_ERROR_DEVICE_ALLOCATION_FAILED;
+}
+
 }  // namespace
 
 void ConvShape::check() const {
@@ -253,9 +259,7 @@ void throw_cuda_error(int cuda_error, const char* what) {
 void throw_cudnn_error(int cudnn_status, const char* what) {
   const auto status = static_cast<cudnnStatus_t>(cudnn_status);
   const std::string message = std::string(what) + ": " + cudnnGetErrorString(status);
-  if (status == CUDNN_STATUS_INTERNAL_ERROR_HOST_ALLOCATION_FAILED ||
-      status == CUDNN_STATUS_INTERNAL_ERROR_DEVICE_ALLOCATION_FAILED)
-    throw DeviceOutOfMemory(message);
+  if (allocation_failed(status)) throw DeviceOutOfMemory(message);
   throw CudnnError(message);
 }
 
@@ -422,6 +426,9 @@ struct CudnnConv::State : Descriptors {
   }
 
   /// cuDNN's heuristic ranking and determinism of every algorithm it lists for `pass`.
+  /// cuDNN's ranking of `pass`'s algorithms on this shape: an algorithm's first place in it, and
+  /// whether cuDNN calls it deterministic. The list can hold an algorithm more than once (with
+  /// and without tensor cores): it is asked for at its longest (...AlgorithmMaxCount).
   void heuristics(Pass pass, std::vector<int>* rank, std::vector<char>* deterministic) const {
     const int n = algorithm_count(pass);
     rank->assign(static_cast<std::size_t>(n), -1);
@@ -440,24 +447,33 @@ struct CudnnConv::State : Descriptors {
     };
     switch (pass) {
       case Pass::kForward: {
-        std::vector<cudnnConvolutionFwdAlgoPerf_t> perf(static_cast<std::size_t>(n));
-        check(cudnnGetConvolutionForwardAlgorithm_v7(handle, x, w, conv, y, n, &returned,
+        int most = 0;
+        check(cudnnGetConvolutionForwardAlgorithmMaxCount(handle, &most),
+              "cudnnGetConvolutionForwardAlgorithmMaxCount");
+        std::vector<cudnnConvolutionFwdAlgoPerf_t> perf(static_cast<std::size_t>(most));
+        check(cudnnGetConvolutionForwardAlgorithm_v7(handle, x, w, conv, y, most, &returned,
                                                      perf.data()),
               "cudnnGetConvolutionForwardAlgorithm_v7");
         record(perf);
         break;
       }
       case Pass::kBackwardData: {
-        std::vector<cudnnConvolutionBwdDataAlgoPerf_t> perf(static_cast<std::size_t>(n));
-        check(cudnnGetConvolutionBackwardDataAlgorithm_v7(handle, w, y, conv, x, n, &returned,
+        int most = 0;
+        check(cudnnGetConvolutionBackwardDataAlgorithmMaxCount(handle, &most),
+              "cudnnGetConvolutionBackwardDataAlgorithmMaxCount");
+        std::vector<cudnnConvolutionBwdDataAlgoPerf_t> perf(static_cast<std::size_t>(most));
+        check(cudnnGetConvolutionBackwardDataAlgorithm_v7(handle, w, y, conv, x, most, &returned,
                                                           perf.data()),
               "cudnnGetConvolutionBackwardDataAlgorithm_v7");
         record(perf);
         break;
       }
       case Pass::kBackwardFilter: {
-        std::vector<cudnnConvolutionBwdFilterAlgoPerf_t> perf(static_cast<std::size_t>(n));
-        check(cudnnGetConvolutionBackwardFilterAlgorithm_v7(handle, x, y, conv, w, n, &returned,
+        int most = 0;
+        check(cudnnGetConvolutionBackwardFilterAlgorithmMaxCount(handle, &most),
+              "cudnnGetConvolutionBackwardFilterAlgorithmMaxCount");
+        std::vector<cudnnConvolutionBwdFilterAlgoPerf_t> perf(static_cast<std::size_t>(most));
+        check(cudnnGetConvolutionBackwardFilterAlgorithm_v7(handle, x, y, conv, w, most, &returned,
                                                             perf.data()),
               "cudnnGetConvolutionBackwardFilterAlgorithm_v7");
         record(perf);
@@ -557,7 +573,7 @@ std::vector<AlgorithmCost> CudnnConv::measure(Pass pass, int repeats, std::size_
     const cudnnStatus_t st = state_->launch(pass, a, ws.get(), ws.bytes());
     if (st != CUDNN_STATUS_SUCCESS) {
       c.status = cudnnGetErrorString(st);
-      c.failed = !not_supported(st);
+      c.failed = !not_supported(st) && !allocation_failed(st);  // a full device: not usable here
       costs.push_back(std::move(c));
       continue;
     }
@@ -569,6 +585,8 @@ std::vector<AlgorithmCost> CudnnConv::measure(Pass pass, int repeats, std::size_
     try {
       c.ms = median_ms(repeats,
                        [&] { check(state_->launch(pass, a, ws.get(), ws.bytes()), what.c_str()); });
+    } catch (const DeviceOutOfMemory&) {
+      throw;  // what a caller that counts out-of-memory failures catches
     } catch (const CudnnError& e) {
       throw CudnnError(what + " while timed: " + e.what());
     }

@@ -104,8 +104,8 @@ struct AlgorithmCost {
   /// False when cuDNN does not run it on this shape, or it failed (`status` says why); then
   /// nothing below is measured.
   bool supported = false;
-  /// cuDNN failed on it with something else than "not supported" (a bug or a broken install,
-  /// never expected): its status is the error.
+  /// cuDNN failed on it with something else than "not supported" or a failed allocation (a bug
+  /// or a broken install, never expected): its status is the error.
   bool failed = false;
   std::string status;
   std::size_t workspace_bytes = 0;

@@ -26,10 +26,12 @@ namespace {
 
 namespace cc = nn::cudnn;
 
-/// The math PyTorch's own cuDNN convolutions use now: TF32 while torch.backends.cudnn.allow_tf32
-/// (at::Context::allowTF32CuDNN) holds, its default, else FMA only.
+/// The math PyTorch's own cuDNN convolutions use now: TF32 while its convolutions' float32
+/// precision allows it (torch.backends.cudnn.allow_tf32, or the newer fp32_precision of conv),
+/// its default, else FMA only. The same question ATen's convolution asks.
 cc::Math current_math() {
-  return at::globalContext().allowTF32CuDNN() ? cc::Math::kTf32 : cc::Math::kFma;
+  return at::globalContext().allowTF32CuDNN(at::Float32Op::CONV) ? cc::Math::kTf32
+                                                                 : cc::Math::kFma;
 }
 
 /// Whether only algorithms cuDNN calls deterministic may be chosen, as PyTorch's cuDNN

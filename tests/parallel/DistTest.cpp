@@ -112,6 +112,30 @@ TEST(DistUnit, TheLinkQueueStartsACollectiveWhenItsDataIsReadyInLaunchOrder) {
   EXPECT_EQ(q.done_at(c) - t0, milliseconds(10250));
 }
 
+TEST(DistUnit, AFailedStartTimeHoldsNoCollectiveAfterIt) {
+  parallel::LinkQueue q(parallel::LinkModel{1e6, 0});
+  const auto t0 = std::chrono::steady_clock::time_point{} + std::chrono::seconds(100);
+  auto a = q.push(0.5, []() -> std::chrono::steady_clock::time_point {
+    throw std::runtime_error("the device is gone");
+  });
+  auto b = q.push(0.5, [t0] { return t0; });
+  EXPECT_THROW(q.done_at(b), std::runtime_error);  // a's failure, once
+  EXPECT_GT(q.done_at(b), std::chrono::steady_clock::now());  // behind a, settled from now
+  EXPECT_GT(q.done_at(a), t0);
+}
+
+TEST(DistUnit, ANewLinkLeavesTheCollectivesLaunchedBeforeOnTheOld) {
+  parallel::LinkQueue q(parallel::LinkModel{1e6, 0});
+  const auto t0 = std::chrono::steady_clock::time_point{} + std::chrono::seconds(100);
+  auto a = q.push(0.5, [t0] { return t0; });
+  auto b = q.push(0.5, [t0] { return t0; });
+  q.reset(parallel::LinkModel{2e6, 0});  // settles a and b on the old link's timeline
+  auto c = q.push(0.25, [t0] { return t0; });
+  EXPECT_EQ(q.done_at(b) - t0, std::chrono::milliseconds(1000));
+  EXPECT_EQ(q.done_at(c) - t0, std::chrono::milliseconds(250));  // a new, idle link
+  EXPECT_EQ(q.done_at(a) - t0, std::chrono::milliseconds(500));
+}
+
 TEST(DistUnit, ALaunchNeverWaitsForTheLinkQueueToLearnWhenADeviceGotThere) {
   parallel::LinkQueue q(parallel::LinkModel{1e6, 0});
   std::promise<void> device_there;
