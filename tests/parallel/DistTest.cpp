@@ -1051,7 +1051,7 @@ TEST_F(DistJob, DifferentChunksAreRefusedAtStart) {
                           "the ranks disagree on the training options");
 }
 
-TEST_F(DistJob, DifferentBackendsAreRefusedBeforeAnyProcessGroup) {
+TEST_F(DistJob, DifferentBackendsAreRefusedAtStart) {
   // Rank 1 alone on nccl would wait for NCCL peers that never come (here, without a GPU, it
   // would fail alone while rank 0 went on): both stop, naming the backend.
   expect_refused_at_start("backends",
