@@ -183,7 +183,9 @@ std::string job_device_name(const TrainingOptions& o) {
                             " sees " + std::to_string(count) +
                             " CUDA device(s): start at most that many ranks per host, or give "
                             "--device cuda:N to share one GPU (over gloo; NCCL needs a GPU per "
-                            "rank)");
+                            "rank); ranks that each see only their own GPU (CUDA_VISIBLE_DEVICES "
+                            "per rank) are each alone on it: LOCAL_RANK=0 LOCAL_WORLD_SIZE=1 "
+                            "--device cuda:0");
   return "cuda:" + std::to_string(o.job.local_rank);
 }
 
