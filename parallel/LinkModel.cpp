@@ -35,15 +35,19 @@ std::shared_ptr<LinkQueue::Ticket> LinkQueue::push(double seconds, StartTime sta
 
 LinkQueue::Clock::time_point LinkQueue::done_at(const std::shared_ptr<Ticket>& ticket) {
   std::lock_guard<std::mutex> settling(settle_mutex_);
-  while (!ticket->done) {
+  settle_through(*ticket);
+  return *ticket->done;
+}
+
+void LinkQueue::settle_through(const Ticket& last) {
+  while (!last.done) {
     std::shared_ptr<Ticket> first;
     {
       std::lock_guard<std::mutex> lock(queue_mutex_);
-      first = pending_.front();  // the ticket itself is pending until settled
+      first = pending_.front();  // `last` itself is pending until settled
     }
     settle_first(first);
   }
-  return *ticket->done;
 }
 
 void LinkQueue::settle_first(const std::shared_ptr<Ticket>& first) {
@@ -68,15 +72,12 @@ void LinkQueue::settle_first(const std::shared_ptr<Ticket>& first) {
 void LinkQueue::reset(LinkModel model) {
   std::lock_guard<std::mutex> settling(settle_mutex_);
   // The collectives launched before keep the link they were launched on.
-  for (;;) {
-    std::shared_ptr<Ticket> first;
-    {
-      std::lock_guard<std::mutex> lock(queue_mutex_);
-      if (pending_.empty()) break;
-      first = pending_.front();
-    }
-    settle_first(first);
+  std::shared_ptr<Ticket> last;
+  {
+    std::lock_guard<std::mutex> lock(queue_mutex_);
+    if (!pending_.empty()) last = pending_.back();
   }
+  if (last) settle_through(*last);
   schedule_ = LinkSchedule(model);
 }
 

@@ -91,6 +91,8 @@ class LinkQueue {
   void reset(LinkModel model);
 
  private:
+  /// Settles the pending tickets up to `last`, in order; caller holds settle_mutex_.
+  void settle_through(const Ticket& last);
   /// Settles the first pending ticket, `first`; caller holds settle_mutex_. A start() that throws
   /// settles it from now, then the exception goes on.
   void settle_first(const std::shared_ptr<Ticket>& first);

@@ -263,8 +263,6 @@ void throw_cudnn_error(int cudnn_status, const char* what) {
   throw CudnnError(message);
 }
 
-const char* math_name(Math math) { return math == Math::kTf32 ? "tf32" : "fma"; }
-
 namespace {
 
 /// A cuDNN handle and the descriptors of one shape: float32 NCHW, cross-correlation, `math`.

@@ -87,8 +87,6 @@ class DeviceOutOfMemory : public CudnnError {
 /// allowed where the device has them (CUDNN_DEFAULT_MATH), as PyTorch runs cuDNN's float32
 /// convolutions while torch.backends.cudnn.allow_tf32 holds.
 enum class Math { kFma, kTf32 };
-/// "fma", "tf32".
-const char* math_name(Math math);
 
 /// run() with a limit below the workspace the algorithm needs. Nothing ran.
 class WorkspaceExceeded : public std::runtime_error {

@@ -36,7 +36,7 @@ cc::Math current_math() {
 
 /// Whether only algorithms cuDNN calls deterministic may be chosen, as PyTorch's cuDNN
 /// convolutions choose under torch.backends.cudnn.deterministic or deterministic algorithms.
-bool deterministic_only() {
+bool determinism_required() {
   const auto& context = at::globalContext();
   return context.deterministicCuDNN() || context.deterministicAlgorithms();
 }
@@ -167,7 +167,7 @@ std::pair<CudnnAlgorithms, CudnnAlgorithms> cudnn_choices(const std::vector<int6
   static std::mutex mutex;
   static std::map<Key, std::pair<CudnnAlgorithms, CudnnAlgorithms>> measured;
   const cc::Math math = current_math();
-  const bool deterministic = deterministic_only();
+  const bool deterministic = determinism_required();
   const Key key{device,        shape.batch,  shape.in_channels, shape.height,
                 shape.width,   shape.out_channels, shape.kernel, shape.stride,
                 shape.padding, repeats,      static_cast<int64_t>(math), deterministic};
