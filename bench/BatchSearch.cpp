@@ -1,44 +1,84 @@
 #include "bench/BatchSearch.h"
 
 #include <algorithm>
+#include <cmath>
 #include <stdexcept>
 #include <string>
 
 namespace engram::bench {
 
+long batch_at_cap(const std::vector<BatchTrial>& trials, std::int64_t cap_bytes) {
+  const BatchTrial* largest = nullptr;
+  const BatchTrial* second = nullptr;
+  for (const BatchTrial& t : trials) {
+    if (!t.trained || t.held_bytes <= 0) continue;
+    if (largest == nullptr || t.batch > largest->batch) {
+      second = largest;
+      largest = &t;
+    } else if (t.batch < largest->batch && (second == nullptr || t.batch > second->batch)) {
+      second = &t;
+    }
+  }
+  if (second == nullptr || largest->held_bytes <= second->held_bytes) return 0;
+  const double per_example = static_cast<double>(largest->held_bytes - second->held_bytes) /
+                             static_cast<double>(largest->batch - second->batch);
+  const double at_cap =
+      static_cast<double>(largest->batch) +
+      static_cast<double>(cap_bytes - largest->held_bytes) / per_example;
+  // No batch beyond what a long holds comfortably: the caller clamps to its limit.
+  return at_cap < 1 ? 0 : static_cast<long>(std::floor(std::min(at_cap, 1e15)));
+}
+
 BatchSearch largest_training_batch(const BatchSearchOptions& o,
-                                   const std::function<bool(long)>& trains) {
-  if (o.start < 1 || o.limit < o.start || !(o.precision >= 0))
+                                   const std::function<TrialOutcome(long)>& trains) {
+  if (o.start < 1 || o.limit < o.start || !(o.precision >= 0) || o.cap_bytes < 0)
     throw std::invalid_argument("largest_training_batch: start " + std::to_string(o.start) +
                                 ", limit " + std::to_string(o.limit) + ", precision " +
-                                std::to_string(o.precision));
+                                std::to_string(o.precision) + ", cap " +
+                                std::to_string(o.cap_bytes));
   BatchSearch s;
   struct Cut {};
-  const auto trial = [&](long batch) {
+  const auto trial = [&](long batch, bool aimed) {
     if (o.may_go_on && !o.may_go_on()) throw Cut{};
-    const bool ok = trains(batch);
-    s.trials.push_back({batch, ok});
-    return ok;
+    const TrialOutcome r = trains(batch);
+    s.trials.push_back({batch, r.trained, r.trained ? r.held_bytes : 0, aimed});
+    return r.trained;
   };
   long trained = 0;  // the largest batch known to train
   long failed = 0;   // the smallest batch known not to (0: none yet)
   try {
-    // Doubling up from the start, or halving down from it when it fails.
-    if (trial(o.start)) {
+    // Growing from the start (aimed where it can be, else doubling), or halving down from it
+    // when it fails.
+    if (trial(o.start, false)) {
       trained = o.start;
+      bool aiming = o.cap_bytes > 0;
+      bool checking = false;  // the last trial was aimed and trained: this one checks the line
       while (trained < o.limit) {
-        const long next = std::min(o.limit, trained * 2);
-        if (!trial(next)) {
+        const long step = std::max(1L, static_cast<long>(o.precision * trained));
+        long next = trained * 2;
+        bool aimed = false;
+        if (aiming && checking) {
+          next = trained + step;
+        } else if (aiming) {
+          if (const long at_cap = batch_at_cap(s.trials, o.cap_bytes); at_cap > 0) {
+            next = std::max(at_cap, trained + step);
+            aimed = true;
+          }
+        }
+        next = std::min(o.limit, next);
+        if (!trial(next, aimed)) {
           failed = next;
           break;
         }
+        if (checking) aiming = false;  // the line fell short of what trains: doubling on
+        checking = aimed;
         trained = next;
       }
     } else {
       failed = o.start;
       while (failed > 1) {
         const long next = failed / 2;
-        if (trial(next)) {
+        if (trial(next, false)) {
           trained = next;
           break;
         }
@@ -49,7 +89,7 @@ BatchSearch largest_training_batch(const BatchSearchOptions& o,
     while (trained > 0 && failed > 0 && failed - trained > 1 &&
            static_cast<double>(failed - trained) > o.precision * static_cast<double>(trained)) {
       const long middle = trained + (failed - trained) / 2;
-      if (trial(middle)) {
+      if (trial(middle, false)) {
         trained = middle;
       } else {
         failed = middle;

@@ -2,19 +2,30 @@
 /// \file
 /// The largest batch that trains (`engram bench memory --find-max-batch`): whether a batch
 /// trains is a trial (a few steps under a device-memory cap, trainer/MemoryCap.h), assumed to
-/// hold for every smaller batch when it holds for one. The search doubles from a start until a
+/// hold for every smaller batch when it holds for one. The search grows from a start until a
 /// trial fails or the limit is reached, then bisects between the largest batch that trained and
 /// the smallest that did not, until they are within `precision` of each other (relative to the
 /// one that trained) or adjacent. Every trial is kept, in order. No torch.
 ///
+/// Growing doubles the batch, unless the search is aimed: given the cap and, from each trial that
+/// trained, the most memory the allocator held in it, the straight line through the two largest
+/// batches that trained and what they held names the batch that would hold the cap, and that is
+/// tried next (at least `precision` above the largest that trained). An aimed batch that trains
+/// is checked `precision` above it, which ends the search when that fails; when it trains too,
+/// the line fell short of what trains and growing doubles from there on. Memory that grows as a
+/// straight line in the batch (activations) takes four trials from a start below the cap.
+///
 /// \code
 ///   engram::bench::BatchSearch s = engram::bench::largest_training_batch(
-///       {/*start=*/64, /*limit=*/4096, /*precision=*/0.125},
-///       [&](long batch) { return train_a_few_steps(batch); });   // false: out of memory
+///       {/*start=*/64, /*limit=*/4096, /*precision=*/0.125, /*cap_bytes=*/8ll << 30},
+///       [&](long batch) -> engram::bench::TrialOutcome {
+///         return train_a_few_steps(batch);   // {false} out of memory, else {true, held bytes}
+///       });
 ///   s.largest;   // 0 when not even batch 1 trained
-///   s.trials;    // each batch tried and whether it trained
+///   s.trials;    // each batch tried, whether it trained, what it held, whether it was aimed
 /// \endcode
 
+#include <cstdint>
 #include <functional>
 #include <string_view>
 #include <vector>
@@ -25,14 +36,27 @@ struct BatchSearchOptions {
   long start = 8;           ///< the first batch tried (at least 1)
   long limit = 4096;        ///< no batch above it is tried (at least start)
   double precision = 0.125; ///< stop once (failed - trained) <= precision * trained
+  /// The memory a trial may hold (the cap); 0: the search is not aimed, and doubles.
+  std::int64_t cap_bytes = 0;
   /// Asked before each trial (none: always yes); no: the search stops there, cut short (a time
   /// limit).
   std::function<bool()> may_go_on;
 };
 
+/// What one trial showed. Converts from a bool (trained, nothing held known).
+struct TrialOutcome {
+  TrialOutcome(bool trained, std::int64_t held_bytes = 0)  // NOLINT: a bool is an outcome
+      : trained(trained), held_bytes(held_bytes) {}
+  bool trained;
+  /// The most memory the allocator held during the trial, when it trained (0: not known).
+  std::int64_t held_bytes;
+};
+
 struct BatchTrial {
   long batch = 0;
   bool trained = false;
+  std::int64_t held_bytes = 0;  ///< as the trial reported it
+  bool aimed = false;           ///< chosen by the line through what trials held (file comment)
 };
 
 struct BatchSearch {
@@ -47,7 +71,12 @@ struct BatchSearch {
 /// Searches (see the file comment). Throws std::invalid_argument for options out of range;
 /// whatever `trains` throws goes through.
 BatchSearch largest_training_batch(const BatchSearchOptions& options,
-                                   const std::function<bool(long)>& trains);
+                                   const std::function<TrialOutcome(long)>& trains);
+
+/// The batch at which the straight line through the two largest trained batches of `trials`
+/// that held memory reaches `cap_bytes` (rounded down); 0 when there are not two such batches,
+/// or memory does not grow between them.
+long batch_at_cap(const std::vector<BatchTrial>& trials, std::int64_t cap_bytes);
 
 /// Whether an error that is not c10::OutOfMemoryError still says the device ran out of memory:
 /// under a cap, ATen's cuDNN convolution tries each engine, passes over those whose workspace

@@ -17,9 +17,10 @@ and trains one warm-up step and --steps timed steps (zero_grad(set_to_none=True)
 on the CPU and copied, forward, backward, optimizer.step(), synchronized on both ends); it trained
 unless torch.cuda.OutOfMemoryError was raised, or an error that says the device ran out of memory
 (says_out_of_memory, as Engram's search counts them), after which everything is dropped and the
-cache emptied. The search is bench/BatchSearch.cpp's: from --start double until a trial fails or
---limit, halve while the start fails, then bisect until the failed and trained batches are within
---precision of the trained one, or adjacent. Per variant: the largest batch, every trial, and at
+cache emptied. The search is bench/BatchSearch.cpp's: from --start grow until a trial fails or
+--limit (aimed at --cap-bytes by the line through what the allocator reserved in the two largest
+trials that trained, else doubling), halve while the start fails, then bisect until the failed
+and trained batches are within --precision of the trained one, or adjacent. Per variant: the largest batch, every trial, and at
 the largest batch the median step, images per second, torch.cuda.max_memory_allocated and
 max_memory_reserved. Then at the equal batch, the smaller of --equal-batch-limit (Engram's
 largest) and the largest any variant reached, every variant that trained there is timed again.
@@ -34,6 +35,7 @@ Prints one JSON object on stdout.
 import functools
 import gc
 import json
+import math
 import os
 import statistics
 import sys
@@ -166,16 +168,33 @@ def may_go_on(args):
     return not getattr(args, "deadline", 0) or time.monotonic() < args.deadline
 
 
+def batch_at_cap(trials, cap_bytes):
+    """bench/BatchSearch.cpp's batch_at_cap: the batch at which the straight line through the two
+    largest trained batches that held memory reaches cap_bytes (rounded down); 0 when there are
+    not two, or memory does not grow between them."""
+    held = sorted((t["batch"], t["held_bytes"]) for t in trials
+                  if t["trained"] and t.get("held_bytes", 0) > 0)
+    if len(held) < 2:
+        return 0
+    (b1, y1), (b2, y2) = held[-2], held[-1]
+    if y2 <= y1:
+        return 0
+    at_cap = b2 + (cap_bytes - y2) / ((y2 - y1) / (b2 - b1))
+    return 0 if at_cap < 1 else int(math.floor(min(at_cap, 1e15)))
+
+
 def search(variant, args, device):
-    """bench/BatchSearch.cpp's search; returns (largest, its figures, trials, cut): cut when the
-    time limit stopped it, largest then a batch that trained."""
+    """bench/BatchSearch.cpp's search, aimed at args.cap_bytes by each trained trial's
+    reserved_peak_bytes; returns (largest, its figures, trials, cut): cut when the time limit
+    stopped it, largest then a batch that trained."""
     trials, figures = [], {}
 
-    def trains(batch):
+    def trains(batch, aimed=False):
         if not may_go_on(args):
             raise Cut()
         result = trial(variant, batch, args, device)
-        trials.append({"batch": batch, "trained": result is not None})
+        trials.append({"batch": batch, "trained": result is not None, "aimed": aimed,
+                       "held_bytes": result.get("reserved_peak_bytes", 0) if result else 0})
         if result is not None:
             figures[batch] = result
         return result is not None
@@ -184,11 +203,23 @@ def search(variant, args, device):
     try:
         if trains(args.start):
             trained = args.start
+            aiming, checking = getattr(args, "cap_bytes", 0) > 0, False
             while trained < args.limit:
-                following = min(args.limit, trained * 2)
-                if not trains(following):
+                step = max(1, int(args.precision * trained))
+                following, aimed = trained * 2, False
+                if aiming and checking:
+                    following = trained + step
+                elif aiming:
+                    at_cap = batch_at_cap(trials, args.cap_bytes)
+                    if at_cap > 0:
+                        following, aimed = max(at_cap, trained + step), True
+                following = min(args.limit, following)
+                if not trains(following, aimed):
                     failed = following
                     break
+                if checking:
+                    aiming = False  # the line fell short of what trains: doubling on
+                checking = aimed
                 trained = following
         else:
             failed = args.start

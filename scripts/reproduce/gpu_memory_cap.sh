@@ -3,7 +3,8 @@
 # caching allocator limited to it, as torch.cuda.set_per_process_memory_fraction limits
 # PyTorch's): the largest batch that trains for none, all (relu + recompute + swap), relu,
 # recompute and swap (recompute and swap planned per unit under the cap), each trial a fresh
-# session of one warm-up and one measured step; at each largest batch images/s, live and
+# session of one warm-up and one measured step, the search aimed at the cap by what the trials
+# reserved (bench/BatchSearch.h); at each largest batch images/s, live and
 # reserved peak; beside them PyTorch eager, torch.utils.checkpoint in both modes and selective
 # activation checkpointing under the same cap with the same search; and the best row against
 # the fastest PyTorch variant at the equal batch. The goal of issue 35

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdint>
 #include <stdexcept>
 #include <vector>
 
@@ -61,11 +62,94 @@ TEST(BatchSearchTest, StopsAtTheLimitWhenEverythingTrains) {
   EXPECT_EQ(s.smallest_failed, 0);
 }
 
+/// A device whose allocator holds `fixed + per_example * batch` bytes at a batch, and on which
+/// batches up to `fits` train; it reports `reported_per_example` per example, which a real
+/// allocator's rounding and caching make differ from what fits.
+struct MemoryDevice {
+  long fits;
+  std::int64_t fixed, reported_per_example;
+  std::vector<long> tried;
+  TrialOutcome operator()(long batch) {
+    tried.push_back(batch);
+    if (batch > fits) return false;
+    return {true, fixed + reported_per_example * batch};
+  }
+};
+
+TEST(BatchSearchTest, AimedAtTheCapTheSearchTakesFourTrialsWhereMemoryIsAStraightLine) {
+  // 1000 + 10 * batch bytes under a cap of 8000: batch 700 holds the cap. 64 and 128 train and
+  // draw the line, which names 700; it trains, 787 (700 + 12.5%) does not, and the search ends.
+  MemoryDevice d{700, 1000, 10, {}};
+  const BatchSearch s = largest_training_batch({64, 4096, 0.125, 8000}, std::ref(d));
+  EXPECT_EQ(d.tried, (std::vector<long>{64, 128, 700, 787}));
+  EXPECT_EQ(s.largest, 700);
+  EXPECT_EQ(s.smallest_failed, 787);
+  ASSERT_EQ(s.trials.size(), 4u);
+  EXPECT_FALSE(s.trials[1].aimed);
+  EXPECT_TRUE(s.trials[2].aimed);
+  EXPECT_EQ(s.trials[2].held_bytes, 8000);
+  EXPECT_EQ(s.trials[3].held_bytes, 0);  // it did not train
+  // Unaimed (no cap), the same device takes the eight trials of doubling and bisection.
+  MemoryDevice doubling{700, 1000, 10, {}};
+  EXPECT_EQ(largest_training_batch({64, 4096, 0.125}, std::ref(doubling)).trials.size(), 8u);
+}
+
+TEST(BatchSearchTest, ALineThatFallsShortOfWhatTrainsGivesWayToDoubling) {
+  // Twice what fits is reported: the line names 350, which trains, and so does 393 above it;
+  // doubling from there fails at 786, and bisection finds 687.
+  MemoryDevice d{700, 1000, 20, {}};
+  const BatchSearch s = largest_training_batch({64, 4096, 0.125, 8000}, std::ref(d));
+  EXPECT_EQ(d.tried, (std::vector<long>{64, 128, 350, 393, 786, 589, 687, 736}));
+  EXPECT_EQ(s.largest, 687);
+  EXPECT_EQ(s.smallest_failed, 736);
+  EXPECT_FALSE(s.trials[4].aimed);
+}
+
+TEST(BatchSearchTest, ALineThatOvershootsIsBisectedBack) {
+  // Half of what fits is reported: the line names 1400, which fails; bisection from 128.
+  MemoryDevice d{700, 1000, 5, {}};
+  const BatchSearch s = largest_training_batch({64, 4096, 0.125, 8000}, std::ref(d));
+  EXPECT_EQ(d.tried, (std::vector<long>{64, 128, 1400, 764, 446, 605, 684}));
+  EXPECT_EQ(s.largest, 684);
+  EXPECT_EQ(s.smallest_failed, 764);
+  // The limit bounds an aimed batch as a doubled one.
+  MemoryDevice bounded{700, 1000, 5, {}};
+  EXPECT_EQ(largest_training_batch({64, 1000, 0.125, 8000}, std::ref(bounded)).trials[2].batch,
+            1000);
+}
+
+TEST(BatchSearchTest, WithoutWhatTrialsHeldAnAimedSearchDoubles) {
+  Device d{700, {}};
+  const BatchSearch s = largest_training_batch({64, 4096, 0.125, 8000}, std::ref(d));
+  EXPECT_EQ(d.tried, (std::vector<long>{64, 128, 256, 512, 1024, 768, 640, 704}));
+  for (const BatchTrial& t : s.trials) EXPECT_FALSE(t.aimed);
+}
+
+TEST(BatchSearchTest, TheBatchAtTheCapIsOnTheLineThroughTheTwoLargestThatTrained) {
+  using T = BatchTrial;
+  EXPECT_EQ(batch_at_cap({}, 8000), 0);
+  EXPECT_EQ(batch_at_cap({T{64, true, 1640}}, 8000), 0);  // one point draws no line
+  EXPECT_EQ(batch_at_cap({T{64, true, 1640}, T{128, true, 2280}}, 8000), 700);
+  // The two largest that trained and held memory, in any order: not 16, not 1024 (failed), not
+  // 512 (held nothing known).
+  EXPECT_EQ(batch_at_cap({T{128, true, 2280}, T{16, true, 9999}, T{1024, false, 0},
+                          T{512, true, 0}, T{64, true, 1640}},
+                         8000),
+            700);
+  EXPECT_EQ(batch_at_cap({T{64, true, 2000}, T{128, true, 2000}}, 8000), 0);  // flat
+  EXPECT_EQ(batch_at_cap({T{64, true, 3000}, T{128, true, 2000}}, 8000), 0);  // falling
+  // Above the cap already at the larger batch: the line's batch is below it, at least 1, else
+  // none.
+  EXPECT_EQ(batch_at_cap({T{64, true, 7000}, T{128, true, 9000}}, 8000), 96);
+  EXPECT_EQ(batch_at_cap({T{1, true, 9000}, T{2, true, 10000}}, 8000), 0);
+}
+
 TEST(BatchSearchTest, OptionsOutOfRangeAreRefused) {
   Device d{10, {}};
   EXPECT_THROW(largest_training_batch({0, 10, 0.1}, std::ref(d)), std::invalid_argument);
   EXPECT_THROW(largest_training_batch({20, 10, 0.1}, std::ref(d)), std::invalid_argument);
   EXPECT_THROW(largest_training_batch({1, 10, -1}, std::ref(d)), std::invalid_argument);
+  EXPECT_THROW(largest_training_batch({1, 10, 0.1, -1}, std::ref(d)), std::invalid_argument);
   EXPECT_TRUE(d.tried.empty());
 }
 

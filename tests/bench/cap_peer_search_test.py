@@ -14,17 +14,23 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 import resnet_cap_peer  # noqa: E402
 
 
-def search(fits, start, limit, precision, trials_allowed=None):
+def search(fits, start, limit, precision, trials_allowed=None, cap_bytes=0, held=None):
     """The peer's search on a device where batches up to `fits` train; with `trials_allowed`,
-    the time limit runs out after that many trials. Returns (largest, figures, trials, tried)
-    and, with trials_allowed, whether the search was cut."""
+    the time limit runs out after that many trials; with cap_bytes and held = (fixed,
+    per_example), the allocator reserves fixed + per_example * batch (as BatchSearchTest's
+    MemoryDevice). Returns (largest, figures, trials, tried) and, with trials_allowed, whether
+    the search was cut."""
     tried = []
     clock = {"now": 0.0}
 
     def trial(_variant, batch, _args, _device):
         tried.append(batch)
         clock["now"] += 1.0  # a second a trial
-        return {"batch": batch} if batch <= fits else None
+        if batch > fits:
+            return None
+        if held is None:
+            return {"batch": batch}
+        return {"batch": batch, "reserved_peak_bytes": held[0] + held[1] * batch}
 
     original_trial, original_monotonic = resnet_cap_peer.trial, resnet_cap_peer.time.monotonic
     resnet_cap_peer.trial = trial
@@ -32,7 +38,7 @@ def search(fits, start, limit, precision, trials_allowed=None):
     try:
         deadline = trials_allowed - 0.5 if trials_allowed is not None else 0
         args = types.SimpleNamespace(start=start, limit=limit, precision=precision,
-                                     deadline=deadline)
+                                     deadline=deadline, cap_bytes=cap_bytes)
         largest, figures, trials, cut = resnet_cap_peer.search("none", args, None)
     finally:
         resnet_cap_peer.trial = original_trial
@@ -79,6 +85,48 @@ class CapPeerSearchTest(unittest.TestCase):
         self.assertEqual((largest, figures, trials, tried, cut), (0, None, [], [], True))
         largest, _, _, tried, cut = search(150, 64, 4096, 0.125, trials_allowed=100)
         self.assertEqual((largest, cut), (144, False))
+
+    def test_aimed_at_the_cap_the_search_takes_four_trials_where_memory_is_a_straight_line(self):
+        # BatchSearchTest.AimedAtTheCapTheSearchTakesFourTrialsWhereMemoryIsAStraightLine.
+        largest, figures, trials, tried = search(700, 64, 4096, 0.125, cap_bytes=8000,
+                                                 held=(1000, 10))
+        self.assertEqual(tried, [64, 128, 700, 787])
+        self.assertEqual(largest, 700)
+        self.assertEqual(figures["reserved_peak_bytes"], 8000)
+        self.assertEqual([t["aimed"] for t in trials], [False, False, True, False])
+        self.assertEqual([t["held_bytes"] for t in trials], [1640, 2280, 8000, 0])
+        self.assertEqual(len(search(700, 64, 4096, 0.125, held=(1000, 10))[3]), 8)
+
+    def test_a_line_that_falls_short_of_what_trains_gives_way_to_doubling(self):
+        largest, _, _, tried = search(700, 64, 4096, 0.125, cap_bytes=8000, held=(1000, 20))
+        self.assertEqual(tried, [64, 128, 350, 393, 786, 589, 687, 736])
+        self.assertEqual(largest, 687)
+
+    def test_a_line_that_overshoots_is_bisected_back(self):
+        largest, _, _, tried = search(700, 64, 4096, 0.125, cap_bytes=8000, held=(1000, 5))
+        self.assertEqual(tried, [64, 128, 1400, 764, 446, 605, 684])
+        self.assertEqual(largest, 684)
+        self.assertEqual(search(700, 64, 1000, 0.125, cap_bytes=8000, held=(1000, 5))[3][2],
+                         1000)
+
+    def test_without_what_trials_held_an_aimed_search_doubles(self):
+        _, _, trials, tried = search(700, 64, 4096, 0.125, cap_bytes=8000)
+        self.assertEqual(tried, [64, 128, 256, 512, 1024, 768, 640, 704])
+        self.assertFalse(any(t["aimed"] for t in trials))
+
+    def test_the_batch_at_the_cap_is_on_the_line_through_the_two_largest_that_trained(self):
+        def t(batch, trained, held_bytes):
+            return {"batch": batch, "trained": trained, "held_bytes": held_bytes}
+        at_cap = resnet_cap_peer.batch_at_cap
+        self.assertEqual(at_cap([], 8000), 0)
+        self.assertEqual(at_cap([t(64, True, 1640)], 8000), 0)
+        self.assertEqual(at_cap([t(64, True, 1640), t(128, True, 2280)], 8000), 700)
+        self.assertEqual(at_cap([t(128, True, 2280), t(16, True, 9999), t(1024, False, 0),
+                                 t(512, True, 0), t(64, True, 1640)], 8000), 700)
+        self.assertEqual(at_cap([t(64, True, 2000), t(128, True, 2000)], 8000), 0)
+        self.assertEqual(at_cap([t(64, True, 3000), t(128, True, 2000)], 8000), 0)
+        self.assertEqual(at_cap([t(64, True, 7000), t(128, True, 9000)], 8000), 96)
+        self.assertEqual(at_cap([t(1, True, 9000), t(2, True, 10000)], 8000), 0)
 
     def test_errors_that_say_the_device_ran_out_of_memory_are_told_from_bugs(self):
         # tests/bench/BatchSearchTest.cpp's messages, classified as Engram's search does.
