@@ -67,7 +67,9 @@ struct DpBenchOptions {
   std::uint64_t seed = 1;
   std::string trace_dir;                      ///< Chrome traces per rank; empty: none
   std::string python = torch_python();        ///< with the pinned torch (common/PythonEnv.h)
-  std::string torchrun = torchrun_program();  ///< the pinned environment's (common/PythonEnv.h)
+  /// The DDP peer's launcher; "": the torchrun of `python` (common/PythonEnv.h's
+  /// torchrun_command).
+  std::string torchrun = named_torchrun();
   bool skip_peer = false;
   /// "loopback": the emulated links only; "netns": the links also shaped between hosts.
   std::string hosts = "loopback";

@@ -16,16 +16,16 @@ std::string from_environment(const char* name, const std::string& fallback) {
 
 std::string torch_python() { return from_environment("ENGRAM_PYTHON", ENGRAM_BUILD_PYTHON); }
 
-std::string torchrun_program() {
-  const std::string python = torch_python();
+std::string named_torchrun() { return from_environment("ENGRAM_TORCHRUN", ""); }
+
+std::vector<std::string> torchrun_command(const std::string& torchrun, const std::string& python) {
+  if (!torchrun.empty()) return {torchrun};
   const auto slash = python.rfind('/');
-  std::string beside =
-      slash == std::string::npos ? "torchrun" : python.substr(0, slash + 1) + "torchrun";
-  // A system-wide pip puts torchrun in /usr/local/bin, not beside /usr/bin/python3: then the
-  // one on PATH (the children start with posix_spawnp).
-  if (beside.find('/') != std::string::npos && ::access(beside.c_str(), X_OK) != 0)
-    beside = "torchrun";
-  return from_environment("ENGRAM_TORCHRUN", beside);
+  if (slash != std::string::npos) {
+    const std::string beside = python.substr(0, slash + 1) + "torchrun";
+    if (::access(beside.c_str(), X_OK) == 0) return {beside};
+  }
+  return {python, "-m", "torch.distributed.run"};
 }
 
 }  // namespace engram

@@ -78,7 +78,9 @@ Command register_bench_dp(CLI::App& parent) {
   sub->add_option("--port", o->port,
                   "Rendezvous port on 127.0.0.1, the DDP peer's one above (0: free ones)")
       ->capture_default_str();
-  sub->add_option("--torchrun", o->torchrun, "torchrun for the DDP peer")->capture_default_str();
+  sub->add_option("--torchrun", o->torchrun,
+                  "torchrun for the DDP peer (default: $ENGRAM_TORCHRUN, else the one beside "
+                  "--python, else --python -m torch.distributed.run)");
   sub->add_flag("--no-peer", o->skip_peer, "Measure Engram only");
   sub->add_option("--worker-options", *worker_options,
                   "(internal) run one rank on the driver's options")

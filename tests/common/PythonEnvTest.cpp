@@ -1,5 +1,7 @@
-// common/PythonEnv.h: which torchrun the benchmarks start, from the environment's variables.
+// common/PythonEnv.h: how the benchmarks launch torchrun, from the environment's variables.
 #include "common/PythonEnv.h"
+
+#include "common/Subprocess.h"
 
 #include <gtest/gtest.h>
 #include <stdlib.h>
@@ -8,6 +10,7 @@
 #include <fstream>
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace engram {
 namespace {
@@ -34,7 +37,7 @@ class ScopedVariable {
   std::optional<std::string> before_;
 };
 
-TEST(PythonEnv, TorchrunIsBesideThePythonElseOnThePathUnlessNamed) {
+TEST(PythonEnv, TorchrunIsTheOneNamedElseBesideThePythonElseThePythonRunsIt) {
   const auto dir = std::filesystem::temp_directory_path() /
                    ("engram-python-env-" + std::to_string(::getpid()));
   std::filesystem::create_directories(dir / "with" / "bin");
@@ -42,23 +45,40 @@ TEST(PythonEnv, TorchrunIsBesideThePythonElseOnThePathUnlessNamed) {
   const auto torchrun = dir / "with" / "bin" / "torchrun";
   std::ofstream(torchrun) << "#!/bin/sh\n";
   std::filesystem::permissions(torchrun, std::filesystem::perms::owner_all);
+  using Argv = std::vector<std::string>;
+  EXPECT_EQ(torchrun_command("", (dir / "with" / "bin" / "python3").string()),
+            Argv{torchrun.string()});
+  // The python of a system-wide install, whose torchrun (if any) is elsewhere on PATH and may
+  // be another Python's: that python runs the launcher itself.
+  const std::string system_python = (dir / "without" / "bin" / "python3").string();
+  EXPECT_EQ(torchrun_command("", system_python),
+            (Argv{system_python, "-m", "torch.distributed.run"}));
+  EXPECT_EQ(torchrun_command("", "python3"), (Argv{"python3", "-m", "torch.distributed.run"}));
+  EXPECT_EQ(torchrun_command("/opt/x/torchrun", system_python), Argv{"/opt/x/torchrun"});
   {
-    ScopedVariable no_torchrun("ENGRAM_TORCHRUN", std::nullopt);
-    {
-      ScopedVariable python("ENGRAM_PYTHON", (dir / "with" / "bin" / "python3").string());
-      EXPECT_EQ(torchrun_program(), torchrun.string());
-    }
-    {
-      // The python of a system-wide install, whose torchrun is elsewhere on PATH.
-      ScopedVariable python("ENGRAM_PYTHON", (dir / "without" / "bin" / "python3").string());
-      EXPECT_EQ(torchrun_program(), "torchrun");
-    }
-    ScopedVariable python("ENGRAM_PYTHON", "python3");
-    EXPECT_EQ(torchrun_program(), "torchrun");
+    ScopedVariable none("ENGRAM_TORCHRUN", std::nullopt);
+    EXPECT_EQ(named_torchrun(), "");
   }
   ScopedVariable named("ENGRAM_TORCHRUN", "/opt/x/torchrun");
-  EXPECT_EQ(torchrun_program(), "/opt/x/torchrun");
+  EXPECT_EQ(named_torchrun(), "/opt/x/torchrun");
   std::filesystem::remove_all(dir);
+}
+
+TEST(PythonEnv, ThePythonRunsTheLauncherOfItsOwnTorchWhereNoTorchrunIsBesideIt) {
+  // The form taken for a python without a torchrun beside it starts a job of one process
+  // (/bin/true, torchrun's --no-python) on the build's python.
+  std::vector<std::string> argv = torchrun_command("", "");
+  ASSERT_EQ(argv, (std::vector<std::string>{"", "-m", "torch.distributed.run"}));
+  argv[0] = torch_python();
+  for (const char* a : {"--nproc_per_node", "1", "--standalone", "--no-python", "true"})
+    argv.emplace_back(a);
+  ScratchDir dir("python-env");
+  ProcessOptions io;
+  io.stderr_path = dir.file("err.txt");
+  ChildProcess launcher(argv, io);
+  ASSERT_TRUE(launcher.wait(25)) << "torch.distributed.run did not end within 25 s";
+  EXPECT_TRUE(launcher.succeeded())
+      << launcher.outcome() << ": " << last_line(read_file(io.stderr_path));
 }
 
 }  // namespace
