@@ -226,6 +226,48 @@ def memory_techniques(res):
                                         "memory_budget_tight")
 
 
+def memory_resnet50(res):
+    data = res("memory_resnet50")
+    run = data["runs"][0]
+    none = by_technique(run, "none")
+    config = run["config"]
+    plans = {"none": "-", "recompute": "every unit", "swap": "every unit, slack schedule",
+             "reuse": "the step's allocations from one planned arena",
+             "all": "every unit recompute+swap, ReLU compressed"}
+
+    def row(technique):
+        r = by_technique(run, technique)
+        if technique == "relu":
+            plan = (f"every ReLU output compressed (sparsity {r['relu']['sparsity']:.3f}, "
+                    f"{r['relu']['compression_ratio']:.2f}x)")
+        elif technique == "algo":
+            plan = "each convolution on its least-workspace algorithm (lossy)"
+        else:
+            plan = plans[technique]
+        return [technique, plan, f"{r['activation_peak_bytes'] / 2**20:.1f}",
+                f3(r["activation_peak_ratio"]), f3(r["time_ratio"]),
+                grad_diff(r["max_abs_grad_diff"])]
+
+    peer = run["checkpoint_peer"]
+    peer_cells = peer_row(peer)
+    rows = [row(t) for t in ("none", "relu", "recompute", "swap", "reuse", "algo", "all")]
+    rows.append(peer_cells[:2] + ["-"] + peer_cells[2:])
+    lines = [f"{config['image_size']}x{config['image_size']} images, batch {config['batch']}, "
+             f"{config['parameters']:,} parameters, {run['threads']} thread(s), {run['steps']} "
+             f"measured steps; none's activation peak is {f3(none['activation_peak_ratio_vs_profiler'])}"
+             "x what torch.profiler counts for the same step in the same run:", ""]
+    header = ["technique", "plan", "activation peak MiB", "activation peak ratio", "time ratio",
+              "max abs grad diff"]
+    algo, rounding = by_technique(run, "algo"), data["float32_rounding"]
+    after = ["", f"algo's first-step gradients are {algo['first_step_grad_rel_l2_diff']:.1e} from "
+             "none's (relative L2); in PyTorch, float32 rounding alone moves the same network's "
+             f"first gradients as far: {rounding['float32_onednn_vs_aten_conv_rel_l2']:.1e} between "
+             "its two float32 convolutions (oneDNN's and ATen's), "
+             f"{rounding['float32_onednn_vs_float64_rel_l2']:.1e} between float32 and float64 "
+             "(`bench/peers/resnet_rounding_peer.py`, in the same script)."]
+    return lines + table(header, rows) + after + source(res, "memory_resnet50")
+
+
 def memory_relu(res):
     data = res("memory_relu")
     r = by_technique(data, "relu")
@@ -934,6 +976,7 @@ TABLES = {
     "npi_generalization_sort": npi_generalization_sort,
     "memory_baseline": memory_baseline,
     "memory_techniques": memory_techniques,
+    "memory_resnet50": memory_resnet50,
     "memory_relu": memory_relu,
     "memory_example_technique": memory_example_technique,
     "gpu_relu_cuda": gpu_relu_cuda,
