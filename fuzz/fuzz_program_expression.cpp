@@ -1,6 +1,8 @@
 // Program expressions (engram run --program): parse_expression on any text.
 #include "datasets/ProgramExpression.h"
 
+#include <cstddef>
+#include <cstdint>
 #include <exception>
 #include <string>
 

@@ -3,6 +3,8 @@
 // reference trace (teach), whose lengths the parsers bound.
 #include "datasets/Task.h"
 
+#include <cstddef>
+#include <cstdint>
 #include <exception>
 #include <string>
 #include <vector>
