@@ -3,6 +3,7 @@
 #include "common/Errors.h"
 #include "memory/UnitPlanner.h"
 
+#include <algorithm>
 #include <cctype>
 #include <cmath>
 #include <limits>
@@ -88,7 +89,8 @@ StepState step_state_bytes(const std::vector<std::int64_t>& parameter_bytes,
     s.parameters += block;
     s.gradients += block;
     if (optimizer == "adam") {
-      s.optimizer_state += 2 * block + allocator_block_bytes(static_cast<std::int64_t>(sizeof(float)));
+      s.optimizer_state +=
+          2 * block + allocator_block_bytes(static_cast<std::int64_t>(sizeof(float)));
     } else if (momentum > 0) {
       s.optimizer_state += block;
     }
@@ -104,6 +106,15 @@ std::int64_t activation_budget_under_cap(std::int64_t cap_bytes, const StepState
                                    ", and the parameters, gradients and optimizer state alone "
                                    "take " + memory::mib(state.total()));
   return budget;
+}
+
+std::int64_t reserved_growth_under_cap(std::int64_t cap_bytes, const StepState& state) {
+  return cap_bytes - state.parameters - state.optimizer_state;
+}
+
+std::int64_t peak_against_cap(std::int64_t activation_peak, std::int64_t reserved_growth,
+                              std::int64_t growth_budget, std::int64_t budget) {
+  return std::max(activation_peak, reserved_growth - (growth_budget - budget));
 }
 
 }  // namespace engram::trainer

@@ -16,9 +16,11 @@
 /// parameters, gradients and optimizer state at that moment, so the step's live peak is at most
 /// the activation peak plus every parameter, its gradient and its optimizer state, each rounded
 /// up to the caching allocator's 512-byte blocks. A plan whose activation peak stays within
-/// cap - that sum keeps the step's live bytes within the cap; its reserved bytes may still not fit
-/// (fragmentation), and then the allocator says so, as it would to any user under the cap.
-/// No torch here.
+/// cap - that sum keeps the step's live bytes within the cap. The cap binds reserved bytes,
+/// though, and these exceed the live ones by the segments' unused tails and cached blocks; so
+/// on a device the planner also measures, from an emptied cache, how far each plan's step grows
+/// the reserved bytes by its live peak, and counts a plan within the budget only when that
+/// growth fits too (peak_against_cap). No torch here.
 
 #include <cstdint>
 #include <string>
@@ -55,5 +57,19 @@ StepState step_state_bytes(const std::vector<std::int64_t>& parameter_bytes,
 /// InvalidOption(`field`) when the cap leaves nothing for activations, naming both figures.
 std::int64_t activation_budget_under_cap(std::int64_t cap_bytes, const StepState& state,
                                          const std::string& field = "memory.cap");
+
+/// cap - parameters - optimizer state: what a step may add to the allocator's reserved bytes
+/// beyond the blocks it starts with (its gradients and activations, and every segment tail and
+/// cached block the allocator keeps beside them), for the step's reserved bytes to stay within
+/// the cap.
+std::int64_t reserved_growth_under_cap(std::int64_t cap_bytes, const StepState& state);
+
+/// The peak a planner holds against the activation budget `budget` (activation_budget_under_cap)
+/// so that a plan fits the cap in reserved bytes, as the allocator's limit binds them, and not
+/// only in live ones: the live activation peak, or the step's measured reserved growth less the
+/// share the growth budget (reserved_growth_under_cap) has beyond `budget` (the gradients'),
+/// whichever is larger. Then a peak within `budget` means both bounds hold.
+std::int64_t peak_against_cap(std::int64_t activation_peak, std::int64_t reserved_growth,
+                              std::int64_t growth_budget, std::int64_t budget);
 
 }  // namespace engram::trainer

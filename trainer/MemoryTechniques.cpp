@@ -4,6 +4,7 @@
 #include "memory/CudaMemoryTracker.h"
 #include "memory/MemoryTracker.h"
 #include "trainer/Device.h"
+#include "trainer/MemoryCap.h"
 #include "nn/Runtime.h"
 #include "trainer/Stepper.h"
 
@@ -49,12 +50,16 @@ nn::UnitProbe probe_for(const c10::Device& device) {
 }
 
 /// One forward and backward with `runner` (gradients reset before and after), in a window of the
-/// tracker of the workload's device; returns the window, and in `backward_end_ns` (if given)
-/// when backward ended (its kernels, on a device).
+/// tracker of the workload's device; returns the window, in `backward_end_ns` (if given) when
+/// backward ended (its kernels, on a device), and in `reserved_growth` (if given, on a device)
+/// how far the allocator's reserved bytes at the live peak were above those at the window's
+/// start (at the peak: cached blocks a transient workspace left before it are given back by a
+/// capped allocator before it refuses, and would only inflate the reserved maximum).
 memory::MemoryWindow measured_step(Workload& workload, const std::vector<std::size_t>& batch,
                                    nn::UnitRunner* runner, memory::ActivationStore* store,
                                    memory::SwapStore* swap,
-                                   std::int64_t* backward_end_ns = nullptr) {
+                                   std::int64_t* backward_end_ns = nullptr,
+                                   std::int64_t* reserved_growth = nullptr) {
   const c10::Device device = workload_device(workload);
   memory::CudaMemoryTracker* on_device = device.is_cuda() ? &cuda_tracker(device) : nullptr;
   auto& tracker = memory::MemoryTracker::install();
@@ -79,7 +84,10 @@ memory::MemoryWindow measured_step(Workload& workload, const std::vector<std::si
     for (const auto& p : workload.parameters()) {
       if (p.grad().defined()) on_device->retag(p.grad(), memory::Tag::gradient);
     }
-    w = on_device->end_window();
+    memory::DeviceMemoryWindow d = on_device->end_window();
+    if (reserved_growth != nullptr)
+      *reserved_growth = d.reserved_at_peak_bytes - d.start_reserved_bytes;
+    w = std::move(d);
   } else {
     w = tracker.end_window();
   }
@@ -262,20 +270,33 @@ std::int64_t MemoryTechniques::measure_peak(Workload& workload,
                                             const std::vector<std::size_t>& batch,
                                             const std::vector<memory::UnitChoice>* choices,
                                             const memory::SwapInSchedule& schedule) {
+  // Under a device cap (trainer/MemoryCap.h): each plan measured from an emptied cache, its
+  // reserved growth held to the cap as well as its live bytes.
+  const c10::Device device = workload_device(workload);
+  const bool against_cap = options_.reserved_growth_budget > 0 && device.is_cuda();
+  if (against_cap) release_cached_device_memory(device);
+  std::int64_t growth = 0;
+  std::int64_t* reserved_growth = against_cap ? &growth : nullptr;
+  std::int64_t peak = 0;
   if (choices == nullptr) {
-    return measured_step(workload, batch, nullptr, store(), nullptr).activation_peak_bytes;
+    peak = measured_step(workload, batch, nullptr, store(), nullptr, nullptr, reserved_growth)
+               .activation_peak_bytes;
+  } else {
+    nn::UnitRunner trial(*choices, swap_store_.get());
+    if (swap_store_) {
+      swap_store_->set_prefetch_schedule(
+          options_.slack_schedule ? schedule.prefetch_at : std::vector<std::vector<int>>{});
+      // Synchronous transfers: the most memory this schedule can hold (see SwapStore).
+      swap_store_->set_synchronous(true);
+    }
+    peak = measured_step(workload, batch, &trial, store(), swap_store_.get(), nullptr,
+                         reserved_growth)
+               .activation_peak_bytes;
+    if (swap_store_) swap_store_->set_synchronous(false);
   }
-  nn::UnitRunner trial(*choices, swap_store_.get());
-  if (swap_store_) {
-    swap_store_->set_prefetch_schedule(options_.slack_schedule ? schedule.prefetch_at
-                                                               : std::vector<std::vector<int>>{});
-    // Synchronous transfers: the most memory this schedule can hold (see SwapStore).
-    swap_store_->set_synchronous(true);
-  }
-  const std::int64_t peak =
-      measured_step(workload, batch, &trial, store(), swap_store_.get()).activation_peak_bytes;
-  if (swap_store_) swap_store_->set_synchronous(false);
-  return peak;
+  return against_cap ? peak_against_cap(peak, growth, options_.reserved_growth_budget,
+                                        options_.budget_bytes)
+                     : peak;
 }
 
 memory::MemoryPlan MemoryTechniques::plan_units_for(Workload& workload,

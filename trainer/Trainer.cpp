@@ -84,9 +84,10 @@ TrainingSession::TrainingSession(Workload& workload, const TrainingOptions& opti
       std::vector<std::int64_t> parameter_bytes;
       for (const auto& p : workload.parameters())
         parameter_bytes.push_back(static_cast<std::int64_t>(p.nbytes()));
-      options_.memory.budget_bytes = activation_budget_under_cap(
-          cap_bytes_,
-          step_state_bytes(parameter_bytes, options_.optimizer, options_.momentum));
+      const StepState state =
+          step_state_bytes(parameter_bytes, options_.optimizer, options_.momentum);
+      options_.memory.budget_bytes = activation_budget_under_cap(cap_bytes_, state);
+      options_.memory.reserved_growth_budget = reserved_growth_under_cap(cap_bytes_, state);
     }
   }
   if (options_.deterministic) make_deterministic();
