@@ -57,6 +57,27 @@ while [ $# -gt 0 ]; do
   esac
   shift
 done
+stages="unpack configure build-device test-cuda test-cudnn test-device ooo-streams scale memory-cap
+  memory-resnet50 dp-device dp-nccl memory-resnet npi-addition build-all ctest-unit
+  ctest-integration bench-cuda bench-cudnn"
+for name in ${only//,/ }; do
+  [[ " $(echo $stages) " == *" $name "* ]] ||
+    { echo "gpu-check: no stage '$name'; the stages: $(echo $stages)" >&2; exit 2; }
+done
+# What runs on the whole build (the suite, the kernel benchmarks) needs build-all first.
+if [[ "$only" =~ ,(ctest-unit|ctest-integration|bench-cuda|bench-cudnn), ]] &&
+   [[ "$only" != *",build-all,"* ]]; then
+  only+="build-all,"
+fi
+# The results name the commit of the tree they measured. A copy of the tree on another machine
+# may carry an older .git of its own, whose HEAD is not this tree's: only what the caller says
+# counts (collect.py asks no git either, ENGRAM_REPRO_NO_GIT).
+if [ -z "${ENGRAM_REPRO_COMMIT:-}" ]; then
+  echo "gpu-check: set ENGRAM_REPRO_COMMIT to the commit of this tree (git rev-parse --short=12" \
+    "HEAD where it was sent from): the results record it" >&2
+  exit 2
+fi
+export ENGRAM_REPRO_COMMIT ENGRAM_REPRO_NO_GIT=1
 mkdir -p "$out"
 start=$(date +%s)
 log=$out/gpu-check.log
@@ -84,7 +105,8 @@ stage() {
     return 124
   fi
   if [ "$budget" -lt "${STAGE_MIN:-0}" ]; then
-    say "$name: skipped, ${budget}s left and it needs ${STAGE_MIN}s (run it with --stages $name)"
+    say "$name: skipped, ${budget}s left and it needs ${STAGE_MIN}s (run it with --stages $name" \
+      "and a longer --deadline)"
     return 124
   fi
   say "$name (at most ${budget}s): $*"
@@ -145,6 +167,11 @@ if [ -z "$compiler" ]; then
 fi
 say "compilers: $compiler, $cc ${link_flags[*]}"
 
+# A warm machine's build folder stays between commands while the tree is copied anew: the
+# sources unchanged since the last build get their times back, so ninja rebuilds only what
+# changed.
+python3 "$root/scripts/source-mtimes.py" restore "$root" "$root/build-gpu/source-mtimes.json" \
+  >> "$log" 2>&1
 stage configure 180 cmake -S "$root" -B "$root/build-gpu" -G Ninja -DCMAKE_BUILD_TYPE=Release \
   -DCMAKE_CXX_COMPILER="$compiler" -DCMAKE_C_COMPILER="$cc" \
   -DCMAKE_CUDA_HOST_COMPILER="$compiler" "${link_flags[@]}" \
@@ -165,6 +192,7 @@ stage build-device 300 ninja -C "$bin" -j "$jobs" engram engram_tests_trainer en
   engram_tests_memory engram_tests_npi engram_tests_primitives engram_tests_tbcnn \
   engram_tests_resnet engram_tests_memory_cuda engram_tests_nn_cudnn engram_tests_parallel \
   engram_tests_bench_cli
+python3 "$root/scripts/source-mtimes.py" save "$root" "$bin/source-mtimes.json" >> "$log" 2>&1
 xml=$bin/check-xml
 mkdir -p "$xml"
 [ -x "$bin/tests/memory/engram_tests_memory_cuda" ] &&
@@ -175,18 +203,22 @@ mkdir -p "$xml"
 STAGE_LOG=$out/device-tests.log stage test-device 180 ctest --test-dir "$bin" -R "$device_tests" \
   -E "$not_device_tests" -j 8 --timeout 120 -V
 export ENGRAM_BIN=$bin/cli/engram ENGRAM_REPRO_ANY_BINARY=1
-ENGRAM_REPRO_COMMIT=${ENGRAM_REPRO_COMMIT:-$(git -C "$root" rev-parse --short=12 HEAD 2> /dev/null || echo unknown)}
-export ENGRAM_REPRO_COMMIT
 if [ -x "$ENGRAM_BIN" ]; then
   # What no GPU has measured yet first, the shortest first (the second stream and its
   # scaling, the largest batch under a memory cap, ResNet-50, the data-parallel bench on the
   # device), then what has results committed from an earlier run.
   stage ooo-streams 120 bash "$root/scripts/reproduce/gpu_ooo_streams.sh" \
-    --out "$out/gpu_ooo_streams.json"
-  # From this run's streams, or an earlier run's in the same DIR (--stages scale).
-  [ -s "$out/gpu_ooo_streams.json" ] &&
-    stage scale 30 "$ENGRAM_BIN" bench scale --from "$out/gpu_ooo_streams.json" \
-      --json "$bin/gpu_scaling.json"
+    --out "$out/gpu_ooo_streams.json" &&
+    cp "$out/gpu_ooo_streams.json" "$bin/gpu_ooo_streams.json"
+  # From this run's streams, or from an earlier run's on this machine: the device tool empties
+  # $OUT before each command, and the build folder stays (--stages scale on a warm machine).
+  streams=$out/gpu_ooo_streams.json
+  [ -s "$streams" ] || streams=$bin/gpu_ooo_streams.json
+  if [ -s "$streams" ]; then
+    stage scale 30 "$ENGRAM_BIN" bench scale --from "$streams" --json "$bin/gpu_scaling.json"
+  elif [ -z "$only" ] || [[ "$only" == *",scale,"* ]]; then
+    say "scale: not run, no streams JSON (ooo-streams wrote none on this machine)"
+  fi
   # It stops its own search in time (--time-limit from STAGE_SECONDS) and says what it cut;
   # started with less than 150 s, too little of it would run.
   STAGE_MIN=150 stage memory-cap 300 bash "$root/scripts/reproduce/gpu_memory_cap.sh" \
@@ -211,11 +243,16 @@ if [ -x "$ENGRAM_BIN" ]; then
 fi
 stage build-all 300 ninja -C "$bin" -j "$jobs" -k 0
 build_rc=$?
+python3 "$root/scripts/source-mtimes.py" save "$root" "$bin/source-mtimes.json" >> "$log" 2>&1
 if [ $build_rc -eq 0 ]; then
   # Without the notebooks' tests: the GPU machine's python3 has no matplotlib, and the notebooks
   # draw committed results on the CPU (CI runs them).
-  stage ctest-unit 300 ctest --test-dir "$bin" -L unit -E '^notebooks_' -j "$jobs" \
-    --timeout 120 --output-on-failure
+  # Not again what test-cuda, test-cudnn and test-device ran (their executables' tests and the
+  # device pattern), but the tests that pattern catches without needing a GPU.
+  stage ctest-unit 300 bash -c 'ctest --test-dir "$1" -L unit -j "$2" --timeout 120 \
+    --output-on-failure -E "^notebooks_|$3|^ReluCompressionCuda[.]|^CudnnConv(Plan|Device)[.]" &&
+    ctest --test-dir "$1" -L unit -R "$4" --timeout 120 --output-on-failure' ctest-unit \
+    "$bin" "$jobs" "$device_tests" "$not_device_tests"
   stage ctest-integration 300 ctest --test-dir "$bin" -L integration \
     -E '^notebooks_' -j "$jobs" --timeout 300 --output-on-failure
 fi

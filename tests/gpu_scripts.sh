@@ -77,4 +77,21 @@ if ! grep -q -- "--find-max-batch .*--time-limit 240" "$scratch/cap-args.txt" 2>
   cat "$scratch/cap-args.txt" "$scratch/err.txt"
   status=1
 fi
+# gpu-check.sh refuses, before it unpacks or builds anything, a stage it does not have and a run
+# without the commit its results must name (the copy's own .git may be another commit's).
+check_refusal() {
+  local what=$1 says=$2 commit=$3
+  shift 3
+  env -u ENGRAM_REPRO_COMMIT ${commit:+ENGRAM_REPRO_COMMIT=$commit} \
+    bash "$root/scripts/gpu-check.sh" --out "$scratch/check" --prefix "$scratch/prefix" "$@" \
+    > "$scratch/out.txt" 2> "$scratch/err.txt"
+  local rc=$?
+  if [ $rc -ne 2 ] || ! grep -q "$says" "$scratch/err.txt" || [ -e "$scratch/prefix" ]; then
+    echo "gpu-check.sh $what: exit $rc (expected 2, saying '$says', nothing unpacked):"
+    cat "$scratch/err.txt"
+    status=1
+  fi
+}
+check_refusal "--stages memory_cap" "no stage 'memory_cap'" abc --stages memory-cap,memory_cap
+check_refusal "without ENGRAM_REPRO_COMMIT" "set ENGRAM_REPRO_COMMIT" ""
 exit $status

@@ -109,8 +109,11 @@ def store_trace(src, dst):
 
 
 def head():
-    """The checkout's commit, or "" where there is none (a tree without .git, no git: the GPU
-    machine's copy, whose runs name their commit in ENGRAM_REPRO_COMMIT)."""
+    """The checkout's commit, or "" where there is none (a tree without .git, no git) or where
+    ENGRAM_REPRO_NO_GIT says the tree's .git is not its own (scripts/gpu-check.sh: a copy on
+    the GPU machine, whose runs name their commit in ENGRAM_REPRO_COMMIT)."""
+    if os.environ.get("ENGRAM_REPRO_NO_GIT"):
+        return ""
     try:
         git = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
                              text=True, cwd=os.path.dirname(os.path.abspath(__file__)))
