@@ -31,7 +31,8 @@ long batch_at_cap(const std::vector<BatchTrial>& trials, std::int64_t cap_bytes)
 
 BatchSearch largest_training_batch(const BatchSearchOptions& o,
                                    const std::function<TrialOutcome(long)>& trains) {
-  if (o.start < 1 || o.limit < o.start || !(o.precision >= 0) || o.cap_bytes < 0)
+  if (o.start < 1 || o.limit < o.start || !(o.precision >= 0) || !std::isfinite(o.precision) ||
+      o.cap_bytes < 0)
     throw std::invalid_argument("largest_training_batch: start " + std::to_string(o.start) +
                                 ", limit " + std::to_string(o.limit) + ", precision " +
                                 std::to_string(o.precision) + ", cap " +

@@ -13,7 +13,8 @@
 /// tried next (at least `precision` above the largest that trained). An aimed batch that trains
 /// is checked `precision` above it, which ends the search when that fails; when it trains too,
 /// the line fell short of what trains and growing doubles from there on. Memory that grows as a
-/// straight line in the batch (activations) takes four trials from a start below the cap.
+/// straight line in the batch (activations) takes four trials from a start whose double still
+/// trains.
 ///
 /// \code
 ///   engram::bench::BatchSearch s = engram::bench::largest_training_batch(
@@ -35,7 +36,7 @@ namespace engram::bench {
 struct BatchSearchOptions {
   long start = 8;           ///< the first batch tried (at least 1)
   long limit = 4096;        ///< no batch above it is tried (at least start)
-  double precision = 0.125; ///< stop once (failed - trained) <= precision * trained
+  double precision = 0.125; ///< stop once (failed - trained) <= precision * trained (finite)
   /// The memory a trial may hold (the cap); 0: the search is not aimed, and doubles.
   std::int64_t cap_bytes = 0;
   /// Asked before each trial (none: always yes); no: the search stops there, cut short (a time

@@ -70,7 +70,8 @@ std::optional<json> trial(const MemoryBenchOptions& o, const std::string& techni
            {"images_per_s", static_cast<double>(batch) / (step_ms / 1000.0)},
            {"peak_bytes", peak},
            {"reserved_peak_bytes", reserved_peak},
-           {"cap_bytes", session.memory_cap_bytes()}};
+           {"cap_bytes", session.memory_cap_bytes()},
+           {"planned_under_cap", session.memory().plans()}};
     if (session.memory().uses_units()) {
       long recomputed = 0;
       for (const auto& c : session.memory().memory_plan().choices) recomputed += c.recompute;
@@ -128,9 +129,9 @@ json search_row(const MemoryBenchOptions& o, const std::string& technique, long 
         << std::endl;
     if (r && (at_largest.is_null() || batch > at_largest.at("batch").get<long>())) at_largest = *r;
     if (!r) return false;
-    // A row planned under the cap (recompute, swap) fills what the cap leaves at every batch its
-    // plan fits, so no line through its trials names the cap's batch: such a row doubles.
-    if (r->contains("units")) return true;
+    // A row planned under the cap (recompute, swap, algo) fills what the cap leaves at every
+    // batch its plan fits, so no line through its trials names the cap's batch: it doubles.
+    if (r->at("planned_under_cap").get<bool>()) return true;
     return {true, r->at("reserved_peak_bytes").get<std::int64_t>()};
   });
   for (std::size_t i = 0; i < tried.size() && i < s.trials.size(); ++i)

@@ -8,8 +8,9 @@ unchanged tree copied anew would be compiled again from scratch.
     scripts/source-mtimes.py restore ROOT MANIFEST   before the next: a file whose content is the
                                                      same as when saved gets its saved time back
 
-Sources: every file below ROOT but the build folders (build*), third_party, results, .git and
-__pycache__. A file whose content changed keeps its new time, so ninja rebuilds what depends on
+Sources: every file below ROOT but the build folders (build*), third_party/deps (the bundle of
+.debs, unpacked elsewhere), results, .git and __pycache__; the grammars of third_party/grammars
+are compiled, so they count. A file whose content changed keeps its new time, so ninja rebuilds what depends on
 it, as it should. No manifest: restore does nothing. Prints one line of counts.
 """
 
@@ -18,13 +19,15 @@ import json
 import os
 import sys
 
-SKIPPED = {"third_party", "results", ".git", "__pycache__"}
+SKIPPED = {"results", ".git", "__pycache__", os.path.join("third_party", "deps")}
 
 
 def sources(root):
     for folder, dirs, files in os.walk(root):
-        dirs[:] = [d for d in dirs if d not in SKIPPED and not (folder == root and
-                                                                  d.startswith("build"))]
+        here = os.path.relpath(folder, root)
+        dirs[:] = [d for d in dirs
+                   if d not in SKIPPED and os.path.normpath(os.path.join(here, d)) not in SKIPPED
+                   and not (folder == root and d.startswith("build"))]
         for name in files:
             path = os.path.join(folder, name)
             if os.path.isfile(path) and not os.path.islink(path):

@@ -1,6 +1,6 @@
 """scripts/source-mtimes.py: after a fresh copy of the tree, the sources whose content is what was
-built get their times back, so ninja rebuilds only what changed; build folders and third_party
-are not sources. Runs on the CPU, in a scratch tree."""
+built get their times back, so ninja rebuilds only what changed; build folders and the bundle of
+.debs are not sources, the grammars (compiled) are. Runs on the CPU, in a scratch tree."""
 
 import os
 import subprocess
@@ -29,19 +29,21 @@ class SourceMtimesTest(unittest.TestCase):
             same = write("nn/Conv2d.cpp", "int a;\n")
             edited = write("nn/Conv2d.h", "int b;\n")
             built = write("build-gpu/nn/Conv2d.o", "object\n")
-            bundled = write("third_party/deps/x.h", "bundle\n")
-            os.utime(same, ns=(10**18, 10**18))
-            os.utime(edited, ns=(10**18, 10**18))
+            bundled = write("third_party/deps/x.deb", "bundle\n")
+            grammar = write("third_party/grammars/python/src/parser.c", "int p;\n")
+            for path in (same, edited, grammar):
+                os.utime(path, ns=(10**18, 10**18))
             manifest = os.path.join(root, "build-gpu", "source-mtimes.json")
-            self.assertIn("saved 2 files", run("save", root, manifest))
+            self.assertIn("saved 3 files", run("save", root, manifest))
             # The tree copied again: every file newer; one of them also edited.
-            for path in (same, edited, built, bundled):
+            for path in (same, edited, built, bundled, grammar):
                 os.utime(path, ns=(2 * 10**18, 2 * 10**18))
             write("nn/Conv2d.h", "int c;\n")
             write("nn/New.cpp", "int d;\n")
-            self.assertIn("1 times restored, 2 files new or changed",
+            self.assertIn("2 times restored, 2 files new or changed",
                           run("restore", root, manifest))
             self.assertEqual(os.stat(same).st_mtime_ns, 10**18)
+            self.assertEqual(os.stat(grammar).st_mtime_ns, 10**18)
             self.assertGreater(os.stat(edited).st_mtime_ns, 10**18)
             self.assertEqual(os.stat(built).st_mtime_ns, 2 * 10**18)  # not a source
             self.assertEqual(os.stat(bundled).st_mtime_ns, 2 * 10**18)

@@ -108,13 +108,13 @@ std::int64_t activation_budget_under_cap(std::int64_t cap_bytes, const StepState
   return budget;
 }
 
-std::int64_t reserved_growth_under_cap(std::int64_t cap_bytes, const StepState& state) {
-  return cap_bytes - state.parameters - state.optimizer_state;
+std::int64_t reserved_budget_while_planning(std::int64_t cap_bytes, const StepState& state) {
+  return cap_bytes - state.optimizer_state;
 }
 
-std::int64_t peak_against_cap(std::int64_t activation_peak, std::int64_t reserved_growth,
-                              std::int64_t growth_budget, std::int64_t budget) {
-  return std::max(activation_peak, reserved_growth - (growth_budget - budget));
+std::int64_t peak_against_cap(std::int64_t activation_peak, std::int64_t reserved_at_peak,
+                              std::int64_t reserved_budget, std::int64_t budget) {
+  return std::max(activation_peak, reserved_at_peak - (reserved_budget - budget));
 }
 
 }  // namespace engram::trainer

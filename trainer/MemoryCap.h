@@ -18,9 +18,9 @@
 /// up to the caching allocator's 512-byte blocks. A plan whose activation peak stays within
 /// cap - that sum keeps the step's live bytes within the cap. The cap binds reserved bytes,
 /// though, and these exceed the live ones by the segments' unused tails and cached blocks; so
-/// on a device the planner also measures, from an emptied cache, how far each plan's step grows
-/// the reserved bytes by its live peak, and counts a plan within the budget only when that
-/// growth fits too (peak_against_cap). No torch here.
+/// on a device the planner also measures, from an emptied cache, the reserved bytes at each
+/// plan's live peak, and counts a plan within the budget only when those fit too
+/// (peak_against_cap). No torch here.
 
 #include <cstdint>
 #include <string>
@@ -58,18 +58,19 @@ StepState step_state_bytes(const std::vector<std::int64_t>& parameter_bytes,
 std::int64_t activation_budget_under_cap(std::int64_t cap_bytes, const StepState& state,
                                          const std::string& field = "memory.cap");
 
-/// cap - parameters - optimizer state: what a step may add to the allocator's reserved bytes
-/// beyond the blocks it starts with (its gradients and activations, and every segment tail and
-/// cached block the allocator keeps beside them), for the step's reserved bytes to stay within
-/// the cap.
-std::int64_t reserved_growth_under_cap(std::int64_t cap_bytes, const StepState& state);
+/// cap - optimizer state: what the allocator may reserve at a planning step's live peak.
+/// Planning measures its steps before the optimizer's state exists (trainer/Trainer.h), with
+/// every other part of the step there: the parameters' segments, the gradients and activations,
+/// and whatever the allocator keeps beside them.
+std::int64_t reserved_budget_while_planning(std::int64_t cap_bytes, const StepState& state);
 
 /// The peak a planner holds against the activation budget `budget` (activation_budget_under_cap)
 /// so that a plan fits the cap in reserved bytes, as the allocator's limit binds them, and not
-/// only in live ones: the live activation peak, or the step's measured reserved growth less the
-/// share the growth budget (reserved_growth_under_cap) has beyond `budget` (the gradients'),
-/// whichever is larger. Then a peak within `budget` means both bounds hold.
-std::int64_t peak_against_cap(std::int64_t activation_peak, std::int64_t reserved_growth,
-                              std::int64_t growth_budget, std::int64_t budget);
+/// only in live ones: the live activation peak, or the reserved bytes at the step's live peak
+/// less what `reserved_budget` (reserved_budget_while_planning) holds beyond `budget` (the
+/// parameters' and gradients' blocks), whichever is larger. A peak within `budget` then means
+/// both bounds hold. Under a cap a plan's activation_peak_bytes is this figure.
+std::int64_t peak_against_cap(std::int64_t activation_peak, std::int64_t reserved_at_peak,
+                              std::int64_t reserved_budget, std::int64_t budget);
 
 }  // namespace engram::trainer

@@ -51,15 +51,13 @@ nn::UnitProbe probe_for(const c10::Device& device) {
 
 /// One forward and backward with `runner` (gradients reset before and after), in a window of the
 /// tracker of the workload's device; returns the window, in `backward_end_ns` (if given) when
-/// backward ended (its kernels, on a device), and in `reserved_growth` (if given, on a device)
-/// how far the allocator's reserved bytes at the live peak were above those at the window's
-/// start (at the peak: cached blocks a transient workspace left before it are given back by a
-/// capped allocator before it refuses, and would only inflate the reserved maximum).
+/// backward ended (its kernels, on a device), and in `reserved_at_peak` (if given, on a device)
+/// the allocator's reserved bytes at the step's live peak.
 memory::MemoryWindow measured_step(Workload& workload, const std::vector<std::size_t>& batch,
                                    nn::UnitRunner* runner, memory::ActivationStore* store,
                                    memory::SwapStore* swap,
                                    std::int64_t* backward_end_ns = nullptr,
-                                   std::int64_t* reserved_growth = nullptr) {
+                                   std::int64_t* reserved_at_peak = nullptr) {
   const c10::Device device = workload_device(workload);
   memory::CudaMemoryTracker* on_device = device.is_cuda() ? &cuda_tracker(device) : nullptr;
   auto& tracker = memory::MemoryTracker::install();
@@ -85,8 +83,7 @@ memory::MemoryWindow measured_step(Workload& workload, const std::vector<std::si
       if (p.grad().defined()) on_device->retag(p.grad(), memory::Tag::gradient);
     }
     memory::DeviceMemoryWindow d = on_device->end_window();
-    if (reserved_growth != nullptr)
-      *reserved_growth = d.reserved_at_peak_bytes - d.start_reserved_bytes;
+    if (reserved_at_peak != nullptr) *reserved_at_peak = d.reserved_at_peak_bytes;
     w = std::move(d);
   } else {
     w = tracker.end_window();
@@ -271,15 +268,15 @@ std::int64_t MemoryTechniques::measure_peak(Workload& workload,
                                             const std::vector<memory::UnitChoice>* choices,
                                             const memory::SwapInSchedule& schedule) {
   // Under a device cap (trainer/MemoryCap.h): each plan measured from an emptied cache, its
-  // reserved growth held to the cap as well as its live bytes.
+  // reserved bytes at the live peak held to the cap as well as its live bytes.
   const c10::Device device = workload_device(workload);
-  const bool against_cap = options_.reserved_growth_budget > 0 && device.is_cuda();
+  const bool against_cap = options_.reserved_budget > 0 && device.is_cuda();
   if (against_cap) release_cached_device_memory(device);
-  std::int64_t growth = 0;
-  std::int64_t* reserved_growth = against_cap ? &growth : nullptr;
+  std::int64_t reserved = 0;
+  std::int64_t* reserved_at_peak = against_cap ? &reserved : nullptr;
   std::int64_t peak = 0;
   if (choices == nullptr) {
-    peak = measured_step(workload, batch, nullptr, store(), nullptr, nullptr, reserved_growth)
+    peak = measured_step(workload, batch, nullptr, store(), nullptr, nullptr, reserved_at_peak)
                .activation_peak_bytes;
   } else {
     nn::UnitRunner trial(*choices, swap_store_.get());
@@ -290,13 +287,13 @@ std::int64_t MemoryTechniques::measure_peak(Workload& workload,
       swap_store_->set_synchronous(true);
     }
     peak = measured_step(workload, batch, &trial, store(), swap_store_.get(), nullptr,
-                         reserved_growth)
+                         reserved_at_peak)
                .activation_peak_bytes;
     if (swap_store_) swap_store_->set_synchronous(false);
   }
-  return against_cap ? peak_against_cap(peak, growth, options_.reserved_growth_budget,
-                                        options_.budget_bytes)
-                     : peak;
+  return against_cap
+             ? peak_against_cap(peak, reserved, options_.reserved_budget, options_.budget_bytes)
+             : peak;
 }
 
 memory::MemoryPlan MemoryTechniques::plan_units_for(Workload& workload,

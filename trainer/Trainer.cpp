@@ -87,7 +87,7 @@ TrainingSession::TrainingSession(Workload& workload, const TrainingOptions& opti
       const StepState state =
           step_state_bytes(parameter_bytes, options_.optimizer, options_.momentum);
       options_.memory.budget_bytes = activation_budget_under_cap(cap_bytes_, state);
-      options_.memory.reserved_growth_budget = reserved_growth_under_cap(cap_bytes_, state);
+      options_.memory.reserved_budget = reserved_budget_while_planning(cap_bytes_, state);
     }
   }
   if (options_.deterministic) make_deterministic();

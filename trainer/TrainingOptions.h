@@ -48,11 +48,12 @@ struct MemoryOptions {
   /// techniques and no budget, the planner's budget is what the cap leaves beside the step's
   /// state. Empty: no cap.
   std::string cap;
-  /// Set by a training session whose budget comes from a device cap: what a planned step may
-  /// add to the allocator's reserved bytes (trainer/MemoryCap.h's reserved_growth_under_cap).
-  /// The planner then measures each plan from an emptied cache and holds its reserved growth to
-  /// this as well as its live activation peak to budget_bytes. 0: live bytes only.
-  std::int64_t reserved_growth_budget = 0;
+  /// Set by a training session whose budget comes from a device cap: what the allocator may
+  /// reserve at a planning step's live peak (trainer/MemoryCap.h's
+  /// reserved_budget_while_planning). The planner then measures each plan from an emptied cache
+  /// and holds its reserved bytes at the live peak to this as well as its live activation peak
+  /// to budget_bytes. 0: live bytes only.
+  std::int64_t reserved_budget = 0;
 };
 
 /// The optimizers TrainingOptions::optimizer may name: "adam", "sgd" (trainer/Optimizer.h).

@@ -259,9 +259,10 @@ def main():
         return
     if not torch.cuda.is_available():
         sys.exit("resnet_cap_peer.py: no CUDA device is visible")
-    if args.cap_bytes <= 0 or args.start < 1 or args.limit < args.start or args.steps < 1:
+    if args.cap_bytes <= 0 or args.start < 1 or args.limit < args.start or args.steps < 1 or \
+            not (0 <= args.precision < math.inf):
         sys.exit("resnet_cap_peer.py: --cap-bytes, --start, --limit and --steps must be positive "
-                 "(limit at least start)")
+                 "(limit at least start), --precision finite and not negative")
     device = cuda_device(args.device)
     torch.cuda.set_device(device)
     torch.set_num_threads(args.threads)

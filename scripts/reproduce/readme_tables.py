@@ -253,8 +253,9 @@ def memory_resnet50(res):
     rows = [row(t) for t in ("none", "relu", "recompute", "swap", "reuse", "algo", "all")]
     rows.append(peer_cells[:2] + ["-"] + peer_cells[2:])
     lines = [f"{config['image_size']}x{config['image_size']} images, batch {config['batch']}, "
-             f"{config['parameters']:,} parameters, {run['threads']} thread(s), {run['steps']} "
-             f"measured steps; none's activation peak is {f3(none['activation_peak_ratio_vs_profiler'])}"
+             f"{config['parameters']:,} parameters, {run['threads']} thread(s), "
+             f"{run['warmup_steps']} warm-up and {run['steps']} measured steps per row; none's "
+             f"activation peak is {f3(none['activation_peak_ratio_vs_profiler'])}"
              "x what torch.profiler counts for the same step in the same run:", ""]
     header = ["technique", "plan", "activation peak MiB", "activation peak ratio", "time ratio",
               "max abs grad diff"]

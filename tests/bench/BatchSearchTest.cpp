@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <limits>
 #include <stdexcept>
 #include <vector>
 
@@ -150,6 +151,9 @@ TEST(BatchSearchTest, OptionsOutOfRangeAreRefused) {
   EXPECT_THROW(largest_training_batch({20, 10, 0.1}, std::ref(d)), std::invalid_argument);
   EXPECT_THROW(largest_training_batch({1, 10, -1}, std::ref(d)), std::invalid_argument);
   EXPECT_THROW(largest_training_batch({1, 10, 0.1, -1}, std::ref(d)), std::invalid_argument);
+  EXPECT_THROW(largest_training_batch({1, 10, std::numeric_limits<double>::infinity()},
+                                      std::ref(d)),
+               std::invalid_argument);
   EXPECT_TRUE(d.tried.empty());
 }
 
