@@ -4,10 +4,15 @@
 #include <cmath>
 #include <stdexcept>
 #include <string>
+#include <utility>
 
 namespace engram::bench {
 
-long batch_at_cap(const std::vector<BatchTrial>& trials, std::int64_t cap_bytes) {
+namespace {
+
+/// The two largest trained batches of `trials` that held memory (second: nullptr when only
+/// one did; both nullptr when none did).
+std::pair<const BatchTrial*, const BatchTrial*> largest_two(const std::vector<BatchTrial>& trials) {
   const BatchTrial* largest = nullptr;
   const BatchTrial* second = nullptr;
   for (const BatchTrial& t : trials) {
@@ -19,9 +24,25 @@ long batch_at_cap(const std::vector<BatchTrial>& trials, std::int64_t cap_bytes)
       second = &t;
     }
   }
+  return {largest, second};
+}
+
+}  // namespace
+
+double bytes_per_example(const std::vector<BatchTrial>& trials) {
+  const auto [largest, second] = largest_two(trials);
   if (second == nullptr || largest->held_bytes <= second->held_bytes) return 0;
-  const double per_example = static_cast<double>(largest->held_bytes - second->held_bytes) /
-                             static_cast<double>(largest->batch - second->batch);
+  return static_cast<double>(largest->held_bytes - second->held_bytes) /
+         static_cast<double>(largest->batch - second->batch);
+}
+
+long batch_at_cap(const std::vector<BatchTrial>& trials, std::int64_t cap_bytes,
+                  double prior_bytes_per_example) {
+  const auto [largest, second] = largest_two(trials);
+  if (largest == nullptr) return 0;
+  const double per_example =
+      second != nullptr ? bytes_per_example(trials) : std::max(0.0, prior_bytes_per_example);
+  if (!(per_example > 0) || !std::isfinite(per_example)) return 0;
   const double at_cap =
       static_cast<double>(largest->batch) +
       static_cast<double>(cap_bytes - largest->held_bytes) / per_example;
@@ -32,7 +53,7 @@ long batch_at_cap(const std::vector<BatchTrial>& trials, std::int64_t cap_bytes)
 BatchSearch largest_training_batch(const BatchSearchOptions& o,
                                    const std::function<TrialOutcome(long)>& trains) {
   if (o.start < 1 || o.limit < o.start || !(o.precision >= 0) || !std::isfinite(o.precision) ||
-      o.cap_bytes < 0)
+      o.cap_bytes < 0 || !(o.prior_bytes_per_example >= 0))
     throw std::invalid_argument("largest_training_batch: start " + std::to_string(o.start) +
                                 ", limit " + std::to_string(o.limit) + ", precision " +
                                 std::to_string(o.precision) + ", cap " +
@@ -58,12 +79,16 @@ BatchSearch largest_training_batch(const BatchSearchOptions& o,
         const long step = std::max(1L, static_cast<long>(o.precision * trained));
         long next = trained * 2;
         bool aimed = false;
+        bool own_line = false;  // aimed along the row's own line, not the prior slope
         if (aiming && checking) {
           next = trained + step;
         } else if (aiming) {
-          if (const long at_cap = batch_at_cap(s.trials, o.cap_bytes); at_cap > 0) {
+          if (const long at_cap =
+                  batch_at_cap(s.trials, o.cap_bytes, o.prior_bytes_per_example);
+              at_cap > 0) {
             next = std::max(at_cap, trained + step);
             aimed = true;
+            own_line = bytes_per_example(s.trials) > 0;
           }
         }
         next = std::min(o.limit, next);
@@ -72,7 +97,9 @@ BatchSearch largest_training_batch(const BatchSearchOptions& o,
           break;
         }
         if (checking) aiming = false;  // the line fell short of what trains: doubling on
-        checking = aimed;
+        // A batch the row's own line named is checked next; one the prior slope named gives
+        // the row its second point, and its own line.
+        checking = own_line;
         trained = next;
       }
     } else {

@@ -10,7 +10,9 @@
 /// Growing doubles the batch, unless the search is aimed: given the cap and, from each trial that
 /// trained, the most memory the allocator held in it, the straight line through the two largest
 /// batches that trained and what they held names the batch that would hold the cap, and that is
-/// tried next (at least `precision` above the largest that trained). An aimed batch that trains
+/// tried next (at least `precision` above the largest that trained); with one such batch and a
+/// prior slope (bytes per example, another row's), the line through it with that slope, whose
+/// batch, when it trains, draws the row's own line. A batch the row's own line named that trains
 /// is checked `precision` above it, which ends the search when that fails; when it trains too,
 /// the line fell short of what trains and growing doubles from there on. Memory that grows as a
 /// straight line in the batch (activations) takes four trials from a start whose double still
@@ -39,6 +41,10 @@ struct BatchSearchOptions {
   double precision = 0.125; ///< stop once (failed - trained) <= precision * trained (finite)
   /// The memory a trial may hold (the cap); 0: the search is not aimed, and doubles.
   std::int64_t cap_bytes = 0;
+  /// Bytes per example for a line through a single trained batch (bytes_per_example() of an
+  /// earlier search: a technique that saves memory has a flatter line, so the aim falls short
+  /// and the next trial draws the row's own line); 0: a single batch draws no line.
+  double prior_bytes_per_example = 0;
   /// Asked before each trial (none: always yes); no: the search stops there, cut short (a time
   /// limit).
   std::function<bool()> may_go_on;
@@ -75,9 +81,15 @@ BatchSearch largest_training_batch(const BatchSearchOptions& options,
                                    const std::function<TrialOutcome(long)>& trains);
 
 /// The batch at which the straight line through the two largest trained batches of `trials`
-/// that held memory reaches `cap_bytes` (rounded down); 0 when there are not two such batches,
-/// or memory does not grow between them.
-long batch_at_cap(const std::vector<BatchTrial>& trials, std::int64_t cap_bytes);
+/// that held memory reaches `cap_bytes` (rounded down); with only one such batch, the line
+/// through it with slope `prior_bytes_per_example` (> 0). 0 when there is no line, or memory
+/// does not grow along it.
+long batch_at_cap(const std::vector<BatchTrial>& trials, std::int64_t cap_bytes,
+                  double prior_bytes_per_example = 0);
+
+/// The slope of that line through the two largest trained batches of `trials` that held
+/// memory, in bytes per example; 0 when there are not two, or memory does not grow.
+double bytes_per_example(const std::vector<BatchTrial>& trials);
 
 /// Whether an error that is not c10::OutOfMemoryError still says the device ran out of memory:
 /// under a cap, ATen's cuDNN convolution tries each engine, passes over those whose workspace

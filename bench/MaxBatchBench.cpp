@@ -101,7 +101,7 @@ std::optional<json> trial(const MemoryBenchOptions& o, const std::string& techni
 /// (bench/BatchSearch.h) unless the row is planned under the cap, no trial started once
 /// `may_go_on` says no; the row of the report.
 json search_row(const MemoryBenchOptions& o, const std::string& technique, long start,
-                std::int64_t cap, const c10::Device& device,
+                std::int64_t cap, double prior_bytes_per_example, const c10::Device& device,
                 const std::function<bool()>& may_go_on, std::ostream& out) {
   std::vector<json> tried;
   json at_largest;
@@ -110,6 +110,7 @@ json search_row(const MemoryBenchOptions& o, const std::string& technique, long 
   so.limit = o.max_batch;
   so.precision = kPrecision;
   so.cap_bytes = cap;
+  so.prior_bytes_per_example = prior_bytes_per_example;
   so.may_go_on = may_go_on;
   const BatchSearch s = largest_training_batch(so, [&](long batch) -> TrialOutcome {
     std::string why;
@@ -138,6 +139,7 @@ json search_row(const MemoryBenchOptions& o, const std::string& technique, long 
     tried[i]["aimed"] = s.trials[i].aimed;
   json row{{"technique", technique},
            {"largest_batch", s.largest},
+           {"reserved_bytes_per_example", bytes_per_example(s.trials)},
            {"smallest_failed_batch", s.smallest_failed},
            {"cut_by_time_limit", s.cut},
            {"trials", tried}};
@@ -175,15 +177,19 @@ void run_max_batch_bench(const MemoryBenchOptions& o, std::ostream& out) {
   json rows = json::array();
   json not_reached = json::array();  // techniques the time limit left out
   long start = o.batch > 0 ? o.batch : kDefaultStart;
+  double prior = 0;  // bytes per example of the first row's line, once it has one
   for (const auto& technique : o.techniques) {
     if (!rows.empty() && !may_go_on()) {
       not_reached.push_back(technique);
       continue;
     }
-    rows.push_back(search_row(o, technique, start, cap, device, may_go_on, out));
-    // Every other row starts where none stopped: a technique lowers the memory a batch needs.
-    if (rows.size() == 1 && rows[0].at("largest_batch").get<long>() > 0)
+    rows.push_back(search_row(o, technique, start, cap, prior, device, may_go_on, out));
+    // Every other row starts where none stopped (a technique lowers the memory a batch needs),
+    // aimed from there along none's slope until it has its own.
+    if (rows.size() == 1 && rows[0].at("largest_batch").get<long>() > 0) {
       start = rows[0].at("largest_batch").get<long>();
+      prior = rows[0].at("reserved_bytes_per_example").get<double>();
+    }
   }
   const long none_largest = rows[0].at("largest_batch").get<long>();
   const auto cut_row = [](const json& row) { return row.at("cut_by_time_limit").get<bool>(); };
@@ -207,6 +213,7 @@ void run_max_batch_bench(const MemoryBenchOptions& o, std::ostream& out) {
                           {"limit", o.max_batch},
                           {"precision", kPrecision},
                           {"aimed_by", "reserved_peak_bytes"},
+                          {"prior_bytes_per_example", prior},
                           {"steps_per_trial", o.steps}}},
               {"allocator_hook", memory::CudaMemoryTracker::hook_status()},
               {"config", config},
@@ -223,6 +230,7 @@ void run_max_batch_bench(const MemoryBenchOptions& o, std::ostream& out) {
         o, 1, config, "resnet_cap_peer.py", "cap-peer",
         {"--cap-bytes", std::to_string(cap), "--start", std::to_string(std::min(start, o.max_batch)),
          "--limit", std::to_string(o.max_batch), "--precision", std::to_string(kPrecision),
+         "--prior-bytes-per-example", std::to_string(prior),
          "--steps", std::to_string(o.steps), "--equal-batch-limit",
          std::to_string(std::max(best_largest, 1L)),
          "--device", "cuda:" + std::to_string(device.index()),

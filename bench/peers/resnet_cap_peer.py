@@ -19,8 +19,9 @@ unless torch.cuda.OutOfMemoryError was raised, or an error that says the device 
 (says_out_of_memory, as Engram's search counts them), after which everything is dropped and the
 cache emptied. The search is bench/BatchSearch.cpp's: from --start grow until a trial fails or
 --limit (aimed at --cap-bytes by the line through what the allocator reserved in the two largest
-trials that trained, else doubling), halve while the start fails, then bisect until the failed
-and trained batches are within --precision of the trained one, or adjacent. Per variant: the largest batch, every trial, and at
+trials that trained, or through the first with slope --prior-bytes-per-example, Engram's none
+row's; else doubling), halve while the start fails, then bisect until the failed and trained
+batches are within --precision of the trained one, or adjacent. Per variant: the largest batch, every trial, and at
 the largest batch the median step, images per second, torch.cuda.max_memory_allocated and
 max_memory_reserved. Then at the equal batch, the smaller of --equal-batch-limit (Engram's
 largest) and the largest any variant reached, every variant that trained there is timed again.
@@ -168,18 +169,35 @@ def may_go_on(args):
     return not getattr(args, "deadline", 0) or time.monotonic() < args.deadline
 
 
-def batch_at_cap(trials, cap_bytes):
-    """bench/BatchSearch.cpp's batch_at_cap: the batch at which the straight line through the two
-    largest trained batches that held memory reaches cap_bytes (rounded down); 0 when there are
-    not two, or memory does not grow between them."""
-    held = sorted((t["batch"], t["held_bytes"]) for t in trials
+def held_points(trials):
+    """(batch, held bytes) of the trials that trained and held memory, by batch."""
+    return sorted((t["batch"], t["held_bytes"]) for t in trials
                   if t["trained"] and t.get("held_bytes", 0) > 0)
+
+
+def bytes_per_example(trials):
+    """bench/BatchSearch.cpp's bytes_per_example: the slope of the line through the two largest
+    trained batches that held memory; 0 when there are not two, or memory does not grow."""
+    held = held_points(trials)
     if len(held) < 2:
         return 0
     (b1, y1), (b2, y2) = held[-2], held[-1]
-    if y2 <= y1:
+    return (y2 - y1) / (b2 - b1) if y2 > y1 else 0
+
+
+def batch_at_cap(trials, cap_bytes, prior_bytes_per_example=0):
+    """bench/BatchSearch.cpp's batch_at_cap: the batch at which that line reaches cap_bytes
+    (rounded down); with one such batch, the line through it with the prior slope; 0 when there
+    is no line, or memory does not grow along it."""
+    held = held_points(trials)
+    if not held:
         return 0
-    at_cap = b2 + (cap_bytes - y2) / ((y2 - y1) / (b2 - b1))
+    per_example = bytes_per_example(trials) if len(held) >= 2 else \
+        max(0.0, prior_bytes_per_example)
+    if not 0 < per_example < math.inf:
+        return 0
+    b2, y2 = held[-1]
+    at_cap = b2 + (cap_bytes - y2) / per_example
     return 0 if at_cap < 1 else int(math.floor(min(at_cap, 1e15)))
 
 
@@ -206,20 +224,22 @@ def search(variant, args, device):
             aiming, checking = getattr(args, "cap_bytes", 0) > 0, False
             while trained < args.limit:
                 step = max(1, int(args.precision * trained))
-                following, aimed = trained * 2, False
+                following, aimed, own_line = trained * 2, False, False
                 if aiming and checking:
                     following = trained + step
                 elif aiming:
-                    at_cap = batch_at_cap(trials, args.cap_bytes)
+                    at_cap = batch_at_cap(trials, args.cap_bytes,
+                                          getattr(args, "prior_bytes_per_example", 0))
                     if at_cap > 0:
                         following, aimed = max(at_cap, trained + step), True
+                        own_line = bytes_per_example(trials) > 0
                 following = min(args.limit, following)
                 if not trains(following, aimed):
                     failed = following
                     break
                 if checking:
                     aiming = False  # the line fell short of what trains: doubling on
-                checking = aimed
+                checking = own_line  # a batch the prior slope named gives the row its own line
                 trained = following
         else:
             failed = args.start
@@ -247,6 +267,8 @@ def main():
     parser.add_argument("--start", type=int, default=8)
     parser.add_argument("--limit", type=int, default=4096)
     parser.add_argument("--precision", type=float, default=0.125)
+    parser.add_argument("--prior-bytes-per-example", type=float, default=0,
+                        help="slope for a line through a variant's first trained batch (0: none)")
     parser.add_argument("--steps", type=int, default=2)
     parser.add_argument("--equal-batch-limit", type=int, default=0)
     parser.add_argument("--device", default="cuda")
@@ -260,7 +282,7 @@ def main():
     if not torch.cuda.is_available():
         sys.exit("resnet_cap_peer.py: no CUDA device is visible")
     if args.cap_bytes <= 0 or args.start < 1 or args.limit < args.start or args.steps < 1 or \
-            not (0 <= args.precision < math.inf):
+            not (0 <= args.precision < math.inf) or not args.prior_bytes_per_example >= 0:
         sys.exit("resnet_cap_peer.py: --cap-bytes, --start, --limit and --steps must be positive "
                  "(limit at least start), --precision finite and not negative")
     device = cuda_device(args.device)

@@ -119,6 +119,34 @@ TEST(BatchSearchTest, ALineThatOvershootsIsBisectedBack) {
             1000);
 }
 
+TEST(BatchSearchTest, APriorSlopeAimsFromTheFirstBatchWhereDoublingWouldOvershoot) {
+  // A row starting at 600, near the cap (batch 700). Doubling: 1200, 900 and 750 fail before
+  // 675 trains.
+  MemoryDevice doubling{700, 1000, 10, {}};
+  EXPECT_EQ(largest_training_batch({600, 4096, 0.125, 8000}, std::ref(doubling)).largest, 675);
+  EXPECT_EQ(doubling.tried, (std::vector<long>{600, 1200, 900, 750, 675}));
+  // The slope of an earlier row (10 bytes per example) names 700 from 600's 7000 bytes; it
+  // trains, the row's own line names 700 again, and 787 (700 + 12.5%) fails.
+  MemoryDevice d{700, 1000, 10, {}};
+  BatchSearchOptions o{600, 4096, 0.125, 8000};
+  o.prior_bytes_per_example = 10;
+  const BatchSearch s = largest_training_batch(o, std::ref(d));
+  EXPECT_EQ(d.tried, (std::vector<long>{600, 700, 787}));
+  EXPECT_EQ(s.largest, 700);
+  EXPECT_TRUE(s.trials[1].aimed);
+  // A prior flatter than the row's own slope overshoots, and bisection brings the search back.
+  MemoryDevice flatter{700, 1000, 10, {}};
+  o.prior_bytes_per_example = 5;
+  EXPECT_EQ(largest_training_batch(o, std::ref(flatter)).largest, 700);
+  EXPECT_EQ(flatter.tried, (std::vector<long>{600, 800, 700, 750}));
+  // A steeper one falls short: its batch trains and gives the row its own line.
+  MemoryDevice steeper{700, 1000, 10, {}};
+  o.start = 128;
+  o.prior_bytes_per_example = 20;
+  EXPECT_EQ(largest_training_batch(o, std::ref(steeper)).largest, 700);
+  EXPECT_EQ(steeper.tried, (std::vector<long>{128, 414, 700, 787}));
+}
+
 TEST(BatchSearchTest, WithoutWhatTrialsHeldAnAimedSearchDoubles) {
   Device d{700, {}};
   const BatchSearch s = largest_training_batch({64, 4096, 0.125, 8000}, std::ref(d));
@@ -143,6 +171,13 @@ TEST(BatchSearchTest, TheBatchAtTheCapIsOnTheLineThroughTheTwoLargestThatTrained
   // none.
   EXPECT_EQ(batch_at_cap({T{64, true, 7000}, T{128, true, 9000}}, 8000), 96);
   EXPECT_EQ(batch_at_cap({T{1, true, 9000}, T{2, true, 10000}}, 8000), 0);
+  // One batch draws a line only with a prior slope; two ignore it.
+  EXPECT_EQ(batch_at_cap({T{600, true, 7000}}, 8000, 10), 700);
+  EXPECT_EQ(batch_at_cap({T{600, true, 7000}, T{32, false, 0}}, 8000, 0), 0);
+  EXPECT_EQ(batch_at_cap({T{64, true, 1640}, T{128, true, 2280}}, 8000, 1), 700);
+  EXPECT_EQ(bytes_per_example({T{64, true, 1640}, T{128, true, 2280}}), 10.0);
+  EXPECT_EQ(bytes_per_example({T{64, true, 1640}}), 0.0);
+  EXPECT_EQ(bytes_per_example({T{64, true, 3000}, T{128, true, 2280}}), 0.0);
 }
 
 TEST(BatchSearchTest, OptionsOutOfRangeAreRefused) {
@@ -154,6 +189,9 @@ TEST(BatchSearchTest, OptionsOutOfRangeAreRefused) {
   EXPECT_THROW(largest_training_batch({1, 10, std::numeric_limits<double>::infinity()},
                                       std::ref(d)),
                std::invalid_argument);
+  BatchSearchOptions negative_prior{1, 10, 0.1, 100};
+  negative_prior.prior_bytes_per_example = -1;
+  EXPECT_THROW(largest_training_batch(negative_prior, std::ref(d)), std::invalid_argument);
   EXPECT_TRUE(d.tried.empty());
 }
 

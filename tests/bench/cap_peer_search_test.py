@@ -14,7 +14,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 import resnet_cap_peer  # noqa: E402
 
 
-def search(fits, start, limit, precision, trials_allowed=None, cap_bytes=0, held=None):
+def search(fits, start, limit, precision, trials_allowed=None, cap_bytes=0, held=None, prior=0):
     """The peer's search on a device where batches up to `fits` train; with `trials_allowed`,
     the time limit runs out after that many trials; with cap_bytes and held = (fixed,
     per_example), the allocator reserves fixed + per_example * batch (as BatchSearchTest's
@@ -38,7 +38,8 @@ def search(fits, start, limit, precision, trials_allowed=None, cap_bytes=0, held
     try:
         deadline = trials_allowed - 0.5 if trials_allowed is not None else 0
         args = types.SimpleNamespace(start=start, limit=limit, precision=precision,
-                                     deadline=deadline, cap_bytes=cap_bytes)
+                                     deadline=deadline, cap_bytes=cap_bytes,
+                                     prior_bytes_per_example=prior)
         largest, figures, trials, cut = resnet_cap_peer.search("none", args, None)
     finally:
         resnet_cap_peer.trial = original_trial
@@ -109,6 +110,21 @@ class CapPeerSearchTest(unittest.TestCase):
         self.assertEqual(search(700, 64, 1000, 0.125, cap_bytes=8000, held=(1000, 5))[3][2],
                          1000)
 
+    def test_a_prior_slope_aims_from_the_first_batch_where_doubling_would_overshoot(self):
+        # BatchSearchTest.APriorSlopeAimsFromTheFirstBatchWhereDoublingWouldOvershoot.
+        largest, _, _, tried = search(700, 600, 4096, 0.125, cap_bytes=8000, held=(1000, 10))
+        self.assertEqual((largest, tried), (675, [600, 1200, 900, 750, 675]))
+        largest, _, trials, tried = search(700, 600, 4096, 0.125, cap_bytes=8000,
+                                           held=(1000, 10), prior=10)
+        self.assertEqual((largest, tried), (700, [600, 700, 787]))
+        self.assertTrue(trials[1]["aimed"])
+        largest, _, _, tried = search(700, 600, 4096, 0.125, cap_bytes=8000, held=(1000, 10),
+                                      prior=5)
+        self.assertEqual((largest, tried), (700, [600, 800, 700, 750]))
+        largest, _, _, tried = search(700, 128, 4096, 0.125, cap_bytes=8000, held=(1000, 10),
+                                      prior=20)
+        self.assertEqual((largest, tried), (700, [128, 414, 700, 787]))
+
     def test_without_what_trials_held_an_aimed_search_doubles(self):
         _, _, trials, tried = search(700, 64, 4096, 0.125, cap_bytes=8000)
         self.assertEqual(tried, [64, 128, 256, 512, 1024, 768, 640, 704])
@@ -127,6 +143,13 @@ class CapPeerSearchTest(unittest.TestCase):
         self.assertEqual(at_cap([t(64, True, 3000), t(128, True, 2000)], 8000), 0)
         self.assertEqual(at_cap([t(64, True, 7000), t(128, True, 9000)], 8000), 96)
         self.assertEqual(at_cap([t(1, True, 9000), t(2, True, 10000)], 8000), 0)
+        self.assertEqual(at_cap([t(600, True, 7000)], 8000, 10), 700)
+        self.assertEqual(at_cap([t(600, True, 7000), t(32, False, 0)], 8000, 0), 0)
+        self.assertEqual(at_cap([t(64, True, 1640), t(128, True, 2280)], 8000, 1), 700)
+        per = resnet_cap_peer.bytes_per_example
+        self.assertEqual(per([t(64, True, 1640), t(128, True, 2280)]), 10.0)
+        self.assertEqual(per([t(64, True, 1640)]), 0)
+        self.assertEqual(per([t(64, True, 3000), t(128, True, 2280)]), 0)
 
     def test_errors_that_say_the_device_ran_out_of_memory_are_told_from_bugs(self):
         # tests/bench/BatchSearchTest.cpp's messages, classified as Engram's search does.
