@@ -292,6 +292,10 @@ def main():
         "steps": args.steps,
         "warmup": args.warmup,
         "threads": torch.get_num_threads(),
+        # PyTorch's defaults, left as they are: on a GPU its cuDNN LSTM may compute in TF32,
+        # where Engram's LSTM (nn/LSTM.cpp, cuBLAS matrix products) computes in float32.
+        "tf32_matmul": torch.backends.cuda.matmul.allow_tf32,
+        "tf32_cudnn": torch.backends.cudnn.allow_tf32,
         **versions,
     }))
     return 0
