@@ -436,12 +436,10 @@ json run_peer_on_hosts(const DpBenchOptions& o, const NetnsHosts& hosts, double 
   };
   for (int h = 0; h < hosts.count(); ++h) {
     std::vector<std::string> argv = torchrun_command(o.torchrun, o.python);
-    for (const std::string& a :
-         {std::string("--nnodes"), std::to_string(hosts.count()), std::string("--node_rank"),
-          std::to_string(h), std::string("--nproc_per_node"), std::string("1"),
-          std::string("--master_addr"), hosts.address_of(0), std::string("--master_port"),
-          std::to_string(port), peer_script("ddp_peer.py")})
-      argv.push_back(a);
+    argv.insert(argv.end(), {"--nnodes", std::to_string(hosts.count()), "--node_rank",
+                             std::to_string(h), "--nproc_per_node", "1", "--master_addr",
+                             hosts.address_of(0), "--master_port", std::to_string(port),
+                             peer_script("ddp_peer.py")});
     // Nothing emulated: the shaper is the link.
     for (auto& a : peer_arguments(o, "0", 0.0, out)) argv.push_back(a);
     ProcessOptions io;
@@ -701,12 +699,11 @@ void run_dp_bench(const DpBenchOptions& options, std::ostream& out) {
   if (peer_runs) {
     const std::string peer_out = dir.file("peer.json");
     std::vector<std::string> argv = torchrun_command(options.torchrun, options.python);
-    for (const std::string& a :
-         {std::string("--nproc_per_node"), std::to_string(options.ranks),
-          std::string("--master_addr"), std::string("127.0.0.1"), std::string("--master_port"),
-          std::to_string(options.port > 0 ? port + 1 : parallel::free_loopback_port()),
-          peer_script("ddp_peer.py")})
-      argv.push_back(a);
+    argv.insert(argv.end(),
+                {"--nproc_per_node", std::to_string(options.ranks), "--master_addr", "127.0.0.1",
+                 "--master_port",
+                 std::to_string(options.port > 0 ? port + 1 : parallel::free_loopback_port()),
+                 peer_script("ddp_peer.py")});
     for (auto& a :
          peer_arguments(options, comma_separated(links), options.link_latency, peer_out))
       argv.push_back(a);
