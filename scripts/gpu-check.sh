@@ -9,7 +9,8 @@
 #   3. builds what the GPU checks need first (engram and the test executables holding them),
 #   4. runs the CUDA kernels' test (bit for bit against the CPU kernels) and cuDNN's algorithms'
 #      test (nn/cuda/: every algorithm against a direct convolution), then every test that needs
-#      a GPU, verbose (device-tests.log: each model's CUDA run against the CPU's, with the largest
+#      a GPU (gpu_tests.json, from their XML reports by scripts/reproduce/gpu_tests.py: each
+#      test's status and what it printed; each model's CUDA run against the CPU's, with the largest
 #      differences; the CUDA memory tracker against the allocator's own counts; determinism;
 #      data parallelism on the GPU: a one-rank NCCL job against the plain process, two ranks
 #      sharing the GPU over Gloo against one process, the schedules bit-identical, the weight
@@ -184,7 +185,8 @@ stage configure 180 cmake -S "$root" -B "$root/build-gpu" -G Ninja -DCMAKE_BUILD
 # own counts, determinism; verbose, with their largest differences), the GPU measurements; then
 # the rest of the build (ninja -k 0: every compile error in one log), the whole suite, and last
 # the kernel benchmarks, whose code changes least. Eight files at most come back from $OUT:
-# gpu-check.log (build errors and the suite's summary at its end), device-tests.log and six
+# gpu-check.log (build errors and the suite's summary at its end), gpu_tests.json (the GPU tests'
+# outcomes and output; device-tests.log in its place where no report was written) and six
 # results files (gpu_relu_cuda.json stays on the machine, its table in the log, and so does
 # gpu_cudnn_conv.json where gpu_dp_nccl.json was written: a machine with two GPUs or more).
 bin=$root/build-gpu
@@ -193,15 +195,34 @@ stage build-device 300 ninja -C "$bin" -j "$jobs" engram engram_tests_trainer en
   engram_tests_resnet engram_tests_memory_cuda engram_tests_nn_cudnn engram_tests_parallel \
   engram_tests_bench_cli
 python3 "$root/scripts/source-mtimes.py" save "$root" "$bin/source-mtimes.json" >> "$log" 2>&1
+# Each test stage's XML report, this run's only (a warm machine keeps the folder).
 xml=$bin/check-xml
+rm -rf "$xml" "$bin/device-tests.log"
 mkdir -p "$xml"
 [ -x "$bin/tests/memory/engram_tests_memory_cuda" ] &&
   stage test-cuda 60 "$bin/tests/memory/engram_tests_memory_cuda" \
     --gtest_output="xml:$xml/cuda-test.xml"
 [ -x "$bin/tests/nn/engram_tests_nn_cudnn" ] &&
   stage test-cudnn 120 "$bin/tests/nn/engram_tests_nn_cudnn" --gtest_output="xml:$xml/cudnn-test.xml"
-STAGE_LOG=$out/device-tests.log stage test-device 180 ctest --test-dir "$bin" -R "$device_tests" \
-  -E "$not_device_tests" -j 8 --timeout 120 -V
+STAGE_LOG=$bin/device-tests.log stage test-device 180 ctest --test-dir "$bin" -R "$device_tests" \
+  -E "$not_device_tests" -j 8 --timeout 120 -V --output-junit "$xml/device-tests.xml" \
+  --test-output-size-passed 65536 --test-output-size-failed 262144
+# The three reports as one results file (each test's status and what it printed: its largest
+# differences); where none could be read, the device tests' verbose log comes back instead.
+if compgen -G "$xml/*.xml" > /dev/null; then
+  python3 "$root/scripts/reproduce/gpu_tests.py" --out "$out/gpu_tests.json" \
+    --commit "$ENGRAM_REPRO_COMMIT" \
+    --gpu "$(nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader \
+      2> /dev/null | head -1)" \
+    --command "engram_tests_memory_cuda --gtest_output=xml:cuda-test.xml" \
+    --command "engram_tests_nn_cudnn --gtest_output=xml:cudnn-test.xml" \
+    --command "ctest -R '$device_tests' -E '$not_device_tests' --output-junit device-tests.xml" \
+    test-cuda="$xml/cuda-test.xml" test-cudnn="$xml/cudnn-test.xml" \
+    test-device="$xml/device-tests.xml" >> "$log" 2>&1
+fi
+if [ ! -e "$out/gpu_tests.json" ] && [ -e "$bin/device-tests.log" ]; then
+  cp "$bin/device-tests.log" "$out/"
+fi
 export ENGRAM_BIN=$bin/cli/engram ENGRAM_REPRO_ANY_BINARY=1
 if [ -x "$ENGRAM_BIN" ]; then
   # What no GPU has measured yet first, the shortest first (the second stream and its
