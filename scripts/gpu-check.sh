@@ -194,34 +194,42 @@ stage build-device 300 ninja -C "$bin" -j "$jobs" engram engram_tests_trainer en
   engram_tests_memory engram_tests_npi engram_tests_primitives engram_tests_tbcnn \
   engram_tests_resnet engram_tests_memory_cuda engram_tests_nn_cudnn engram_tests_parallel \
   engram_tests_bench_cli
+build_device_rc=$?
 python3 "$root/scripts/source-mtimes.py" save "$root" "$bin/source-mtimes.json" >> "$log" 2>&1
 # Each test stage's XML report, this run's only (a warm machine keeps the folder).
 xml=$bin/check-xml
-rm -rf "$xml" "$bin/device-tests.log"
+rm -rf "$xml" "$bin/device-tests.log" "$out/gpu_tests.json"
 mkdir -p "$xml"
 [ -x "$bin/tests/memory/engram_tests_memory_cuda" ] &&
   stage test-cuda 60 "$bin/tests/memory/engram_tests_memory_cuda" \
     --gtest_output="xml:$xml/cuda-test.xml"
 [ -x "$bin/tests/nn/engram_tests_nn_cudnn" ] &&
   stage test-cudnn 120 "$bin/tests/nn/engram_tests_nn_cudnn" --gtest_output="xml:$xml/cudnn-test.xml"
-STAGE_LOG=$bin/device-tests.log stage test-device 180 ctest --test-dir "$bin" -R "$device_tests" \
-  -E "$not_device_tests" -j 8 --timeout 120 -V --output-junit "$xml/device-tests.xml" \
-  --test-output-size-passed 65536 --test-output-size-failed 262144
+device_ctest=(ctest --test-dir "$bin" -R "$device_tests" -E "$not_device_tests" -j 8
+  --timeout 120 -V --output-junit "$xml/device-tests.xml" --test-output-size-passed 65536
+  --test-output-size-failed 262144)
+STAGE_LOG=$bin/device-tests.log stage test-device 180 "${device_ctest[@]}"
 # The three reports as one results file (each test's status and what it printed: its largest
-# differences); where none could be read, the device tests' verbose log comes back instead.
+# differences), with the build's exit status (not 0: some executables may be missing, or an
+# earlier build's). Where no report could be read, the device tests' verbose log comes back
+# instead; where only theirs is missing (ctest writes it at its end: cut short, or crashed), the
+# log's end goes into gpu-check.log, so that the files coming back stay eight.
 if compgen -G "$xml/*.xml" > /dev/null; then
   python3 "$root/scripts/reproduce/gpu_tests.py" --out "$out/gpu_tests.json" \
-    --commit "$ENGRAM_REPRO_COMMIT" \
+    --commit "$ENGRAM_REPRO_COMMIT" --build-exit "$build_device_rc" \
     --gpu "$(nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader \
       2> /dev/null | head -1)" \
-    --command "engram_tests_memory_cuda --gtest_output=xml:cuda-test.xml" \
-    --command "engram_tests_nn_cudnn --gtest_output=xml:cudnn-test.xml" \
-    --command "ctest -R '$device_tests' -E '$not_device_tests' --output-junit device-tests.xml" \
+    --command "engram_tests_memory_cuda --gtest_output=xml:$xml/cuda-test.xml" \
+    --command "engram_tests_nn_cudnn --gtest_output=xml:$xml/cudnn-test.xml" \
+    --command "${device_ctest[*]}" \
     test-cuda="$xml/cuda-test.xml" test-cudnn="$xml/cudnn-test.xml" \
     test-device="$xml/device-tests.xml" >> "$log" 2>&1
 fi
 if [ ! -e "$out/gpu_tests.json" ] && [ -e "$bin/device-tests.log" ]; then
   cp "$bin/device-tests.log" "$out/"
+elif [ ! -e "$xml/device-tests.xml" ] && [ -e "$bin/device-tests.log" ]; then
+  { echo "== the end of device-tests.log (ctest wrote no report)"
+    tail -n 400 "$bin/device-tests.log"; } >> "$log"
 fi
 export ENGRAM_BIN=$bin/cli/engram ENGRAM_REPRO_ANY_BINARY=1
 if [ -x "$ENGRAM_BIN" ]; then

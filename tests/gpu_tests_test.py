@@ -17,7 +17,7 @@ SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "scripts
 GTEST_BINARY = sys.argv[1] if len(sys.argv) > 1 else ""
 
 CTEST_REPORT = """<?xml version="1.0" encoding="UTF-8"?>
-<testsuite name="(empty)" tests="3" failures="1" disabled="0" skipped="1" hostname="" time="4">
+<testsuite name="(empty)" tests="5" failures="3" disabled="0" skipped="1" hostname="" time="4">
   <testcase name="LstmDeviceTest.OnACudaDeviceTheModuleMatchesTheCpuKernel"
             classname="LstmDeviceTest.OnACudaDeviceTheModuleMatchesTheCpuKernel" time="0.53"
             status="run">
@@ -54,13 +54,26 @@ no CUDA device: torch::cuda::is_available() is false
 [  SKIPPED ] TrainerDeviceTest.ResNetOnCuda (0 ms)
 </system-out>
   </testcase>
+  <testcase name="NpiDeviceTest.TrainsOnCuda" classname="NpiDeviceTest.TrainsOnCuda" time="0.4"
+            status="fail">
+    <failure type="SEGFAULT" message="Exception: SegFault"/>
+    <system-out>./engram_tests_npi: error while loading shared libraries: libtorch_cuda.so
+</system-out>
+  </testcase>
+  <testcase name="ResnetDeviceTest.OnCuda" classname="ResnetDeviceTest.OnCuda" time="0"
+            status="notrun">
+    <skipped message="Unable to find executable"/>
+    <system-out>Unable to find executable: /b/tests/resnet/engram_tests_resnet</system-out>
+  </testcase>
 </testsuite>
 """
 
 GTEST_REPORT = """<?xml version="1.0" encoding="UTF-8"?>
-<testsuites tests="2" failures="1" disabled="0" errors="0" time="0.2" name="AllTests">
-  <testsuite name="CudnnConvDevice" tests="2" failures="1" disabled="0" skipped="0" errors="0">
+<testsuites tests="3" failures="1" disabled="1" errors="0" time="0.2" name="AllTests">
+  <testsuite name="CudnnConvDevice" tests="3" failures="1" disabled="1" skipped="0" errors="0">
     <testcase name="EveryAlgorithmMatchesDirect" status="run" result="completed" time="0.15"
+              classname="CudnnConvDevice"/>
+    <testcase name="DISABLED_Slow" status="notrun" result="suppressed" time="0"
               classname="CudnnConvDevice"/>
     <testcase name="WorkspaceWithinBudget" status="run" result="completed" time="0.05"
               classname="CudnnConvDevice">
@@ -92,7 +105,7 @@ class GpuTestsTest(unittest.TestCase):
     def test_each_test_gets_its_status_and_the_lines_it_printed(self):
         out = self.path("gpu_tests.json")
         result = run("--out", out, "--commit", "abc123", "--gpu", "NVIDIA H200, 143771 MiB",
-                     "--command", "bash scripts/gpu-check.sh",
+                     "--build-exit", "1", "--command", "bash scripts/gpu-check.sh",
                      "test-device=" + self.path("device.xml", CTEST_REPORT),
                      "test-cudnn=" + self.path("cudnn.xml", GTEST_REPORT),
                      "test-cuda=" + self.path("absent.xml"))
@@ -102,8 +115,9 @@ class GpuTestsTest(unittest.TestCase):
         self.assertEqual(data["commit"], "abc123")
         self.assertEqual(data["machine"]["gpu"], "NVIDIA H200, 143771 MiB")
         self.assertEqual(data["reproduce"]["script"], "scripts/gpu-check.sh")
+        self.assertEqual(data["build_exit"], 1)
         self.assertEqual(data["summary"],
-                         {"tests": 5, "passed": 2, "failed": 2, "skipped": 1})
+                         {"tests": 8, "passed": 2, "failed": 3, "skipped": 1, "not_run": 2})
         tests = {t["name"]: t for t in data["tests"]}
         lstm = tests["LstmDeviceTest.OnACudaDeviceTheModuleMatchesTheCpuKernel"]
         self.assertEqual((lstm["suite"], lstm["status"], lstm["seconds"]),
@@ -117,6 +131,17 @@ class GpuTestsTest(unittest.TestCase):
         skipped = tests["TrainerDeviceTest.ResNetOnCuda"]
         self.assertEqual(skipped["status"], "skipped")
         self.assertIn("no CUDA device: torch::cuda::is_available() is false", skipped["output"])
+        self.assertEqual(skipped["reason"], "SKIP_REGULAR_EXPRESSION_MATCHED")
+        # A crash before GoogleTest ran the test: ctest's reason and the output's last lines.
+        crashed = tests["NpiDeviceTest.TrainsOnCuda"]
+        self.assertEqual((crashed["status"], crashed["reason"]),
+                         ("failed", "SEGFAULT Exception: SegFault"))
+        self.assertIn("libtorch_cuda.so", crashed["output"][0])
+        # ctest could not start it: not a skip for want of a GPU.
+        missing = tests["ResnetDeviceTest.OnCuda"]
+        self.assertEqual((missing["status"], missing["reason"]),
+                         ("not_run", "Unable to find executable"))
+        self.assertEqual(tests["CudnnConvDevice.DISABLED_Slow"]["status"], "not_run")
         self.assertEqual(tests["CudnnConvDevice.EveryAlgorithmMatchesDirect"]["status"], "passed")
         workspace = tests["CudnnConvDevice.WorkspaceWithinBudget"]
         self.assertEqual(workspace["status"], "failed")
@@ -133,9 +158,10 @@ class GpuTestsTest(unittest.TestCase):
                      "test-device=" + self.path("device.xml", report))
         self.assertEqual(result.returncode, 0, result.stderr)
         with open(out) as f:
-            first = json.load(f)["tests"][0]["output"]
-        self.assertEqual(len(first), 40)
-        self.assertEqual(max(len(line) for line in first), 300)
+            first = json.load(f)["tests"][0]
+        self.assertEqual(len(first["output"]), 40)
+        self.assertEqual(max(len(line) for line in first["output"]), 300)
+        self.assertEqual(first["output_lines_left_out"], 60)
 
     def test_no_readable_report_or_no_gpu_writes_nothing(self):
         out = self.path("gpu_tests.json", "previous\n")

@@ -1,16 +1,20 @@
 #!/usr/bin/env python3
-"""gpu_tests.py --out FILE.json --commit COMMIT --gpu GPU [--command CMD]... SUITE=XML...:
+"""gpu_tests.py --out FILE.json --commit COMMIT --gpu GPU [--build-exit N] [--command CMD]...
+SUITE=XML...:
 the outcome of the tests that need a GPU, as a results file (standard library only).
 
 scripts/gpu-check.sh runs them on the device and calls this with each run's XML report: the
 CUDA kernels' and cuDNN's test executables write GoogleTest's (`--gtest_output=xml:FILE`), the
 device tests under ctest write ctest's JUnit report (`--output-junit FILE`). SUITE names each
 report in the results (test-cuda, test-cudnn, test-device). For every test: its status (passed,
-failed or skipped), its seconds, and the lines it printed itself between GoogleTest's
-`[ RUN ]` and its verdict (the largest differences its checks measured, a skip's reason, a
-failure's assertion), at most LINES of LINE_CHARS each; GoogleTest's reports, which hold no
-output, give a failure's message instead. A report that is missing or unreadable is listed
-under `missing` with the reason: a stage cut short writes none.
+failed, skipped, or not_run: ctest could not start it, or a DISABLED_ test), its seconds, the
+lines it printed itself between GoogleTest's `[ RUN ]` and its verdict (the largest differences
+its checks measured, a skip's reason, a failure's assertion; where it never reached `[ RUN ]`,
+its output's last lines), at most LINES of LINE_CHARS each, and ctest's reason where it gives
+one (SEGFAULT, Timeout, a skip's rule); GoogleTest's reports, which hold no output, give a
+failure's message instead. A report that is missing or unreadable is listed under `missing` with
+the reason: a stage cut short writes none. --build-exit records the exit status of the build of
+the test executables (not 0: some may be an earlier build's, or missing).
 
 It refuses (exit 1, the results file left as it was) where no report could be read or the GPU
 is not named, and writes FILE atomically. Exit 2 on a usage error.
@@ -25,58 +29,91 @@ import xml.etree.ElementTree as ElementTree
 
 LINES = 40
 LINE_CHARS = 300
+RAW_LINES = 20  # of a test's output where GoogleTest never started it (a crash at load)
 # GoogleTest's framing around a test's own output.
 FRAMING = ("[==========]", "[----------]", "[ RUN      ]", "[       OK ]", "[  FAILED  ]",
            "[  SKIPPED ]", "[  PASSED  ]", "Running main() from", "Note: Google Test filter")
+STATUSES = ("passed", "failed", "skipped", "not_run")
+
+
+def bounded(lines):
+    """(at most LINES of LINE_CHARS each, how many lines were left out)."""
+    lines = [line[:LINE_CHARS] for line in lines if line.strip()]
+    return lines[:LINES], max(0, len(lines) - LINES)
 
 
 def own_lines(text):
-    """The lines a test printed itself: those after `[ RUN ]`, before its verdict."""
+    """The lines a test printed itself: those after `[ RUN ]`, before its verdict; where no
+    `[ RUN ]` line came (the executable failed before GoogleTest ran the test), the output's
+    last RAW_LINES lines, which hold why."""
     lines = []
-    inside = False
-    for line in (text or "").splitlines():
+    inside = started = False
+    raw = (text or "").splitlines()
+    for line in raw:
         if line.startswith("[ RUN      ]"):
-            inside = True
+            inside = started = True
             continue
         if line.startswith(("[       OK ]", "[  FAILED  ]", "[  SKIPPED ]")):
             inside = False
             continue
-        if inside and line.strip() and not line.startswith(FRAMING):
-            lines.append(line[:LINE_CHARS])
-    return lines[:LINES]
+        if inside and not line.startswith(FRAMING):
+            lines.append(line)
+    return lines if started else raw[-RAW_LINES:]
+
+
+def case_entry(name, status, seconds, lines, reason=""):
+    output, cut = bounded(lines)
+    entry = {"name": name, "status": status, "seconds": round(float(seconds or 0), 3),
+             "output": output}
+    if cut:
+        entry["output_lines_left_out"] = cut
+    if reason:
+        entry["reason"] = reason[:LINE_CHARS]
+    return entry
 
 
 def ctest_cases(root):
-    """Test cases of ctest's JUnit report (root <testsuite>)."""
-    status = {"run": "passed", "fail": "failed", "notrun": "skipped", "disabled": "skipped"}
+    """Test cases of ctest's JUnit report (root <testsuite>). ctest marks `notrun` both a test
+    that skipped (SKIP_REGULAR_EXPRESSION or SKIP_RETURN_CODE: no GPU) and one it could not
+    start (its executable missing, a fixture failed): only the first is `skipped`."""
     for case in root.iter("testcase"):
         out = case.find("system-out")
-        yield {"name": case.get("name", ""),
-               "status": status.get(case.get("status", ""), case.get("status", "unknown")),
-               "seconds": round(float(case.get("time") or 0), 3),
-               "output": own_lines(out.text if out is not None else "")}
+        failure = case.find("failure")
+        skipped = case.find("skipped")
+        kind = case.get("status", "")
+        reason = ""
+        if kind == "run":
+            status = "passed"
+        elif kind == "fail":
+            status = "failed"
+            if failure is not None:  # ctest's type says how: Failed, SEGFAULT, Timeout...
+                reason = " ".join(x for x in (failure.get("type"), failure.get("message")) if x)
+        else:
+            reason = skipped.get("message", "") if skipped is not None else kind
+            status = "skipped" if reason.startswith(("SKIP_REGULAR_EXPRESSION",
+                                                     "SKIP_RETURN_CODE")) else "not_run"
+        yield case_entry(case.get("name", ""), status, case.get("time"),
+                         own_lines(out.text if out is not None else ""), reason)
 
 
 def gtest_cases(root):
-    """Test cases of GoogleTest's XML report (root <testsuites>)."""
+    """Test cases of GoogleTest's XML report (root <testsuites>); a DISABLED_ test is `not_run`."""
     for case in root.iter("testcase"):
         failures = [f.get("message", "") for f in case.findall("failure")]
+        skipped = case.find("skipped")
         if failures:
             status = "failed"
-        elif case.get("result") == "skipped" or case.find("skipped") is not None:
+        elif case.get("status") == "notrun" or case.get("result") == "suppressed":
+            status = "not_run"
+        elif case.get("result") == "skipped" or skipped is not None:
             status = "skipped"
         else:
             status = "passed"
-        output = []
-        for message in failures:
-            output.extend(line[:LINE_CHARS] for line in message.splitlines() if line.strip())
-        skipped = case.find("skipped")
+        lines = [line for message in failures for line in message.splitlines()]
         if skipped is not None:
-            output.extend(line[:LINE_CHARS] for line in (skipped.get("message") or "").splitlines()
-                          if line.strip())
-        yield {"name": f"{case.get('classname', '')}.{case.get('name', '')}",
-               "status": status, "seconds": round(float(case.get("time") or 0), 3),
-               "output": output[:LINES]}
+            lines.extend((skipped.get("message") or "").splitlines())
+        yield case_entry(f"{case.get('classname', '')}.{case.get('name', '')}", status,
+                         case.get("time"), lines)
 
 
 def read_report(path):
@@ -113,8 +150,7 @@ def collect(reports):
             missing.append({"suite": suite, "report": os.path.basename(path),
                             "reason": str(e).splitlines()[0]})
             continue
-        counts = {s: sum(1 for c in cases if c["status"] == s)
-                  for s in ("passed", "failed", "skipped")}
+        counts = {s: sum(1 for c in cases if c["status"] == s) for s in STATUSES}
         suites.append({"name": suite, "report": os.path.basename(path), "tests": len(cases),
                        **counts})
         tests.extend({"suite": suite, **case} for case in cases)
@@ -126,6 +162,7 @@ def main(argv):
     parser.add_argument("--out", required=True)
     parser.add_argument("--commit", required=True)
     parser.add_argument("--gpu", required=True)
+    parser.add_argument("--build-exit", type=int)
     parser.add_argument("--command", action="append", default=[])
     parser.add_argument("reports", nargs="+", metavar="SUITE=XML")
     args = parser.parse_args(argv)
@@ -152,8 +189,8 @@ def main(argv):
         "commit": args.commit,
         "machine": {"gpu": args.gpu.strip(), "cpu": cpu_name(), "cores": os.cpu_count(),
                     "system": platform.platform()},
-        "summary": {s: sum(x[s] for x in suites) for s in ("tests", "passed", "failed",
-                                                            "skipped")},
+        "summary": {s: sum(x[s] for x in suites) for s in ("tests",) + STATUSES},
+        "build_exit": args.build_exit,
         "suites": suites,
         "missing": missing,
         "tests": tests,
