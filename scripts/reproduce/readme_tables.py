@@ -802,6 +802,29 @@ def fuzz(res):
     return table(header, rows) + source(res, "fuzz")
 
 
+def setup_times(res):
+    """The README's two commands from a fresh clone: what each found there, and its time."""
+    data = res("setup_times")
+    rows = []
+    for run in data["runs"]:
+        if run["python_environment_present"]:
+            env = "pinned Python environment present"
+        else:
+            env = ("new pinned Python environment (from PyPI"
+                   + (")" if run.get("pip_cache", True) else ", no pip cache)"))
+        cache = run["ccache"]
+        if cache is None:
+            objects = "no ccache"
+        else:
+            objects = (f"ccache served {cache['hits']} of "
+                       f"{cache['hits'] + cache['misses']} compilations")
+        minutes, seconds = divmod(round(run["seconds"]), 60)
+        rows.append([f"`{run['command']}`", f"{env}; {objects}",
+                     f"{run['load_average_at_start']:.1f}", f"{minutes} min {seconds} s"])
+    header = ["command", "from a fresh clone", "load average at its start", "time"]
+    return table(header, rows) + source(res, "setup_times")
+
+
 def synth_recognizers(res):
     data = res("synth_recognizers")
 
@@ -1005,6 +1028,7 @@ TABLES = {
     "dp_host": dp_host,
     "npi_ooo_threads": npi_ooo_threads,
     "fuzz": fuzz,
+    "setup_times": setup_times,
     "synth_recognizers": synth_recognizers,
     "synth": synth,
 }
