@@ -10,7 +10,8 @@ scratch=$1/setup_times
 rm -rf "$scratch"
 mkdir -p "$scratch/repo/scripts/reproduce" "$scratch/repo/scripts/python"
 repo=$scratch/repo
-cp "$root/scripts/reproduce/setup_times.sh" "$repo/scripts/reproduce/"
+cp "$root/scripts/reproduce/setup_times.sh" "$root/scripts/reproduce/collect.py" \
+  "$repo/scripts/reproduce/"
 echo "ENGRAM_VENV=$scratch/venv; export ENGRAM_VENV" > "$repo/scripts/python/env.sh"
 cat > "$repo/scripts/demo.sh" << 'DEMO'
 [ -e untracked.txt ] && { echo "not a fresh clone"; exit 4; }

@@ -6,8 +6,9 @@ was), adds how it was made (script, commit, command, machine) and writes OUT ato
 """
 import json
 import os
-import platform
 import sys
+
+from collect import machine
 
 
 def main(out, commit, gpu, script, command):
@@ -16,17 +17,10 @@ def main(out, commit, gpu, script, command):
     os.remove(out + ".partial")
     if report.get("skipped"):
         sys.exit(f"{script}: no GPU here ({report.get('reason')}); {out} left as it was")
-    cpu = ""
-    with open("/proc/cpuinfo") as f:
-        for line in f:
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
     report["reproduce"] = {
         "script": script, "commit": commit,
         "commands": [command.replace(out + ".partial", os.path.basename(out))],
-        "machine": {"gpu": gpu, "cpu": cpu, "cores": os.cpu_count(),
-                    "system": platform.platform()}}
+        "machine": {**machine(), "gpu": gpu}}
     with open(out + ".tmp", "w") as f:
         json.dump(report, f, indent=2)
         f.write("\n")

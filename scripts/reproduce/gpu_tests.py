@@ -23,9 +23,10 @@ import argparse
 import datetime
 import json
 import os
-import platform
 import sys
 import xml.etree.ElementTree as ElementTree
+
+from collect import machine
 
 LINES = 40
 LINE_CHARS = 300
@@ -129,18 +130,7 @@ def read_report(path):
     raise ValueError(f"root element <{root.tag}> is neither GoogleTest's nor ctest's")
 
 
-def cpu_name():
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor()
-
-
-def collect(reports):
+def read_reports(reports):
     """(suites, tests, missing) from [(suite, path)]."""
     suites, tests, missing = [], [], []
     for suite, path in reports:
@@ -176,7 +166,7 @@ def main(argv):
         print("gpu_tests: no GPU named (--gpu): these results would not say where they ran; "
               f"{args.out} left as it was", file=sys.stderr)
         return 1
-    suites, tests, missing = collect(reports)
+    suites, tests, missing = read_reports(reports)
     if not suites:
         print("gpu_tests: no report could be read (" +
               "; ".join(f"{m['suite']}: {m['reason']}" for m in missing) +
@@ -187,8 +177,7 @@ def main(argv):
                  "status and what it printed (its largest differences, a skip's reason)",
         "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
         "commit": args.commit,
-        "machine": {"gpu": args.gpu.strip(), "cpu": cpu_name(), "cores": os.cpu_count(),
-                    "system": platform.platform()},
+        "machine": {**machine(), "gpu": args.gpu.strip()},
         "summary": {s: sum(x[s] for x in suites) for s in ("tests",) + STATUSES},
         "build_exit": args.build_exit,
         "suites": suites,

@@ -90,15 +90,11 @@ print(json.dumps({"command": f"bash scripts/{name}.sh", "seconds": round(float(s
 done
 options="--commands $commands"
 [ "$new_env" = 1 ] && [[ ",$commands," == *,demo,* ]] && options+=" --new-python-env"
-python3 - "$out" "$commit" "$runs" "$options" << 'EOF'
-import datetime, json, os, platform, sys
-out, commit, runs_path, options = sys.argv[1:]
-cpu = ""
-with open("/proc/cpuinfo") as f:
-    for line in f:
-        if line.startswith("model name"):
-            cpu = line.split(":", 1)[1].strip()
-            break
+python3 - "$root/scripts/reproduce" "$out" "$commit" "$runs" "$options" << 'EOF'
+import datetime, json, os, sys
+sys.path.insert(0, sys.argv[1])
+from collect import machine
+out, commit, runs_path, options = sys.argv[2:]
 with open(runs_path) as f:
     runs = [json.loads(line) for line in f if line.strip()]
 result = {
@@ -106,7 +102,7 @@ result = {
              "there (the pinned Python environment, ccache's hits and misses during the run)",
     "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
     "commit": commit,
-    "machine": {"cpu": cpu, "cores": os.cpu_count(), "system": platform.platform()},
+    "machine": machine(),
     "runs": runs,
     "reproduce": {"script": "scripts/reproduce/setup_times.sh",
                   "commands": [f"bash scripts/reproduce/setup_times.sh {options}"]},
