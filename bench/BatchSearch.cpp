@@ -27,13 +27,19 @@ std::pair<const BatchTrial*, const BatchTrial*> largest_two(const std::vector<Ba
   return {largest, second};
 }
 
+/// Bytes per example of the line through `second` and `largest` (largest_two's); 0 without a
+/// second, or where memory does not grow between them.
+double slope(const BatchTrial* largest, const BatchTrial* second) {
+  if (second == nullptr || largest->held_bytes <= second->held_bytes) return 0;
+  return static_cast<double>(largest->held_bytes - second->held_bytes) /
+         static_cast<double>(largest->batch - second->batch);
+}
+
 }  // namespace
 
 double bytes_per_example(const std::vector<BatchTrial>& trials) {
   const auto [largest, second] = largest_two(trials);
-  if (second == nullptr || largest->held_bytes <= second->held_bytes) return 0;
-  return static_cast<double>(largest->held_bytes - second->held_bytes) /
-         static_cast<double>(largest->batch - second->batch);
+  return slope(largest, second);
 }
 
 long batch_at_cap(const std::vector<BatchTrial>& trials, std::int64_t cap_bytes,
@@ -41,7 +47,7 @@ long batch_at_cap(const std::vector<BatchTrial>& trials, std::int64_t cap_bytes,
   const auto [largest, second] = largest_two(trials);
   if (largest == nullptr) return 0;
   const double per_example =
-      second != nullptr ? bytes_per_example(trials) : std::max(0.0, prior_bytes_per_example);
+      second != nullptr ? slope(largest, second) : std::max(0.0, prior_bytes_per_example);
   if (!(per_example > 0) || !std::isfinite(per_example)) return 0;
   const double at_cap =
       static_cast<double>(largest->batch) +

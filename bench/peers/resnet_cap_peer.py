@@ -21,9 +21,9 @@ cache emptied. The search is bench/BatchSearch.cpp's: from --start grow until a 
 --limit (aimed at --cap-bytes by the line through what the allocator reserved in the two largest
 trials that trained, or through the first with slope --prior-bytes-per-example, Engram's none
 row's; else doubling), halve while the start fails, then bisect until the failed and trained
-batches are within --precision of the trained one, or adjacent. Per variant: the largest batch, every trial, and at
-the largest batch the median step, images per second, torch.cuda.max_memory_allocated and
-max_memory_reserved. Then at the equal batch, the smaller of --equal-batch-limit (Engram's
+batches are within --precision of the trained one, or adjacent. Per variant: the largest batch,
+every trial, and at the largest batch the median step, images per second,
+torch.cuda.max_memory_allocated and max_memory_reserved. Then at the equal batch, the smaller of --equal-batch-limit (Engram's
 largest) and the largest any variant reached, every variant that trained there is timed again.
 With --monotonic-deadline (Engram's --time-limit, as a time of CLOCK_MONOTONIC, which
 time.monotonic() and C++'s steady_clock read) no trial starts after it (bench/BatchSearch.cpp's
@@ -175,14 +175,19 @@ def held_points(trials):
                   if t["trained"] and t.get("held_bytes", 0) > 0)
 
 
-def bytes_per_example(trials):
-    """bench/BatchSearch.cpp's bytes_per_example: the slope of the line through the two largest
-    trained batches that held memory; 0 when there are not two, or memory does not grow."""
-    held = held_points(trials)
+def slope(held):
+    """Bytes per example of the line through the two largest of held_points; 0 when there are
+    not two, or memory does not grow between them."""
     if len(held) < 2:
         return 0
     (b1, y1), (b2, y2) = held[-2], held[-1]
     return (y2 - y1) / (b2 - b1) if y2 > y1 else 0
+
+
+def bytes_per_example(trials):
+    """bench/BatchSearch.cpp's bytes_per_example: the slope of the line through the two largest
+    trained batches that held memory; 0 when there are not two, or memory does not grow."""
+    return slope(held_points(trials))
 
 
 def batch_at_cap(trials, cap_bytes, prior_bytes_per_example=0):
@@ -192,8 +197,7 @@ def batch_at_cap(trials, cap_bytes, prior_bytes_per_example=0):
     held = held_points(trials)
     if not held:
         return 0
-    per_example = bytes_per_example(trials) if len(held) >= 2 else \
-        max(0.0, prior_bytes_per_example)
+    per_example = slope(held) if len(held) >= 2 else max(0.0, prior_bytes_per_example)
     if not 0 < per_example < math.inf:
         return 0
     b2, y2 = held[-1]
