@@ -217,8 +217,6 @@ STAGE_LOG=$bin/device-tests.log stage test-device 180 "${device_ctest[@]}"
 if compgen -G "$xml/*.xml" > /dev/null; then
   python3 "$root/scripts/reproduce/gpu_tests.py" --out "$out/gpu_tests.json" \
     --commit "$ENGRAM_REPRO_COMMIT" --build-exit "$build_device_rc" \
-    --gpu "$(nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader \
-      2> /dev/null | head -1)" \
     --command "engram_tests_memory_cuda --gtest_output=xml:$xml/cuda-test.xml" \
     --command "engram_tests_nn_cudnn --gtest_output=xml:$xml/cudnn-test.xml" \
     --command "${device_ctest[*]}" \

@@ -86,8 +86,20 @@ Expected: workspace <= budget]]></failure>
 """
 
 
-def run(*args):
-    return subprocess.run([sys.executable, SCRIPT, *args], capture_output=True, text=True)
+GPU = "NVIDIA H200, 143771 MiB, 580.159.04"
+
+
+def run(*args, gpu=GPU):
+    """The script with a stand-in nvidia-smi naming `gpu` first on the PATH (None: none at all)."""
+    with tempfile.TemporaryDirectory() as bin_dir:
+        path = bin_dir
+        if gpu is not None:
+            with open(os.path.join(bin_dir, "nvidia-smi"), "w") as f:
+                f.write(f"#!/bin/sh\necho '{gpu}'\n")
+            os.chmod(os.path.join(bin_dir, "nvidia-smi"), 0o755)
+            path += os.pathsep + os.environ.get("PATH", "")
+        return subprocess.run([sys.executable, SCRIPT, *args], capture_output=True, text=True,
+                              env={**os.environ, "PATH": path})
 
 
 class GpuTestsTest(unittest.TestCase):
@@ -104,8 +116,8 @@ class GpuTestsTest(unittest.TestCase):
 
     def test_each_test_gets_its_status_and_the_lines_it_printed(self):
         out = self.path("gpu_tests.json")
-        result = run("--out", out, "--commit", "abc123", "--gpu", "NVIDIA H200, 143771 MiB",
-                     "--build-exit", "1", "--command", "bash scripts/gpu-check.sh",
+        result = run("--out", out, "--commit", "abc123", "--build-exit", "1",
+                     "--command", "bash scripts/gpu-check.sh",
                      "test-device=" + self.path("device.xml", CTEST_REPORT),
                      "test-cudnn=" + self.path("cudnn.xml", GTEST_REPORT),
                      "test-cuda=" + self.path("absent.xml"))
@@ -113,7 +125,7 @@ class GpuTestsTest(unittest.TestCase):
         with open(out) as f:
             data = json.load(f)
         self.assertEqual(data["commit"], "abc123")
-        self.assertEqual(data["machine"]["gpu"], "NVIDIA H200, 143771 MiB")
+        self.assertEqual(data["machine"]["gpu"], GPU)
         self.assertEqual(data["reproduce"]["script"], "scripts/gpu-check.sh")
         self.assertEqual(data["build_exit"], 1)
         self.assertEqual(data["summary"],
@@ -154,7 +166,7 @@ class GpuTestsTest(unittest.TestCase):
         report = CTEST_REPORT.replace(
             "[ CUDA vs CPU kernel ] largest absolute difference 2.38e-07 (tolerance 1e-05)", lines)
         out = self.path("gpu_tests.json")
-        result = run("--out", out, "--commit", "c", "--gpu", "g",
+        result = run("--out", out, "--commit", "c",
                      "test-device=" + self.path("device.xml", report))
         self.assertEqual(result.returncode, 0, result.stderr)
         with open(out) as f:
@@ -166,13 +178,13 @@ class GpuTestsTest(unittest.TestCase):
     def test_no_readable_report_or_no_gpu_writes_nothing(self):
         out = self.path("gpu_tests.json", "previous\n")
         broken = self.path("broken.xml", "<testsuite><testcase")
-        result = run("--out", out, "--commit", "c", "--gpu", "g", "test-device=" + broken,
+        result = run("--out", out, "--commit", "c", "test-device=" + broken,
                      "test-cuda=" + self.path("absent.xml"))
         self.assertEqual(result.returncode, 1)
         self.assertIn("no report could be read", result.stderr)
         self.assertIn("test-device: not an XML report", result.stderr)
-        result = run("--out", out, "--commit", "c", "--gpu", " ",
-                     "test-device=" + self.path("device.xml", CTEST_REPORT))
+        result = run("--out", out, "--commit", "c",
+                     "test-device=" + self.path("device.xml", CTEST_REPORT), gpu=None)
         self.assertEqual(result.returncode, 1)
         self.assertIn("no GPU named", result.stderr)
         with open(out) as f:
@@ -180,7 +192,7 @@ class GpuTestsTest(unittest.TestCase):
         self.assertFalse(os.path.exists(out + ".tmp"))
 
     def test_a_report_not_named_by_suite_is_a_usage_error(self):
-        result = run("--out", self.path("o.json"), "--commit", "c", "--gpu", "g", "device.xml")
+        result = run("--out", self.path("o.json"), "--commit", "c", "device.xml")
         self.assertEqual(result.returncode, 2)
         self.assertIn("is not SUITE=XML", result.stderr)
 
@@ -190,7 +202,7 @@ class GpuTestsTest(unittest.TestCase):
         subprocess.run([GTEST_BINARY, f"--gtest_output=xml:{report}"], capture_output=True,
                        check=False)
         out = self.path("gpu_tests.json")
-        result = run("--out", out, "--commit", "c", "--gpu", "g", "test-cuda=" + report)
+        result = run("--out", out, "--commit", "c", "test-cuda=" + report)
         self.assertEqual(result.returncode, 0, result.stderr)
         with open(out) as f:
             data = json.load(f)

@@ -1,6 +1,5 @@
 #!/usr/bin/env python3
-"""gpu_tests.py --out FILE.json --commit COMMIT --gpu GPU [--build-exit N] [--command CMD]...
-SUITE=XML...:
+"""gpu_tests.py --out FILE.json --commit COMMIT [--build-exit N] [--command CMD]... SUITE=XML...:
 the outcome of the tests that need a GPU, as a results file (standard library only).
 
 scripts/gpu-check.sh runs them on the device and calls this with each run's XML report: the
@@ -16,8 +15,9 @@ failure's message instead. A report that is missing or unreadable is listed unde
 the reason: a stage cut short writes none. --build-exit records the exit status of the build of
 the test executables (not 0: some may be an earlier build's, or missing).
 
-It refuses (exit 1, the results file left as it was) where no report could be read or the GPU
-is not named, and writes FILE atomically. Exit 2 on a usage error.
+The machine is collect.py's machine(), the GPU as nvidia-smi names it. It refuses (exit 1, the
+results file left as it was) where no report could be read or nvidia-smi names no GPU, and
+writes FILE atomically. Exit 2 on a usage error.
 """
 import argparse
 import datetime
@@ -151,7 +151,6 @@ def main(argv):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", required=True)
     parser.add_argument("--commit", required=True)
-    parser.add_argument("--gpu", required=True)
     parser.add_argument("--build-exit", type=int)
     parser.add_argument("--command", action="append", default=[])
     parser.add_argument("reports", nargs="+", metavar="SUITE=XML")
@@ -162,9 +161,10 @@ def main(argv):
         if not sep or not suite or not path:
             parser.error(f"'{item}' is not SUITE=XML")
         reports.append((suite, path))
-    if not args.gpu.strip():
-        print("gpu_tests: no GPU named (--gpu): these results would not say where they ran; "
-              f"{args.out} left as it was", file=sys.stderr)
+    found = machine()
+    if not found.get("gpu"):
+        print("gpu_tests: no GPU named (nvidia-smi names none): these results would not say "
+              f"where they ran; {args.out} left as it was", file=sys.stderr)
         return 1
     suites, tests, missing = read_reports(reports)
     if not suites:
@@ -177,7 +177,7 @@ def main(argv):
                  "status and what it printed (its largest differences, a skip's reason)",
         "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
         "commit": args.commit,
-        "machine": {**machine(), "gpu": args.gpu.strip()},
+        "machine": found,
         "summary": {s: sum(x[s] for x in suites) for s in ("tests",) + STATUSES},
         "build_exit": args.build_exit,
         "suites": suites,

@@ -11,7 +11,8 @@
 # scratch folder: created from PyPI, as on a new machine, and removed after); the test command
 # then uses the machine's. Writes results/setup_times.json (--out FILE: there); --commands
 # demo|test|demo,test picks the commands.
-#   bash scripts/reproduce/setup_times.sh [--out FILE.json] [--commands demo,test] [--new-python-env]
+#   bash scripts/reproduce/setup_times.sh [--out FILE.json] [--commands demo,test]
+#                                         [--new-python-env]
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 out=$root/results/setup_times.json
