@@ -11,6 +11,17 @@ Of scripts/reproduce/, only what made the file counts: the script its `reproduce
 `claim`) names, else scripts/reproduce/NAME.sh for results/NAME.json, with every file of
 scripts/reproduce/ that script names (sources, runs or imports: common.sh, collect.py,
 gpu_common.sh, another script it execs); when no script is known, every file there counts.
+
+Where the script is known and runs `engram` commands only, the parts of the tree that serve some
+commands count only for the results that ran them: cli/commands/ by the commands the script's
+lines run (`run_logged NAME CMD...` or `"$engram" CMD...`, in the lines that run: its own, and
+the bodies of the shell functions of common.sh it calls), bench/ and its peers only where a
+`bench` command ran, fuzz/ not at all, and of scripts/ outside reproduce/ only what the build
+(scripts/build.sh) or the script's shell code (not its comments) names, and what those name. A
+command the lines leave open (a variable in its place) counts every command it could be. A
+script that runs something else (an engram_* executable, scripts/test.sh or scripts/demo.sh),
+or no command seen, counts the whole tree, and tests/ too where it runs tests.
+
 A file is stale when `git diff --name-only COMMIT HEAD` lists measured code, when its commit is
 not in this clone's history, or when it records none; each stale file gets one line with its
 commit, the number of measured files changed and the first few of them.
@@ -23,12 +34,22 @@ import argparse
 import glob
 import json
 import os
+import re
 import subprocess
 import sys
 
 # Not measured code: the results themselves, prose, notebooks, tests and CI.
 EXCLUDED = ["results", "docs", "README.md", "notebooks", "tests", "examples/*.py", ".ci", "*.md"]
 SHOWN = 4  # changed files named per stale results file
+
+
+def read(path):
+    """The text of `path`, or "" when it cannot be read."""
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            return f.read()
+    except OSError:
+        return ""
 
 
 def git(repo, *args):
@@ -55,12 +76,27 @@ def own_script(repo, name, data):
     """The reproduce script that made results file `name` (a path), or None when unknown."""
     reproduce = data.get("reproduce") if isinstance(data, dict) else None
     script = reproduce.get("script") if isinstance(reproduce, dict) else None
-    if not isinstance(script, str) and isinstance(data, dict) and isinstance(data.get("claim"), str):
-        found = [w for w in data["claim"].replace("`", " ").split() if w.startswith(REPRODUCE)]
+    claim = data.get("claim") if isinstance(data, dict) else None
+    if not isinstance(script, str) and isinstance(claim, str):
+        found = [w for w in claim.replace("`", " ").split() if w.startswith(REPRODUCE)]
         script = found[0] if found else None
-    if not isinstance(script, str):
-        script = REPRODUCE + os.path.splitext(os.path.basename(name))[0] + ".sh"
-    return script if os.path.isfile(os.path.join(repo, script)) else None
+    if isinstance(script, str):
+        return script if os.path.isfile(os.path.join(repo, script)) else None
+    stem = os.path.splitext(os.path.basename(name))[0]
+    folder = os.path.join(repo, REPRODUCE)
+    scripts = sorted(n for n in os.listdir(folder) if n.endswith(".sh"))
+    if stem + ".sh" in scripts:
+        return REPRODUCE + stem + ".sh"
+    # The one script that names the file (memory_reuse.sh writes memory_swap_rss.json too) ...
+    naming = [n for n in scripts if stem + ".json" in read(os.path.join(folder, n))]
+    if len(naming) == 1:
+        return REPRODUCE + naming[0]
+    # ... else the script of a variant's stem (tbcnn_masked.sh's tbcnn_masked_modules_selected).
+    parts = stem.split("_")
+    for end in range(len(parts) - 1, 0, -1):
+        if "_".join(parts[:end]) + ".sh" in scripts:
+            return REPRODUCE + "_".join(parts[:end]) + ".sh"
+    return None
 
 
 def script_files(repo, script):
@@ -70,10 +106,7 @@ def script_files(repo, script):
     names = sorted(n for n in os.listdir(folder) if os.path.isfile(os.path.join(folder, n)))
     found, todo = {script}, [script]
     while todo:
-        try:
-            text = open(os.path.join(repo, todo.pop()), encoding="utf-8", errors="replace").read()
-        except OSError:
-            continue
+        text = read(os.path.join(repo, todo.pop()))
         for n in names:
             stem, ext = os.path.splitext(n)
             named = n in text or (ext == ".py" and (f"import {stem}" in text
@@ -84,23 +117,161 @@ def script_files(repo, script):
     return found
 
 
+COMMANDS = "cli/commands/"
+# Scripts that build and run the whole tree: a result made through them measures all of it.
+WHOLE_TREE = ("scripts/test.sh", "scripts/demo.sh")
+FUNCTION = re.compile(r"^(\w+)\(\)\s*\{")
+# An engram command line: the binary's variable, or run_logged NAME; then up to two words.
+INVOCATION = re.compile(r'(?:"?\$\{?engram\}?"?|\brun_logged\s+\S+)[ \t]+(\S+)(?:[ \t]+(\S+))?')
+
+
+def command_table(repo):
+    """{command words: file} for cli/commands/: `Command register_bench_memory(` is the command
+    ("bench", "memory"), `register_run(` is ("run",)."""
+    table = {}
+    folder = os.path.join(repo, COMMANDS)
+    for n in sorted(os.listdir(folder)) if os.path.isdir(folder) else []:
+        for name in re.findall(r"\bCommand\s+register_(\w+)\s*\(", read(os.path.join(folder, n))):
+            table[tuple(name.split("_"))] = COMMANDS + n
+    return table
+
+
+def code_lines(text):
+    """The lines of a shell script that are not comments."""
+    return "\n".join(l for l in text.splitlines() if not l.lstrip().startswith("#"))
+
+
+def lines_that_run(texts):
+    """The code lines (no comments) of shell scripts `texts` that run: each script's lines
+    outside its functions, and the bodies of the functions that those lines (or a body already
+    counted) call. A function is `name() {` to a line that starts with `}`, or one line."""
+    top, bodies = [], {}
+    for text in texts:
+        current = None
+        for line in code_lines(text).splitlines():
+            found = FUNCTION.match(line)
+            if current is None and found:
+                body = line[found.end():]
+                if body.rstrip().endswith("}"):
+                    bodies.setdefault(found.group(1), []).append(body.rstrip()[:-1])
+                else:
+                    current = bodies.setdefault(found.group(1), [])
+                    current.append(body)
+            elif current is not None and line.startswith("}"):
+                current = None
+            else:
+                (top if current is None else current).append(line)
+    running, called = list(top), set()
+    while True:
+        text = "\n".join(running)
+        new = [f for f in bodies if f not in called and re.search(rf"\b{f}\b", text)]
+        if not new:
+            return running
+        for f in new:
+            called.add(f)
+            running.extend(bodies[f])
+
+
+def commands_run(lines, table):
+    """The commands (keys of `table`) that `lines` run, or None when one is left open so far
+    that it could be any command."""
+    groups = {c[0] for c in table if len(c) == 2}
+    used = set()
+    for line in lines:
+        for first, second in INVOCATION.findall(line):
+            first, second = first.strip('"'), second.strip('"')
+            if first.startswith(("$@", "${@", "$*")):
+                continue  # run_logged's own body: the caller's line names the command
+            if first.startswith("$"):
+                return None
+            if first in groups:
+                if not second or second.startswith("$"):
+                    used.update(c for c in table if c[0] == first)
+                elif (first, second) in table:
+                    used.add((first, second))
+                else:
+                    return None
+            elif (first,) in table:
+                used.add((first,))
+    return used
+
+
+def scripts_named(repo, texts, start=()):
+    """The files of scripts/ outside reproduce/ that the shell `texts` name in their code (not
+    in comments), with those these name in turn, beginning with `start`."""
+    scripts = [f for f in git(repo, "ls-files", "scripts").stdout.split()
+               if not f.startswith(REPRODUCE)]
+    found = set(start)
+    todo = [code_lines(t) for t in texts] + [code_lines(read(os.path.join(repo, f))) for f in start]
+    while todo:
+        text = todo.pop()
+        for f in scripts:
+            if f not in found and (f in text or os.path.basename(f) in text):
+                found.add(f)
+                todo.append(code_lines(read(os.path.join(repo, f))))
+    return found
+
+
+def measured_by(repo, script):
+    """A predicate on a changed file (repository path): whether it is measured code of the
+    results `script` made, beyond the exclusions that hold for every file (EXCLUDED but tests/,
+    which counts only where the script runs tests)."""
+    files = sorted(script_files(repo, script))
+    texts = [read(os.path.join(repo, f)) for f in files]
+    shell = [t for f, t in zip(files, texts) if f.endswith(".sh")]
+    everything = "\n".join(texts)
+    # tests/ counts where the script runs tests: a test executable, or the suite.
+    tests = "engram_tests_" in everything or "scripts/test.sh" in everything
+
+    def whole_tree(c):
+        if c.startswith(REPRODUCE):
+            return c in files
+        return tests or not c.startswith("tests/")
+    if re.search(r"\bengram_\w", everything) or any(w in everything for w in WHOLE_TREE):
+        return whole_tree
+    table = command_table(repo)
+    used = commands_run(lines_that_run(shell), table)
+    if not used:
+        return whole_tree
+    command_files = {table[c] for c in used}
+    bench = any(c[0] == "bench" for c in used)
+    # The build (scripts/build.sh and what it runs) and what the script's own code runs.
+    scripts = scripts_named(repo, shell, start=("scripts/build.sh",))
+
+    def measured(c):
+        if c.startswith(REPRODUCE):
+            return c in files
+        if c.startswith("tests/"):
+            return tests
+        if c.startswith(COMMANDS):
+            return c in command_files
+        if c.startswith("bench/"):
+            return bench
+        if c.startswith("fuzz/"):
+            return False
+        if c.startswith("scripts/"):
+            return c in scripts
+        return True
+    return measured
+
+
 def changed_measured(repo, commit, script=None):
     """(list of measured files changed from commit to HEAD, None) or (None, reason). With
-    `script`, the only files of scripts/reproduce/ counted are those it uses (script_files)."""
+    `script`, what counts is what that script measures (measured_by); without, every file."""
     if not all(c in "0123456789abcdefABCDEF" for c in commit):
         return None, f"commit {commit!r} is not a commit id"
     found = git(repo, "rev-parse", "--verify", "--quiet", commit + "^{commit}")
     if found.returncode != 0:
         return None, f"commit {commit} is not in this clone's history"
-    pathspecs = ["."] + [f":(exclude){p}" for p in EXCLUDED]
+    # tests/ is left to the predicate: a script that runs tests measures them.
+    pathspecs = ["."] + [f":(exclude){p}" for p in EXCLUDED if p != "tests"]
     diff = git(repo, "diff", "--name-only", found.stdout.strip(), "HEAD", "--", *pathspecs)
     if diff.returncode != 0:
         return None, f"git diff from {commit} failed: {diff.stderr.strip()}"
     changed = [line for line in diff.stdout.splitlines() if line.strip()]
-    if script is not None:
-        used = script_files(repo, script)
-        changed = [c for c in changed if not c.startswith(REPRODUCE) or c in used]
-    return changed, None
+    measured = measured_by(repo, script) if script is not None else \
+        (lambda c: not c.startswith("tests/"))
+    return [c for c in changed if measured(c)], None
 
 
 def main():
@@ -145,7 +316,8 @@ def main():
                   f"{', '.join(changed[:SHOWN])}{more}")
             stale += 1
     print(f"stale.py: {stale} of {len(files)} results files stale against HEAD "
-          f"{head.stdout.strip()} (measured code: tracked files outside {', '.join(EXCLUDED)})")
+          f"{head.stdout.strip()} (measured code: tracked files outside {', '.join(EXCLUDED)}; "
+          "of cli/commands/, bench/, fuzz/ and scripts/, what each file's script runs)")
     return 0
 
 
