@@ -3,8 +3,8 @@
 #   bench=PATH         the benchmark binary (its script's ENGRAM_..._BENCH, or build/bench/...)
 # Parses [--out FILE.json], checks that the binary is built, and sets root, out and commit
 # (ENGRAM_REPRO_COMMIT where the tree has no .git). run_gpu_bench ARGS... runs the benchmark with
-# --json OUT.partial and ARGS, then gpu_result.py turns the partial report into OUT (refused when
-# the report says "skipped": no device).
+# --json OUT.partial and ARGS, then gpu_result.py turns the partial report into OUT, naming the
+# GPU (refused when the report says "skipped", no device, or nvidia-smi names no GPU).
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 out=$root/results/gpu_$name.json
@@ -27,10 +27,7 @@ run_gpu_bench() {
   local args=(--json "$out.partial" "$@")
   echo "+ $binary ${args[*]}" >&2
   "$bench" "${args[@]}"
-  local gpu
-  gpu=$(nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader \
-    2> /dev/null | head -1 || true)
-  python3 "$root/scripts/reproduce/gpu_result.py" "$out" "$commit" "$gpu" \
-    "scripts/reproduce/$name.sh" "$binary ${args[*]}"
+  python3 "$root/scripts/reproduce/gpu_result.py" "$out" "$commit" "scripts/reproduce/$name.sh" \
+    "$binary ${args[*]}"
   echo "wrote $out"
 }
