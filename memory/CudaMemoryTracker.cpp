@@ -32,10 +32,6 @@ std::int64_t steady_ns() {
       .count();
 }
 
-bool is_persistent(Tag tag) {
-  return tag == Tag::parameter || tag == Tag::gradient || tag == Tag::optimizer_state;
-}
-
 constexpr std::size_t index_of(Tag tag) { return static_cast<std::size_t>(tag); }
 
 /// Ids of ledger allocations, unique in the process (as MemoryEvent::allocation promises).
@@ -175,10 +171,7 @@ bool MemoryLedger::retag(std::uint64_t key, Tag tag) {
   live_by_tag_[index_of(tag)] += allocation.bytes;
   allocation.tag = tag;
   if (window_open_) {
-    // try_emplace keeps the tag of the first retag in the window.
-    auto [entry, inserted] =
-        retags_.try_emplace(allocation.id, Retag{before, tag, allocation.bytes});
-    if (!inserted) entry->second.after = tag;
+    detail::note_retag(retags_, allocation.id, before, tag, allocation.bytes);
   }
   return true;
 }
@@ -244,31 +237,10 @@ DeviceMemoryWindow MemoryLedger::end_window() { return replay(close_window()); }
 
 DeviceMemoryWindow MemoryLedger::replay(ClosedWindow closed) {
   DeviceMemoryWindow window = std::move(closed.window);
-  const std::unordered_map<std::uint64_t, Retag>& retags = closed.retags;
-  // An allocation from before the window that was retagged in it counts under its final tag from
-  // the start; one from the window, from its first event.
-  for (const auto& [id, retag] : retags) {
-    if (id >= closed.first_id) continue;
-    window.start_live_by_tag[index_of(retag.before)] -= retag.bytes;
-    window.start_live_by_tag[index_of(retag.after)] += retag.bytes;
-  }
-  for (MemoryEvent& event : window.events) {
-    const auto found = retags.find(event.allocation);
-    if (found != retags.end()) event.tag = found->second.after;
-  }
-  std::stable_sort(window.spans.begin(), window.spans.end(),
-                   [](const Span& a, const Span& b) { return a.end_ns < b.end_ns; });
-
-  // Replay both timelines with the final tags; a reserved event with after_events == i happened
-  // between live events i - 1 and i.
-  std::int64_t live = window.start_live_bytes;
-  std::int64_t persistent = 0;
-  for (std::size_t t = 0; t < kNumTags; ++t) {
-    if (is_persistent(static_cast<Tag>(t))) persistent += window.start_live_by_tag[t];
-  }
+  detail::apply_retags(window, closed.retags, closed.first_id);
+  // Both timelines, live and reserved: a reserved event with after_events == i happened between
+  // live events i - 1 and i.
   std::int64_t reserved = window.start_reserved_bytes;
-  window.peak_bytes = live;
-  window.activation_peak_bytes = live - persistent;
   window.reserved_at_peak_bytes = reserved;
   window.reserved_peak_bytes = reserved;
   std::size_t next_reserved = 0;
@@ -279,18 +251,8 @@ DeviceMemoryWindow MemoryLedger::replay(ClosedWindow closed) {
       window.reserved_peak_bytes = std::max(window.reserved_peak_bytes, reserved);
     }
   };
-  for (std::size_t i = 0; i < window.events.size(); ++i) {
-    apply_reserved_until(i);
-    const MemoryEvent& event = window.events[i];
-    live += event.bytes;
-    if (is_persistent(event.tag)) persistent += event.bytes;
-    if (live > window.peak_bytes) {
-      window.peak_bytes = live;
-      window.reserved_at_peak_bytes = reserved;
-    }
-    window.activation_peak_bytes = std::max(window.activation_peak_bytes, live - persistent);
-  }
-  apply_reserved_until(window.events.size());
+  detail::replay_peaks(window, apply_reserved_until,
+                       [&] { window.reserved_at_peak_bytes = reserved; });
   window.fragmentation_bytes = window.reserved_at_peak_bytes - window.peak_bytes;
   return window;
 }

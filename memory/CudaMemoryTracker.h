@@ -45,13 +45,16 @@
 /// before the first CUDA allocation for figures that match torch's.
 ///
 /// SpanGuard's spans go into an installed tracker's open window as into the CPU tracker's (the
-/// tracker registers itself as a SpanSink); record_span() takes others. write_chrome_trace() (MemoryTracker.h) takes a DeviceMemoryWindow as it is a
-/// MemoryWindow (live bytes by tag; the reserved figures are not drawn).
+/// tracker registers itself as a SpanSink); record_span() takes others. write_chrome_trace()
+/// (MemoryTracker.h) takes a DeviceMemoryWindow as it is a MemoryWindow (live bytes by tag; the
+/// reserved figures are not drawn). A window closes as the CPU tracker's does
+/// (memory/detail/WindowReplay.h), with the reserved bytes replayed beside the live ones.
 ///
 /// This header includes no CUDA header (torch's only through MemoryTracker.h, for the shared
 /// types); the .cpp includes c10's CUDA headers.
 
 #include "memory/MemoryTracker.h"
+#include "memory/detail/WindowReplay.h"
 
 #include <array>
 #include <cstddef>
@@ -129,16 +132,11 @@ class MemoryLedger {
     std::int64_t bytes = 0;
     Tag tag = Tag::activation;
   };
-  struct Retag {
-    Tag before = Tag::activation;
-    Tag after = Tag::activation;
-    std::int64_t bytes = 0;
-  };
   /// A closed window before its replay: end_window() is close_window() (cheap, done under the
   /// owner's lock) then replay() (the rest, which CudaMemoryTracker runs without its lock).
   struct ClosedWindow {
     DeviceMemoryWindow window;
-    std::unordered_map<std::uint64_t, Retag> retags;
+    detail::WindowRetags retags;
     std::uint64_t first_id = 0;
   };
   ClosedWindow close_window();
@@ -164,7 +162,7 @@ class MemoryLedger {
   std::vector<MemoryEvent> events_;
   std::vector<ReservedEvent> reserved_events_;
   std::vector<Span> spans_;
-  std::unordered_map<std::uint64_t, Retag> retags_;
+  detail::WindowRetags retags_;
 };
 
 /// The allocator actions the tracker reads (c10's TraceEntry::Action, less SNAPSHOT and OOM,

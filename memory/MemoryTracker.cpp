@@ -1,6 +1,7 @@
 #include "memory/MemoryTracker.h"
 
 #include "memory/detail/BlockSource.h"
+#include "memory/detail/WindowReplay.h"
 
 #include <c10/core/Allocator.h>
 #include <c10/core/alignment.h>
@@ -44,10 +45,6 @@ std::int64_t steady_ns() {
       .count();
 }
 
-bool is_persistent(Tag tag) {
-  return tag == Tag::parameter || tag == Tag::gradient || tag == Tag::optimizer_state;
-}
-
 thread_local Tag t_tag = Tag::activation;
 std::atomic<Phase> g_phase{Phase::idle};
 std::atomic<std::uint64_t> g_next_thread{1};
@@ -60,13 +57,6 @@ std::uint64_t thread_number() {
 }
 
 void tracked_delete(void* data);
-
-/// What the window remembers of an allocation retagged while it was open.
-struct Retag {
-  Tag before = Tag::activation;  // the tag when the window began (or when allocated in it)
-  Tag after = Tag::activation;   // the final tag
-  std::int64_t size = 0;
-};
 
 }  // namespace
 
@@ -85,7 +75,7 @@ struct MemoryTracker::State {
   std::array<std::int64_t, kNumTags> window_start_by_tag{};
   std::vector<MemoryEvent> events;
   std::vector<Span> spans;
-  std::unordered_map<std::uint64_t, Retag> retags;
+  detail::WindowRetags retags;
 
   // Both with `mutex` held.
   void record(std::int64_t bytes, const Header& header) {
@@ -270,9 +260,7 @@ bool MemoryTracker::retag(const at::Tensor& tensor, Tag tag) {
   state.live_by_tag[static_cast<std::size_t>(tag)] += header->size;
   header->tag = tag;
   if (state.window_open.load(std::memory_order_relaxed)) {
-    // try_emplace keeps the tag of the first retag in the window.
-    auto [entry, inserted] = state.retags.try_emplace(header->id, Retag{before, tag, header->size});
-    if (!inserted) entry->second.after = tag;
+    detail::note_retag(state.retags, header->id, before, tag, header->size);
   }
   return true;
 }
@@ -290,7 +278,8 @@ void MemoryTracker::begin_window() {
 
 MemoryWindow MemoryTracker::end_window() {
   MemoryWindow window;
-  std::unordered_map<std::uint64_t, Retag> retags;
+  detail::WindowRetags retags;
+  std::uint64_t first_id = 0;
   {
     std::lock_guard<std::mutex> lock(state_->mutex);
     if (!state_->window_open.load()) {
@@ -303,37 +292,11 @@ MemoryWindow MemoryTracker::end_window() {
     window.events = std::move(state_->events);
     window.spans = std::move(state_->spans);
     retags = std::move(state_->retags);
-    const std::uint64_t first_id = state_->window_first_id;
+    first_id = state_->window_first_id;
     state_->clear_window();
-    // An allocation from before the window that was retagged in it counts under its final tag
-    // from the start.
-    for (const auto& [id, retag] : retags) {
-      if (id >= first_id) continue;
-      window.start_live_by_tag[static_cast<std::size_t>(retag.before)] -= retag.size;
-      window.start_live_by_tag[static_cast<std::size_t>(retag.after)] += retag.size;
-    }
   }
-  for (MemoryEvent& event : window.events) {
-    const auto found = retags.find(event.allocation);
-    if (found != retags.end()) event.tag = found->second.after;
-  }
-  std::stable_sort(window.spans.begin(), window.spans.end(),
-                   [](const Span& a, const Span& b) { return a.end_ns < b.end_ns; });
-
-  // Replay the window with the final tags.
-  std::int64_t live = window.start_live_bytes;
-  std::int64_t persistent = 0;
-  for (std::size_t t = 0; t < kNumTags; ++t) {
-    if (is_persistent(static_cast<Tag>(t))) persistent += window.start_live_by_tag[t];
-  }
-  window.peak_bytes = live;
-  window.activation_peak_bytes = live - persistent;
-  for (const MemoryEvent& event : window.events) {
-    live += event.bytes;
-    if (is_persistent(event.tag)) persistent += event.bytes;
-    window.peak_bytes = std::max(window.peak_bytes, live);
-    window.activation_peak_bytes = std::max(window.activation_peak_bytes, live - persistent);
-  }
+  detail::apply_retags(window, retags, first_id);
+  detail::replay_peaks(window, [](std::size_t) {}, [] {});
   return window;
 }
 
