@@ -4,15 +4,15 @@
 /// measured exactly on LibTorch's CUDA caching allocator (memory/CudaMemoryTracker.h), beside
 /// PyTorch eager's own figures for the same network and batch on the same GPU in the same
 /// invocation (bench/peers/resnet_cuda_peer.py: torch.cuda.max_memory_allocated, Adam with
-/// fused=True; deterministic as the rows are). Called by run_memory_bench (bench/MemoryBench.h)
-/// for a device other than the CPU; the ResNets, and the rows `none` first, then relu, recompute, swap, reuse, algo or several
-/// joined by '+' ("all": the first three), the techniques that act on device memory, each on a
-/// fresh copy of the same network (under options.memory_cap, if given). With rows beside none every
-/// row computes deterministically, and each says against none its peak, activation-peak,
-/// reserved-peak and time ratios and whether its losses and final parameters are none's bit for bit
-/// (bit_identical_to_none; the largest parameter difference beside it). A row that swaps adds
-/// "swap": bytes out and in per step, prefetched and on-demand reads, the stall per step, and the
-/// pinned copies' rate each way against the bus's peak (memory/PinnedCopy.h's
+/// fused=True; deterministic as the rows are). Called by run_memory_bench (bench/MemoryBench.h) for
+/// a device other than the CPU; the ResNets, and the rows `none` first, then relu, recompute, swap,
+/// reuse, algo or several joined by '+' ("all": the first three), the techniques that act on device
+/// memory, each on a fresh copy of the same network (under options.memory_cap, if given). With rows
+/// beside none every row computes deterministically, and each says against none its peak,
+/// activation-peak, reserved-peak and time ratios and whether its losses and final parameters are
+/// none's bit for bit (bit_identical_to_none; the largest parameter difference beside it). A row
+/// that swaps adds "swap": bytes out and in per step, prefetched and on-demand reads, the stall per
+/// step, and the pinned copies' rate each way against the bus's peak (memory/PinnedCopy.h's
 /// measure_bus_bandwidth, once per report). A row that reuses adds "reuse": the device arena that
 /// served its measured steps (memory/DeviceArenaReuse.h: hit rate, misses, conflicts, the arena
 /// against its lower bound); every other row adds "device_arena_plan": fixed-structure reuse
@@ -56,8 +56,11 @@ void run_device_memory_bench(const MemoryBenchOptions& options, std::ostream& ou
 /// PyTorch under the same cap (torch.cuda.set_per_process_memory_fraction) with the same search,
 /// bench/peers/resnet_cap_peer.py: eager, torch.utils.checkpoint in both modes, and selective
 /// activation checkpointing where the pinned torch has it. Then at the equal batch (the smaller
-/// of the best row's largest and the largest any peer reached) the best row is timed again
-/// against the fastest peer that trains there (equal_batch.time_ratio_vs_fastest_peer). With
+/// of the compared row's largest and the largest any peer reached) the compared row, `all` where
+/// it trained, else the row with the largest batch, is timed again against the fastest peer
+/// that trains there (equal_batch.time_ratio_vs_fastest_peer). The report judges issue 35's
+/// goals (`goals`, bench/MaxBatchReport.h: all at least 2.5x none's batch, no slower than the
+/// fastest peer at the equal batch), undecided where the run lacks what judges one. With
 /// --time-limit no trial, Engram's or the peer's, starts past it: a cut search's row says so
 /// (cut_by_time_limit; its largest batch one that trained, without a ratio to none), the rows,
 /// peer and equal-batch trial not reached say so, and the report's `complete` is false.

@@ -1,6 +1,7 @@
 #include "bench/BatchSearch.h"
 #include "bench/BenchSupport.h"
 #include "bench/DeviceMemoryBench.h"
+#include "bench/MaxBatchReport.h"
 #include "bench/MemoryBenchParts.h"
 #include "common/AtomicFile.h"
 #include "common/Errors.h"
@@ -191,18 +192,9 @@ void run_max_batch_bench(const MemoryBenchOptions& o, std::ostream& out) {
       prior = rows[0].at("reserved_bytes_per_example").get<double>();
     }
   }
-  const long none_largest = rows[0].at("largest_batch").get<long>();
-  const auto cut_row = [](const json& row) { return row.at("cut_by_time_limit").get<bool>(); };
-  std::size_t best = 0;
-  for (std::size_t i = 0; i < rows.size(); ++i) {
-    // A cut search's largest batch is only one that trained: no ratio from it, or to it.
-    if (none_largest > 0 && !cut_row(rows[0]) && !cut_row(rows[i]))
-      rows[i]["largest_batch_ratio_vs_none"] =
-          static_cast<double>(rows[i].at("largest_batch").get<long>()) /
-          static_cast<double>(none_largest);
-    if (rows[i].at("largest_batch").get<long>() > rows[best].at("largest_batch").get<long>())
-      best = i;
-  }
+  const std::size_t best = detail::rate_rows(rows);
+  // Timed against PyTorch at the equal batch: all (issue 35's goal), else the best row.
+  const std::size_t compared = detail::compared_row(rows, best);
   json report{{"benchmark", "memory_max_batch"},
               {"workload", o.workload},
               {"device", trainer::describe_device(device)},
@@ -225,14 +217,15 @@ void run_max_batch_bench(const MemoryBenchOptions& o, std::ostream& out) {
   if (!o.skip_peer && !may_go_on()) {
     report["peer_not_run"] = "the time limit ran out before it";
   } else if (!o.skip_peer) {
-    const long best_largest = rows[best].at("largest_batch").get<long>();
+    const long compared_largest = rows[compared].at("largest_batch").get<long>();
     json peer = detail::run_resnet_peer(
         o, 1, config, "resnet_cap_peer.py", "cap-peer",
-        {"--cap-bytes", std::to_string(cap), "--start", std::to_string(std::min(start, o.max_batch)),
+        {"--cap-bytes", std::to_string(cap),
+         "--start", std::to_string(std::min(start, o.max_batch)),
          "--limit", std::to_string(o.max_batch), "--precision", std::to_string(kPrecision),
          "--prior-bytes-per-example", std::to_string(prior),
          "--steps", std::to_string(o.steps), "--equal-batch-limit",
-         std::to_string(std::max(best_largest, 1L)),
+         std::to_string(std::max(compared_largest, 1L)),
          "--device", "cuda:" + std::to_string(device.index()),
          // The same deadline (steady_clock is CLOCK_MONOTONIC, as Python's time.monotonic).
          "--monotonic-deadline",
@@ -240,43 +233,29 @@ void run_max_batch_bench(const MemoryBenchOptions& o, std::ostream& out) {
                             ? std::chrono::duration<double>(deadline.time_since_epoch()).count()
                             : 0.0)});
     report["peer"] = peer;
-    // The best row against the fastest peer that trains at the equal batch.
+    // The compared row against the fastest peer that trains at the equal batch.
     const long equal = peer.at("equal_batch").at("batch").get<long>();
-    const json& peers_there = peer.at("equal_batch").at("rows");
-    if (best_largest > 0 && equal > 0 && !peers_there.empty()) {
-      std::string fastest;
-      double fastest_ms = 0;
-      for (auto it = peers_there.begin(); it != peers_there.end(); ++it) {
-        const double ms = it.value().at("step_ms").get<double>();
-        if (fastest.empty() || ms < fastest_ms) {
-          fastest = it.key();
-          fastest_ms = ms;
-        }
-      }
+    const auto fastest = detail::fastest_variant(peer.at("equal_batch").at("rows"));
+    if (compared_largest > 0 && equal > 0 && fastest) {
       std::string why;
-      const std::string technique = rows[best].at("technique").get<std::string>();
-      json cmp{{"batch", equal}, {"technique", technique}, {"fastest_peer", fastest},
-               {"fastest_peer_step_ms", fastest_ms}};
+      const std::string technique = rows[compared].at("technique").get<std::string>();
+      json cmp{{"batch", equal}, {"technique", technique}, {"fastest_peer", fastest->first},
+               {"fastest_peer_step_ms", fastest->second}};
       // The fastest of the variants that ran: the time limit may have left some out.
       if (peer.value("cut_by_time_limit", false)) cmp["peer_cut_by_time_limit"] = true;
       if (!may_go_on()) {
         cmp["engram_not_run"] = "the time limit ran out before it";
       } else if (const std::optional<json> ours = trial(o, technique, equal, device, why)) {
         cmp["engram"] = *ours;
-        cmp["time_ratio_vs_fastest_peer"] = ours->at("step_ms").get<double>() / fastest_ms;
+        cmp["time_ratio_vs_fastest_peer"] = ours->at("step_ms").get<double>() / fastest->second;
       } else {
         cmp["engram_did_not_train"] = why;
       }
       report["equal_batch"] = cmp;
     }
   }
-  bool cut = !not_reached.empty() || report.contains("peer_not_run");
-  for (const auto& r : rows) cut = cut || r.at("cut_by_time_limit").get<bool>();
-  if (report.contains("peer")) {
-    cut = cut || report["peer"].value("cut_by_time_limit", false);
-    if (report.contains("equal_batch"))
-      cut = cut || report["equal_batch"].contains("engram_not_run");
-  }
+  report["goals"] = detail::goals(report);
+  const bool cut = !detail::complete(report);
   report["complete"] = !cut;
   write_file_atomically(o.json_path, report.dump(2) + "\n");
 
@@ -312,6 +291,17 @@ void run_max_batch_bench(const MemoryBenchOptions& o, std::ostream& out) {
     else
       out << " did not train, against ";
     out << "PyTorch " << c["fastest_peer"].get<std::string>() << "\n";
+  }
+  for (const auto& [name, goal] : report["goals"].items()) {
+    out << "goal " << name << " (" << (goal.contains("at_least") ? "at least " : "at most ")
+        << goal.value("at_least", goal.value("at_most", 0.0)) << "x): ";
+    if (goal.contains("undecided"))
+      out << "undecided, " << goal["undecided"].get<std::string>();
+    else if (goal.contains("ratio"))
+      out << goal["ratio"].get<double>() << "x, " << (goal["met"].get<bool>() ? "met" : "not met");
+    else
+      out << "not met, " << goal["why"].get<std::string>();
+    out << "\n";
   }
   if (cut) out << "cut short by the time limit of " << o.time_limit << " s (see the report)\n";
   out << "wrote " << o.json_path << "\n";
