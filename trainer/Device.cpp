@@ -54,9 +54,12 @@ void check_device_name(const std::string& name, const std::string& field) {
 int cuda_device_count() { return static_cast<int>(c10::cuda::device_count()); }
 
 c10::Device resolve_device(const std::string& name, const std::string& field) {
+  return resolve_device_among(name, name == "cpu" ? 0 : cuda_device_count(), field);
+}
+
+c10::Device resolve_device_among(const std::string& name, int count, const std::string& field) {
   check_device_name(name, field);
   if (name == "cpu") return c10::Device(c10::kCPU);
-  const int count = cuda_device_count();
   if (count == 0) throw InvalidOption(field, "is " + name + ", but " + why_no_cuda_device());
   const int index = parse_cuda_index(name);
   if (index >= count)

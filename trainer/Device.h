@@ -28,6 +28,10 @@ void check_device_name(const std::string& name, const std::string& field = "devi
 /// CUDA driver absent), or for an index beyond the devices it sees; InvalidOption(`field`) for a
 /// malformed name. "cuda" resolves to an index (cuda:0).
 c10::Device resolve_device(const std::string& name, const std::string& field = "device");
+/// resolve_device() for a process that sees `visible_devices` CUDA devices (its checks, without
+/// asking the driver how many there are unless there are none).
+c10::Device resolve_device_among(const std::string& name, int visible_devices,
+                                 const std::string& field = "device");
 
 /// The number of CUDA devices this process sees (0 without a driver or GPU).
 int cuda_device_count();

@@ -145,7 +145,12 @@ void validate(const MemoryOptions& o) {
 }
 
 void check_device_support(const TrainingOptions& o) {
-  const c10::Device device = resolve_device(job_device_name(o));
+  check_device_support(o, o.device == "cpu" ? 0 : cuda_device_count());
+}
+
+void check_device_support(const TrainingOptions& o, int visible_devices) {
+  const c10::Device device =
+      resolve_device_among(job_device_name(o, visible_devices), visible_devices);
   if (device.is_cpu()) {
     if (!o.memory.cap.empty())
       throw InvalidOption("memory.cap",
@@ -174,7 +179,11 @@ void check_device_support(const TrainingOptions& o) {
 
 std::string job_device_name(const TrainingOptions& o) {
   if (o.device != "cuda" || !o.job.distributed()) return o.device;
-  const int count = cuda_device_count();
+  return job_device_name(o, cuda_device_count());
+}
+
+std::string job_device_name(const TrainingOptions& o, int count) {
+  if (o.device != "cuda" || !o.job.distributed()) return o.device;
   if (count == 0) return o.device;  // resolve_device says why there is none
   if (o.job.local_rank >= count)
     throw InvalidOption("device",

@@ -137,14 +137,20 @@ void validate(const MemoryOptions& options);
 /// What a session on `options.device` can do, checked before any work: the device itself
 /// (trainer/Device.h's resolve_device: UsageError naming what is missing when it asks for a GPU
 /// this process does not see, or a rank's own GPU it does not have), and, on CUDA,
-/// InvalidOption for what runs on the CPU only so far: the memory techniques but relu and
-/// recompute (the others act on host memory), a memory budget (the planner measures host
-/// memory) and a second weight-gradient thread (ooo_threads 2; ooo_streams 2 is the GPU's).
+/// InvalidOption for what runs on the CPU only so far: a memory technique other than relu,
+/// recompute, swap, reuse and algo (a registered store is not known to handle device tensors)
+/// and a second weight-gradient thread (ooo_threads 2; ooo_streams 2 is the GPU's); on the CPU,
+/// a device-memory cap.
 void check_device_support(const TrainingOptions& options);
+/// check_device_support() in a process that sees `visible_devices` CUDA devices.
+void check_device_support(const TrainingOptions& options, int visible_devices);
 
 /// The device this process trains on: `options.device`, except that "cuda" in a job is the
 /// rank's own GPU, cuda:LOCAL_RANK (torchrun's one GPU per rank; "cuda:N" shares one).
 std::string job_device_name(const TrainingOptions& options);
+/// job_device_name() in a process that sees `visible_devices` CUDA devices: InvalidOption for a
+/// LOCAL_RANK beyond them.
+std::string job_device_name(const TrainingOptions& options, int visible_devices);
 
 /// `options.dist` with its backend resolved for the device the job trains on
 /// (parallel::resolved_backend: auto is nccl on CUDA, gloo on the CPU; and gloo for ranks of one

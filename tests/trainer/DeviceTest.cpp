@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include <string>
+#include <vector>
 
 namespace engram::trainer {
 namespace {
@@ -92,6 +93,79 @@ TEST(DeviceTest, ACudaSessionRefusesWhatRunsOnTheCpuOnly) {
   EXPECT_THROW(job_device_name(options), InvalidOption);
   options.device = "cuda:0";  // named: shared by the ranks
   EXPECT_EQ(job_device_name(options), "cuda:0");
+}
+
+// The checks a GPU machine runs, with the number of GPUs the process sees given: on any machine.
+TEST(VisibleDevicesTest, AnIndexBeyondTheGpusSeenIsAUsageErrorNamingThem) {
+  EXPECT_EQ(resolve_device_among("cuda", 1), c10::Device(c10::kCUDA, 0));
+  EXPECT_EQ(resolve_device_among("cuda:1", 2), c10::Device(c10::kCUDA, 1));
+  EXPECT_EQ(resolve_device_among("cpu", 0), c10::Device(c10::kCPU));
+  const auto refused = [](const std::string& name, int visible, const std::string& says) {
+    try {
+      resolve_device_among(name, visible, "bench.device");
+      ADD_FAILURE() << name << " resolved among " << visible;
+    } catch (const InvalidOption& e) {
+      EXPECT_EQ(e.option(), "bench.device");
+      EXPECT_NE(std::string(e.what()).find(says), std::string::npos) << e.what();
+    }
+  };
+  refused("cuda:1", 1, "sees 1 CUDA device (cuda:0)");
+  refused("cuda:4", 4, "sees 4 CUDA devices (cuda:0 to cuda:3)");
+  refused("cuda", 0, "no CUDA device is visible");
+  refused("gpu", 2, "cpu, cuda or cuda:N");
+}
+
+TEST(VisibleDevicesTest, ACudaSessionTakesTheDeviceTechniquesAndRefusesTheCpusOnly) {
+  TrainingOptions options;
+  options.device = "cuda";
+  for (const std::vector<std::string> techniques :
+       {std::vector<std::string>{}, {"relu"}, {"recompute"}, {"swap"}, {"reuse"}, {"algo"},
+        {"relu", "recompute", "swap"}}) {
+    options.memory.techniques = techniques;
+    EXPECT_NO_THROW(check_device_support(options, 1)) << techniques.size();
+  }
+  options.memory.techniques = {"relu"};
+  options.memory.cap = "0.5";  // a device's memory: allowed here, refused on the CPU below
+  EXPECT_NO_THROW(check_device_support(options, 1));
+  options.ooo_threads = 2;
+  try {
+    check_device_support(options, 1);
+    ADD_FAILURE() << "a second weight-gradient thread was taken on cuda";
+  } catch (const InvalidOption& e) {
+    EXPECT_EQ(e.option(), "ooo_threads");
+  }
+  options.ooo_threads = 1;
+  options.device = "cuda:1";
+  EXPECT_THROW(check_device_support(options, 1), InvalidOption);  // one GPU seen: cuda:0 only
+  options.device = "cpu";
+  try {
+    check_device_support(options, 1);
+    ADD_FAILURE() << "a device-memory cap was taken on the CPU";
+  } catch (const InvalidOption& e) {
+    EXPECT_EQ(e.option(), "memory.cap");
+  }
+}
+
+TEST(VisibleDevicesTest, InAJobCudaIsTheRanksOwnGpuAndOneBeyondThemIsRefused) {
+  TrainingOptions options;
+  options.device = "cuda";
+  EXPECT_EQ(job_device_name(options, 2), "cuda");  // no job: the first GPU
+  options.job.launched = true;
+  options.job.world_size = 4;
+  options.job.local_rank = 1;
+  EXPECT_EQ(job_device_name(options, 2), "cuda:1");
+  EXPECT_NO_THROW(check_device_support(options, 2));
+  try {
+    job_device_name(options, 1);
+    ADD_FAILURE() << "LOCAL_RANK 1 took a GPU among 1";
+  } catch (const InvalidOption& e) {
+    EXPECT_EQ(e.option(), "device");
+    EXPECT_NE(std::string(e.what()).find("LOCAL_RANK 1 sees 1 CUDA device"), std::string::npos)
+        << e.what();
+  }
+  EXPECT_THROW(check_device_support(options, 1), InvalidOption);
+  options.device = "cuda:0";  // named: shared by the ranks
+  EXPECT_EQ(job_device_name(options, 1), "cuda:0");
 }
 
 TEST(DeviceTest, CpuOptionsNeedNoGpuAndValidateRefusesABadName) {
