@@ -11,6 +11,8 @@ import sys
 import tempfile
 import unittest
 
+from stand_in_gpu import GPU, run_script
+
 SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "scripts", "reproduce",
                       "gpu_tests.py")
 # A test executable whose tests need a GPU (they skip here): its own GoogleTest report.
@@ -86,20 +88,9 @@ Expected: workspace <= budget]]></failure>
 """
 
 
-GPU = "NVIDIA H200, 143771 MiB, 580.159.04"
-
-
 def run(*args, gpu=GPU):
-    """The script with a stand-in nvidia-smi naming `gpu` first on the PATH (None: none at all)."""
-    with tempfile.TemporaryDirectory() as bin_dir:
-        path = bin_dir
-        if gpu is not None:
-            with open(os.path.join(bin_dir, "nvidia-smi"), "w") as f:
-                f.write(f"#!/bin/sh\necho '{gpu}'\n")
-            os.chmod(os.path.join(bin_dir, "nvidia-smi"), 0o755)
-            path += os.pathsep + os.environ.get("PATH", "")
-        return subprocess.run([sys.executable, SCRIPT, *args], capture_output=True, text=True,
-                              env={**os.environ, "PATH": path})
+    """The script under test, as on a GPU machine naming `gpu` (None: none named)."""
+    return run_script(SCRIPT, *args, gpu=gpu)
 
 
 class GpuTestsTest(unittest.TestCase):
