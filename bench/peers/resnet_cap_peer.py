@@ -23,8 +23,10 @@ trials that trained, or through the first with slope --prior-bytes-per-example, 
 row's; else doubling), halve while the start fails, then bisect until the failed and trained
 batches are within --precision of the trained one, or adjacent. Per variant: the largest batch,
 every trial, and at the largest batch the median step, images per second,
-torch.cuda.max_memory_allocated and max_memory_reserved. Then at the equal batch, the smaller of --equal-batch-limit (Engram's
-largest) and the largest any variant reached, every variant that trained there is timed again.
+torch.cuda.max_memory_allocated and max_memory_reserved. Then at the equal batch, the smaller of
+--equal-batch-limit (the largest batch of the row Engram times against these: all's, else its
+largest row's) and the largest any variant reached, every variant that trained there is timed
+again.
 With --monotonic-deadline (Engram's --time-limit, as a time of CLOCK_MONOTONIC, which
 time.monotonic() and C++'s steady_clock read) no trial starts after it (bench/BatchSearch.cpp's
 may_go_on): a variant's search is cut (its largest batch one that trained), later variants and
