@@ -59,6 +59,12 @@ class GpuResultTest(unittest.TestCase):
             self.assertEqual(json.load(f), {"earlier": True})
         self.assertFalse(os.path.exists(self.out + ".partial"))
 
+    def test_wrong_arguments_are_a_usage_error(self):
+        done = run(self.out, "0123456789ab", "scripts/reproduce/relu_cuda.sh")
+        self.assertEqual(done.returncode, 2)
+        self.assertEqual(done.stderr.strip(), "usage: gpu_result.py OUT COMMIT SCRIPT COMMAND")
+        self.assertEqual(os.listdir(self.dir.name), [])
+
     def test_no_gpu_named_writes_nothing(self):
         done = self.finish(REPORT, gpu=None)
         self.assertNotEqual(done.returncode, 0)

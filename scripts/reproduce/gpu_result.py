@@ -35,5 +35,6 @@ def main(out, commit, script, command):
 
 if __name__ == "__main__":
     if len(sys.argv) != 5:
-        sys.exit(__doc__)
+        print("usage: gpu_result.py OUT COMMIT SCRIPT COMMAND", file=sys.stderr)
+        sys.exit(2)
     main(*sys.argv[1:])
