@@ -3,7 +3,8 @@
 that a change to comments alone leaves a result current. Each case is a file's two versions and
 whether they hold the same code: comments, docstrings and blank lines changed (same), and the
 changes that look like comments but run (different): a `#` or `//` inside a string, a line of a
-here-document or of a multi-line string, `${#x}`, a preprocessor line break, a raw string."""
+here-document or of a multi-line string, `${#x}`, a preprocessor line break, a raw string, a
+space that parts two tokens; a line broken elsewhere in C++ (clang-format's) is the same code."""
 import os
 import sys
 
@@ -33,6 +34,9 @@ CASES = [
     ("c++ directive ends at the line", "a.h", "#define A 1\nint x;\n", "#define A 1 int x;\n",
      DIFFERENT),
     ("c++ directive comment", "a.h", "#define A 1  // one\n", "#define A 1  /* uno */\n", SAME),
+    ("c++ layout", "a.cpp", 'f("a", b,\n  c);\n', 'f(\n    "a", b, c);\n', SAME),
+    ("c++ function-like macro", "a.h", "#define F(x) x\n", "#define F (x) x\n", DIFFERENT),
+    ("c++ literal suffix", "a.cpp", 'auto s = "a"_s;\n', 'auto s = "a" _s;\n', DIFFERENT),
     ("c++ tokens joined", "a.cpp", "int x = a - -b;\n", "int x = a --b;\n", DIFFERENT),
     ("c++ unclosed comment", "a.cpp", "int x; /* a\n", "int x; /* b\n", DIFFERENT),
     ("sh comments", "a.sh", "#!/bin/bash\n# one\nx=1  # set x\n\necho \"$x\"\n",

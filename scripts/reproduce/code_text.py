@@ -5,8 +5,9 @@ code_of(path, text) is a string that two versions of a file share exactly when t
 in comments, docstrings and layout that the language ignores; None where the file's language is
 not one of these, or where it cannot be read with certainty (then the whole text counts):
 - Python (.py): the syntax tree without docstrings (comments and layout never reach it).
-- C, C++ and CUDA (.c .cc .cpp .cxx .h .hh .hpp .cu .cuh .inl): the token sequence, comments
-  and runs of blanks read as one space, a line break kept where it ends a preprocessor directive.
+- C, C++ and CUDA (.c .cc .cpp .cxx .h .hh .hpp .cu .cuh .inl): the token sequence. Comments
+  and runs of blanks and line breaks count only where they keep two words (or literals) or two
+  punctuation characters apart, or inside a preprocessor directive, whose line break counts too.
   String and character literals (raw strings included) are tokens, read whole.
 - Shell (.sh, .bash): each line without its comment (`#` at the start of a word, outside quotes),
   blank lines dropped; lines inside a quoted string or a here-document are kept as they are.
@@ -52,7 +53,7 @@ def _python_code(text):
 
 def _c_code(text):
     text = text.replace("\\\r\n", "").replace("\\\n", "")  # continuations join lines first
-    out, gap, directive, line_start, pos = [], False, False, True, 0
+    out, kinds, gap, directive, line_start, pos = [], [], False, False, True, 0
     while pos < len(text):
         m = C_LEXEME.match(text, pos)
         if m.group("block_comment") is None and text.startswith("/*", pos):
@@ -65,18 +66,26 @@ def _c_code(text):
         if kind == "newline":
             if directive:
                 out.append("\n")
+                kinds.append("newline")
             else:
                 gap = True
             directive, line_start = False, True
             continue
-        if gap and out and out[-1] != "\n":
-            out.append(" ")
+        # A gap between tokens matters where it keeps two apart (`int x`, `- -`, `"a" _s`), and
+        # anywhere in a directive (`#define F (x)` is no function-like macro).
+        word = kind in ("word", "literal", "raw")
+        if gap and kinds and kinds[-1] != "newline":
+            before = kinds[-1] in ("word", "literal", "raw")
+            if directive or before == word:
+                out.append(" ")
+                kinds.append("blank")
         gap = False
         lexeme = m.group(0)
         if line_start and lexeme == "#":
             directive = True
         line_start = False
         out.append(lexeme)
+        kinds.append(kind)
     return "".join(out)
 
 
