@@ -4,7 +4,8 @@
 # a change to b.sh leaves a.json current; a change to a.sh, to common.sh, to helper.py, or to the
 # C++ sources makes it stale. A file whose script is unknown (no reproduce.script, no NAME.sh) is
 # made stale by any script's change. A comment added to a.sh, helper.py or the sources leaves it
-# current (scripts/reproduce/code_text.py; tests/code_text_test.py has the finer cases).
+# current (scripts/reproduce/code_text.py; tests/code_text_test.py has the finer cases); a.sh
+# made executable makes it stale.
 # Usage: stale_scopes_scripts.sh SOURCE_DIR
 set -uo pipefail
 src=${1:?usage: stale_scopes_scripts.sh SOURCE_DIR}
@@ -61,3 +62,6 @@ for f in scripts/reproduce/a.sh scripts/reproduce/helper.py src/main.cpp; do
   change "$f" comment
   expect a.json current "a comment added to $f"
 done
+git reset -q --hard "$base"
+chmod +x scripts/reproduce/a.sh && git add -A && git commit -qm "a.sh executable"
+expect a.json stale "its script made executable"

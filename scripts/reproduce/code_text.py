@@ -23,6 +23,10 @@ import re
 C_SUFFIXES = {".c", ".cc", ".cpp", ".cxx", ".h", ".hh", ".hpp", ".cu", ".cuh", ".inl"}
 SHELL_SUFFIXES = {".sh", ".bash"}
 
+# A backslash at a line's end, blanks after it allowed (GCC and Clang read it so).
+CONTINUATION = re.compile(r"\\[ \t]*\r?\n")
+# Characters that join into other operators when no blank parts them (`- -` is not `--`).
+OPERATOR = set("+-*/%&|^<>=!:.#")
 # One C/C++ lexeme: a comment, a raw string, a string or character literal (with an encoding
 # prefix), a line continuation, a run of blanks, or any other character.
 C_LEXEME = re.compile(r"""
@@ -32,7 +36,7 @@ C_LEXEME = re.compile(r"""
   | (?P<literal>(?:u8|[uUL])?(?:"(?:\\.|[^"\\\n])*"|'(?:\\.|[^'\\\n])*'))
   | (?P<blank>[ \t\r\f\v]+)
   | (?P<newline>\n)
-  | (?P<word>\w+)
+  | (?P<word>\d\w*(?:'\w+)*|\w+)
   | (?P<other>.)
 """, re.VERBOSE | re.DOTALL)
 
@@ -48,11 +52,12 @@ def _python_code(text):
             if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) \
                     and isinstance(body[0].value.value, str):
                 node.body = body[1:] or [ast.Pass()]
-    return ast.dump(tree)
+    shebang = text.split("\n", 1)[0] if text.startswith("#!") else ""
+    return shebang + "\n" + ast.dump(tree)
 
 
 def _c_code(text):
-    text = text.replace("\\\r\n", "").replace("\\\n", "")  # continuations join lines first
+    text = CONTINUATION.sub("", text)  # continuations join lines first, as the compilers do
     out, kinds, gap, directive, line_start, pos = [], [], False, False, True, 0
     while pos < len(text):
         m = C_LEXEME.match(text, pos)
@@ -73,14 +78,14 @@ def _c_code(text):
             continue
         # A gap between tokens matters where it keeps two apart (`int x`, `- -`, `"a" _s`), and
         # anywhere in a directive (`#define F (x)` is no function-like macro).
-        word = kind in ("word", "literal", "raw")
+        lexeme = m.group(0)
         if gap and kinds and kinds[-1] != "newline":
-            before = kinds[-1] in ("word", "literal", "raw")
-            if directive or before == word:
+            words = ("word", "literal", "raw")
+            word, before = kind in words, kinds[-1] in words
+            if directive or (word and before) or (lexeme in OPERATOR and out[-1] in OPERATOR):
                 out.append(" ")
                 kinds.append("blank")
         gap = False
-        lexeme = m.group(0)
         if line_start and lexeme == "#":
             directive = True
         line_start = False
@@ -89,49 +94,73 @@ def _c_code(text):
     return "".join(out)
 
 
-HEREDOC = re.compile(r"<<-?[ \t]*(['\"]?)([A-Za-z_][A-Za-z0-9_]*)\1")
+# A here-document's operator and its delimiter: quoted ('EOF', "END-X"), escaped (\EOF) or a word.
+HEREDOC = re.compile(r"""<<(-?)[ \t]*(?:(['"])(.*?)\2|\\?([^\s;&|<>()'"`]+))""")
+NEVER = object()  # the delimiter of a here-document whose operator could not be read
 
 
 def _shell_like_code(text, cmake):
     """Lines without comments for shell (cmake=False) or CMake (cmake=True); None when CMake's
-    bracket syntax appears."""
+    bracket syntax appears. Kept as they are: lines inside quotes (', ", `, $'...') or a
+    here-document, the first line where it is a #! line, and a line that continues one ending
+    in a backslash (bash joins the two, so that a comment or a blank line there ends the
+    command). A line ending in a backslash keeps its trailing blanks (`\\ ` escapes a space)."""
     if cmake and re.search(r"\[=*\[", text):
         return None
-    out, quote, heredocs, in_heredoc = [], None, [], None
-    for line in text.split("\n"):
+    out, quote, braces, heredocs, in_heredoc, continued = [], None, 0, [], None, False
+    lines = text.split("\n")
+    for number, line in enumerate(lines):
         if in_heredoc is not None:
             out.append(line)
-            if (line.lstrip("\t") if in_heredoc[1] else line) == in_heredoc[0]:
+            if in_heredoc[0] is not NEVER and \
+                    (line.lstrip("\t") if in_heredoc[1] else line) == in_heredoc[0]:
                 in_heredoc = heredocs.pop(0) if heredocs else None
             continue
-        started_in_quote = quote is not None
-        code, i, prev = [], 0, " "
+        if continued or (number == 0 and line.startswith("#!")):
+            verbatim = True
+        else:
+            verbatim = quote is not None
+        code, i, prev, continued = [], 0, " ", False
         while i < len(line):
             c = line[i]
             if quote is None:
-                if c == "#" and (prev.isspace() or prev in ";|&()" or i == 0):
+                if c == "#" and braces == 0 and (prev.isspace() or prev in ";|&()" or i == 0):
                     break  # a comment, to the end of the line
                 if c == "\\" and not cmake:
+                    continued = i == len(line) - 1
                     code.append(line[i:i + 2])
                     prev, i = "x", i + 2
                     continue
-                if c == '"' or (c == "'" and not cmake):
+                if not cmake and line.startswith("${", i):
+                    braces += 1
+                elif not cmake and c == "}" and braces > 0:
+                    braces -= 1
+                if not cmake and line.startswith("$'", i):
+                    quote = "$'"
+                    code.append("$'")
+                    prev, i = "'", i + 2
+                    continue
+                if c == '"' or (not cmake and c in "'`"):
                     quote = c
                 if not cmake and line.startswith("<<", i) and not line.startswith("<<<", i):
                     found = HEREDOC.match(line, i)
-                    if found:
-                        heredocs.append((found.group(2), line.startswith("<<-", i)))
-            elif c == "\\" and quote == '"':
+                    delimiter = (found.group(3) if found.group(2) else found.group(4)) \
+                        if found else NEVER
+                    heredocs.append((delimiter, bool(found and found.group(1))))
+            elif c == "\\" and quote in ('"', "`", "$'"):
+                continued = quote != "$'" and i == len(line) - 1
                 code.append(line[i:i + 2])
                 prev, i = "x", i + 2
                 continue
-            elif c == quote:
+            elif c == quote[-1]:
                 quote = None
             code.append(c)
             prev = c
             i += 1
-        kept = "".join(code) if started_in_quote or quote is not None else "".join(code).rstrip()
-        if started_in_quote or quote is not None or kept.strip():
+        kept = line if verbatim else "".join(code)
+        if not (verbatim or quote is not None or kept.rstrip().endswith("\\")):
+            kept = kept.rstrip()
+        if verbatim or quote is not None or kept.strip():
             out.append(kept)
         if quote is None and heredocs:
             in_heredoc = heredocs.pop(0)

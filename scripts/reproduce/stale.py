@@ -275,7 +275,8 @@ def read_blobs(repo, ids, cache):
             pos = end + 1
             continue
         size = int(header[2])
-        cache[blob] = out[end + 1:end + 1 + size].decode("utf-8", errors="replace")
+        # Bytes that are not UTF-8 stay distinct (a replacement character would make them equal).
+        cache[blob] = out[end + 1:end + 1 + size].decode("utf-8", errors="surrogateescape")
         pos = end + 1 + size + 1
 
 
@@ -311,12 +312,14 @@ def changed_measured(repo, commit, script=None):
     for header, path in zip(fields[0::2], fields[1::2]):
         parts = header.split()
         if len(parts) >= 4:
-            changed[path] = (parts[2], parts[3])
+            changed[path] = (parts[0].lstrip(":"), parts[1], parts[2], parts[3])
     measured = measured_by(repo, script) if script is not None else \
         (lambda c: not c.startswith("tests/"))
     counted = [c for c in sorted(changed) if measured(c)]
-    read_blobs(repo, [blob for c in counted for blob in changed[c]], BLOBS)
-    return [c for c in counted if not only_comments_changed(repo, c, *changed[c])], None
+    read_blobs(repo, [blob for c in counted for blob in changed[c][2:]], BLOBS)
+    # A file made executable (or no longer) runs differently whatever its text.
+    return [c for c in counted if changed[c][0] != changed[c][1]
+            or not only_comments_changed(repo, c, *changed[c][2:])], None
 
 
 def main():
