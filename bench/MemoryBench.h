@@ -25,25 +25,25 @@
 /// Techniques (`techniques`, one row each, every row a fresh model from the same seed trained on
 /// the same batch): any name of trainer/MemoryTechnique.h's list, or several joined by '+'; a
 /// registered store technique (examples/techniques/Fp16Store.cpp) is measured like relu, with no
-/// change here. Every row says whether its techniques are "lossless" and which "store" the
-/// layers saved through. "none", the plain activation store; "relu", ReLU compression
+/// change here. Every row says whether its techniques are "lossless" and which "store" the layers
+/// saved through. "none", the plain activation store; "relu", ReLU compression
 /// (memory/CompressingStore.h, decompressed once per ReLU output) for the warm-up and measured
 /// steps; "recompute", "swap" and "all" (relu + recompute + swap) run the model's units
 /// (nn/Units.h) under a plan (trainer/MemoryTechniques.h): with `budget`, the planner's choice
-/// under it, measured on a scratch copy of the model; without, every unit recomputed, swapped,
-/// or both. Their rows add "plan" (per unit: measured costs, choice, swap-in start point, slack
-/// and predicted stall; the planner's log) and, for swap, "swap": bytes moved per step, stall
-/// time with the slack schedule (stall_ms) and, over as many further steps with every tensor
-/// read back on demand, on_demand_stall_ms and on_demand_step_ms. With recompute among the
-/// techniques (ResNet, peer not skipped) bench/peers/resnet_checkpoint_peer.py measures
-/// PyTorch's own checkpointing of every unit of the same network, side by side with its plain
-/// run; its JSON is under "checkpoint_peer" with rows "none" and "checkpoint". Against the `none`
-/// row, when there is one, every row has peak_ratio, activation_peak_ratio and time_ratio
-/// (step_ms), and max_abs_grad_diff / max_abs_loss_diff: the largest absolute difference of any
-/// parameter's gradient (as the optimizer received it) or of the loss over all measured steps;
-/// lossless techniques must show exactly 0, and every row has first_step_grad_rel_l2_diff, the
-/// relative L2 norm of the first step's gradient difference (a lossy row's error). The relu row adds "relu": the store's figures per
-/// measured step (ReLU outputs compressed, handles shared with the consuming layers,
+/// under it, measured on a scratch copy of the model; without, every unit recomputed, swapped, or
+/// both. Their rows add "plan" (per unit: measured costs, choice, swap-in start point, slack and
+/// predicted stall; the planner's log) and, for swap, "swap": bytes moved per step, stall time with
+/// the slack schedule (stall_ms) and, over as many further steps with every tensor read back on
+/// demand, on_demand_stall_ms and on_demand_step_ms. With recompute among the techniques (ResNet,
+/// peer not skipped) bench/peers/resnet_checkpoint_peer.py measures PyTorch's own checkpointing of
+/// every unit of the same network, side by side with its plain run; its JSON is under
+/// "checkpoint_peer" with rows "none" and "checkpoint". Against the `none` row, when there is one,
+/// every row has peak_ratio, activation_peak_ratio and time_ratio (step_ms), and max_abs_grad_diff
+/// and max_abs_loss_diff: the largest absolute difference of any parameter's gradient (as the
+/// optimizer received it) and of the loss over all measured steps; lossless techniques must show
+/// exactly 0, and every row has first_step_grad_rel_l2_diff, the relative L2 norm of the first
+/// step's gradient difference (a lossy row's error). The relu row adds "relu": the store's figures
+/// per measured step (ReLU outputs compressed, handles shared with the consuming layers,
 /// decompressions), the sparsity (fraction of +0.0 elements among all compressed ones),
 /// compression_ratio (dense bytes / compressed bytes), the format's overhead over bitmap plus
 /// values, predicted_saving_bytes_per_step (dense bytes minus bitmap plus values, what the
@@ -56,9 +56,9 @@
 ///
 /// Workloads: "resnet", the CIFAR ResNet-18 of resnet/ResNet.h on synthetic images
 /// (resnet/ResNetWorkload.h), made inside each step; "resnet50", ResNet-50 in its ImageNet layout
-/// (resnet50_options(), 1000 classes) on 224x224 synthetic images by default; "npi", the addition NPI on `batch` traces
-/// drawn from the task's default training data, whose data set (those traces only) is live
-/// activation bytes at every step's start (see live_bytes_by_tag_at_step_start).
+/// (resnet50_options(), 1000 classes) on 224x224 synthetic images by default; "npi", the addition
+/// NPI on `batch` traces drawn from the task's default training data, whose data set (those traces
+/// only) is live activation bytes at every step's start (see live_bytes_by_tag_at_step_start).
 ///
 /// Also per row, to attribute the peak: the phase it falls in, the activation bytes at the end
 /// of forward, live bytes by tag at the peak and at the step's start, and

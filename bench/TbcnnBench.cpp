@@ -35,7 +35,8 @@ using Clock = std::chrono::steady_clock;
 std::vector<std::string> read_sources(const std::string& dir, datasets::Language language) {
   namespace fs = std::filesystem;
   std::error_code ec;
-  if (!fs::is_directory(dir, ec)) throw InvalidOption("src_dir", "'" + dir + "' is not a directory");
+  if (!fs::is_directory(dir, ec))
+    throw InvalidOption("src_dir", "'" + dir + "' is not a directory");
   const auto suffixes = datasets::language_suffixes(language);
   std::vector<fs::path> paths;
   for (const auto& entry : fs::recursive_directory_iterator(dir)) {
@@ -53,7 +54,8 @@ std::vector<std::string> read_sources(const std::string& dir, datasets::Language
     buffer << in.rdbuf();
     if (datasets::is_text(buffer.str())) sources.push_back(buffer.str());
   }
-  if (sources.empty()) throw InvalidOption("src_dir", "'" + dir + "' has no source files of the language");
+  if (sources.empty())
+    throw InvalidOption("src_dir", "'" + dir + "' has no source files of the language");
   return sources;
 }
 

@@ -14,8 +14,8 @@
 ///     auto options = std::make_shared<DemoOptions>();
 ///     CLI::App* sub = app.add_subcommand("demo", "...");
 ///     sub->add_option("--dir", options->dir, "...");
-///     return {sub, [options](std::ostream& out, std::ostream&) { return run_demo(*options, out); },
-///             {{"dir", "--dir"}}};
+///     auto run = [options](std::ostream& out, std::ostream&) { return run_demo(*options, out); };
+///     return {sub, run, {{"dir", "--dir"}}};
 ///   }
 /// \endcode
 

@@ -36,7 +36,8 @@ std::string visible_gpus() {
   if (status != cudaSuccess) {
     // The runtime says "insufficient driver" also when there is no driver at all.
     if (void* driver = ::dlopen("libcuda.so.1", RTLD_LAZY | RTLD_NOLOAD | RTLD_LOCAL);
-        driver == nullptr && (driver = ::dlopen("libcuda.so.1", RTLD_LAZY | RTLD_LOCAL)) == nullptr) {
+        driver == nullptr &&
+        (driver = ::dlopen("libcuda.so.1", RTLD_LAZY | RTLD_LOCAL)) == nullptr) {
       cudaGetLastError();
       return "none (no NVIDIA driver: libcuda.so.1 is not installed)";
     } else {

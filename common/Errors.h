@@ -33,7 +33,9 @@ class InvalidOption : public UsageError {
   /// `option` is the field's name in its options struct ("steps", "memory.budget_bytes");
   /// `problem` completes the sentence ("must be at least 1").
   InvalidOption(std::string option, std::string problem)
-      : UsageError(option + " " + problem), option_(std::move(option)), problem_(std::move(problem)) {}
+      : UsageError(option + " " + problem),
+        option_(std::move(option)),
+        problem_(std::move(problem)) {}
   const std::string& option() const { return option_; }
   const std::string& problem() const { return problem_; }
 

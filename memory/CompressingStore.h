@@ -40,9 +40,9 @@
 /// memory tracker's open window.
 ///
 /// Compressed: float32 CPU and CUDA tensors that are non-overlapping and dense (a CUDA tensor on
-/// its device, by memory/cuda/'s kernels on the current stream: memory/ReluCompression.h). Other ReLU outputs (double,
-/// strided views, empty) are kept as they are and counted in stats().plain_relu_outputs. The store
-/// may be used from several threads.
+/// its device, by memory/cuda/'s kernels on the current stream: memory/ReluCompression.h). Other
+/// ReLU outputs (double, strided views, empty) are kept as they are and counted in
+/// stats().plain_relu_outputs. The store may be used from several threads.
 
 #include "memory/ActivationStore.h"
 

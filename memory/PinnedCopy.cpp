@@ -99,8 +99,9 @@ at::Tensor PinnedCopier::to_device(const at::Tensor& host, const StreamPoint& on
   at::Tensor buffer;
   {
     const c10::cuda::CUDAStreamGuard stream(state_->copy);
-    buffer = at::empty_strided(host.sizes(), host.strides(),
-                               at::TensorOptions().dtype(host.scalar_type()).device(state_->device));
+    buffer =
+        at::empty_strided(host.sizes(), host.strides(),
+                          at::TensorOptions().dtype(host.scalar_type()).device(state_->device));
   }
   timed_copy(state_->copy, copy_ns, [&] { buffer.copy_(host, /*non_blocking=*/true); });
   // Read on the compute stream from now on: its block is reused only after that stream's work.

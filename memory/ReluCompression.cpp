@@ -188,7 +188,8 @@ void compress_on_device(const at::Tensor& x, CompressedRelu& c) {
 #else
   (void)x;
   (void)c;
-  TORCH_CHECK(false, "compress_relu: this build has no CUDA kernels (configured with ENGRAM_CUDA=OFF)");
+  TORCH_CHECK(false,
+              "compress_relu: this build has no CUDA kernels (configured with ENGRAM_CUDA=OFF)");
 #endif
 }
 
@@ -204,7 +205,8 @@ at::Tensor decompress_on_device(const CompressedRelu& c) {
   return out;
 #else
   (void)c;
-  TORCH_CHECK(false, "decompress_relu: this build has no CUDA kernels (configured with ENGRAM_CUDA=OFF)");
+  TORCH_CHECK(false,
+              "decompress_relu: this build has no CUDA kernels (configured with ENGRAM_CUDA=OFF)");
 #endif
 }
 

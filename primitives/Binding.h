@@ -7,7 +7,8 @@
 /// \code
 ///   engram::primitives::BindingRequest r;
 ///   r.primitive = "gt(5)";  r.primitive_given = true;  r.symbolic = true;  r.runs_programs = true;
-///   auto filter = engram::datasets::bind_task("filter", engram::primitives::make_binding("filter", r));
+///   auto binding = engram::primitives::make_binding("filter", r);
+///   auto filter = engram::datasets::bind_task("filter", binding);
 /// \endcode
 ///
 /// Errors: InvalidOption (common/Errors.h) naming the field of BindingRequest that is wrong

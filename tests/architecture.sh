@@ -6,7 +6,8 @@
 #  - no module but nn/ itself and trainer/ reaches into the layers' runtime (nn/Runtime.h):
 #    only trainer/ installs activation stores and schedulers;
 #  - the optimizer steps in one place, trainer/Stepper.cpp (the optimizers' own tests aside);
-#  - no function in cli/ is longer than 150 lines (scripts/function-lines.py).
+#  - no function in cli/ is longer than 150 lines (scripts/function-lines.py);
+#  - no line of C++ or CUDA is wider than .clang-format's 100 columns.
 # Usage: architecture.sh SOURCE_DIR; prints what is wrong and exits 1.
 set -uo pipefail
 root=${1:?usage: architecture.sh SOURCE_DIR}
@@ -33,4 +34,10 @@ fi
 /usr/bin/python3 scripts/function-lines.py --max 150 cli/*.cpp cli/*.h cli/commands/*.cpp \
   > /tmp/engram-function-lines.$$ || { cat /tmp/engram-function-lines.$$; status=1; }
 rm -f /tmp/engram-function-lines.$$
+wide=$(find . \( -name 'build*' -o -name third_party -o -name .git \) -prune -o -type f \
+  \( -name '*.cpp' -o -name '*.h' -o -name '*.cu' -o -name '*.cuh' \) -print0 |
+  xargs -0 awk 'length > 100 { print FILENAME ":" FNR ": " length " columns" }')
+if [ -n "$wide" ]; then
+  echo "these lines are wider than .clang-format's ColumnLimit of 100:"; echo "$wide"; status=1
+fi
 exit $status

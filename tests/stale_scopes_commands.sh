@@ -54,7 +54,8 @@ expect() {
   local changed=$1 out pair name want got
   shift
   git reset -q --hard "$base"
-  echo "// changed" >> "$changed" && git add -A && git commit -qm "change $changed"
+  case $changed in *.sh) echo 'changed=1' ;; *) echo 'int changed;' ;; esac >> "$changed"
+  git add -A && git commit -qm "change $changed"
   out=$(stale)  # whole, then searched: grep -q would cut the pipe while stale.py writes
   for pair in "$@"; do
     name=${pair%%=*} want=${pair#*=}

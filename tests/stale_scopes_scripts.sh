@@ -3,7 +3,9 @@
 # results/a.json was made by scripts/reproduce/a.sh (which sources common.sh and runs helper.py),
 # a change to b.sh leaves a.json current; a change to a.sh, to common.sh, to helper.py, or to the
 # C++ sources makes it stale. A file whose script is unknown (no reproduce.script, no NAME.sh) is
-# made stale by any script's change.
+# made stale by any script's change. A comment added to a.sh, helper.py or the sources leaves it
+# current (scripts/reproduce/code_text.py; tests/code_text_test.py has the finer cases); a.sh
+# made executable makes it stale.
 # Usage: stale_scopes_scripts.sh SOURCE_DIR
 set -uo pipefail
 src=${1:?usage: stale_scopes_scripts.sh SOURCE_DIR}
@@ -23,7 +25,16 @@ printf '{"commit": "%s", "reproduce": {"script": "scripts/reproduce/a.sh"}}\n' "
   > "$work/results/a.json"
 printf '{"commit": "%s"}\n' "$base" > "$work/results/unknown.json"
 stale() { /usr/bin/python3 "$src/scripts/reproduce/stale.py" --repo "$repo" --results "$work/results"; }
-change() { echo "# changed" >> "$1" && git add -A && git commit -qm "change $1"; }
+# change FILE [comment]: a line of code (or, with `comment`, a comment) added to FILE.
+change() {
+  local line
+  case "$1:${2:-}" in
+    *.cpp:comment) line='// changed' ;; *.cpp:) line='int changed;' ;;
+    *.py:comment) line='# changed' ;; *.py:) line='changed = 1' ;;
+    *:comment) line='# changed' ;; *) line='changed=1' ;;
+  esac
+  echo "$line" >> "$1" && git add -A && git commit -qm "change $1"
+}
 expect() {  # expect FILE stale|current WHEN
   local out
   out=$(stale)  # whole, then searched: grep -q would cut the pipe while stale.py writes
@@ -46,3 +57,11 @@ expect a.json stale "a change to the helper.py it runs"
 git reset -q --hard "$base"
 change src/main.cpp
 expect a.json stale "a change to the sources"
+for f in scripts/reproduce/a.sh scripts/reproduce/helper.py src/main.cpp; do
+  git reset -q --hard "$base"
+  change "$f" comment
+  expect a.json current "a comment added to $f"
+done
+git reset -q --hard "$base"
+chmod +x scripts/reproduce/a.sh && git add -A && git commit -qm "a.sh executable"
+expect a.json stale "its script made executable"

@@ -38,10 +38,10 @@ struct LoopState {
 /// failure.
 void save_training_state(const std::string& path, TrainingSession& session, const LoopState& loop);
 
-/// Reads the state at `path` into `session` and returns the loop's. Throws std::runtime_error
-/// when the file is missing, FormatError when it is corrupt, not a training state, or of another
-/// run (model, data, batch, learning rate, optimizer, clip, seed or world size differ: the message names
-/// which); nothing of the session changes then.
+/// Reads the state at `path` into `session` and returns the loop's. Throws std::runtime_error when
+/// the file is missing, FormatError when it is corrupt, not a training state, or of another run
+/// (model, data, batch, learning rate, optimizer, clip, seed or world size differ: the message
+/// names which); nothing of the session changes then.
 LoopState load_training_state(const std::string& path, TrainingSession& session);
 
 /// "<bytes>:<fnv1a-64 hex>" of the file at `path`, for TrainingOptions::identity (a model's

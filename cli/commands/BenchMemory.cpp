@@ -56,18 +56,21 @@ Command register_bench_memory(CLI::App& parent) {
   sub->add_option("--python", mo->python, "Interpreter with torch for the peer")
       ->capture_default_str();
   sub->add_flag("--no-peer", mo->skip_peer, "Measure C++ only");
-  sub->add_option("--budget", mo->budget,
-                  "Bound on activation_peak_bytes for recompute, swap, all and algo: bytes, or a "
-                  "fraction of none's activation peak such as 0.5x (none first); without it "
-                  "every unit is recomputed or swapped, every layer on its least-workspace algorithm");
+  sub->add_option(
+      "--budget", mo->budget,
+      "Bound on activation_peak_bytes for recompute, swap, all and algo: bytes, or a "
+      "fraction of none's activation peak such as 0.5x (none first); without it "
+      "every unit is recomputed or swapped, every layer on its least-workspace algorithm");
   sub->add_option(
          "--swap-bandwidth", mo->swap_bandwidth,
          "Throttle the spill file to this many bytes per second, at least 1e6 (0: unthrottled)")
       ->capture_default_str();
-  sub->add_flag("--explain", mo->explain, "Print the swap/recompute and algorithm plans of each row");
-  sub->add_option("--memory-cap", mo->memory_cap,
-                  "On a GPU: what the allocator may hold while a row trains, in bytes (8GiB) or "
-                  "as a fraction of the device (0.5); recompute, swap and algo are planned under it");
+  sub->add_flag("--explain", mo->explain,
+                "Print the swap/recompute and algorithm plans of each row");
+  sub->add_option(
+      "--memory-cap", mo->memory_cap,
+      "On a GPU: what the allocator may hold while a row trains, in bytes (8GiB) or "
+      "as a fraction of the device (0.5); recompute, swap and algo are planned under it");
   sub->add_flag("--find-max-batch", mo->find_max_batch,
                 "With --memory-cap: each row's largest batch that trains under the cap, beside "
                 "PyTorch's eager and checkpointing under the same cap");

@@ -15,8 +15,9 @@ Command register_bench_scale(CLI::App& parent) {
       "Predict the data-parallel step (after, overlap, ooo) for 8 GPUs over NVLink and 64 and "
       "512 over 100/400 Gb/s, from a `bench streams` profile of one GPU and the ring all-reduce's "
       "cost; no GPU needed");
-  sub->add_option("--from", o->from_path,
-                  "A `bench streams` JSON, or a results file of them (results/gpu_ooo_streams.json)")
+  sub->add_option(
+         "--from", o->from_path,
+         "A `bench streams` JSON, or a results file of them (results/gpu_ooo_streams.json)")
       ->required();
   sub->add_option("--json", o->json_path, "Write the predictions here")->required();
   return {sub,

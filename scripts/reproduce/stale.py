@@ -22,9 +22,11 @@ command the lines leave open (a variable in its place) counts every command it c
 script that runs something else (an engram_* executable, scripts/test.sh or scripts/demo.sh),
 or no command seen, counts the whole tree, and tests/ too where it runs tests.
 
-A file is stale when `git diff --name-only COMMIT HEAD` lists measured code, when its commit is
-not in this clone's history, or when it records none; each stale file gets one line with its
-commit, the number of measured files changed and the first few of them.
+A file is stale when `git diff COMMIT HEAD` changes measured code, when its commit is not in
+this clone's history, or when it records none. A change to comments alone (and docstrings, blank
+lines: scripts/reproduce/code_text.py reads Python, C++, CUDA, shell and CMake) does not
+count. Each stale file gets one line with its commit, the number of measured files changed and
+the first few of them.
 
 It names, it does not judge: the exit status is 0 whatever it finds (2 on a usage error, 1 when
 git or DIR cannot be read). A stale file is not wrong; its figures are from older code, and
@@ -37,6 +39,9 @@ import os
 import re
 import subprocess
 import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from code_text import code_of  # noqa: E402
 
 # Not measured code: the results themselves, prose, notebooks, tests and CI.
 EXCLUDED = ["results", "docs", "README.md", "notebooks", "tests", "examples/*.py", ".ci", "*.md"]
@@ -255,9 +260,42 @@ def measured_by(repo, script):
     return measured
 
 
+def read_blobs(repo, ids, cache):
+    """Fills `cache` {blob id: text} with the blobs `ids` (one `git cat-file --batch`)."""
+    wanted = sorted({i for i in ids if i not in cache and set(i) != {"0"}})
+    if not wanted:
+        return
+    out = subprocess.run(["git", "-C", repo, "cat-file", "--batch"], capture_output=True,
+                         input=("\n".join(wanted) + "\n").encode()).stdout
+    pos = 0
+    for blob in wanted:
+        end = out.index(b"\n", pos)
+        header = out[pos:end].split()
+        if len(header) < 3:  # "<id> missing"
+            pos = end + 1
+            continue
+        size = int(header[2])
+        # Bytes that are not UTF-8 stay distinct (a replacement character would make them equal).
+        cache[blob] = out[end + 1:end + 1 + size].decode("utf-8", errors="surrogateescape")
+        pos = end + 1 + size + 1
+
+
+BLOBS = {}  # blob id: text, shared by every results file's diff
+
+
+def only_comments_changed(repo, path, old, new):
+    """Whether blobs `old` and `new` of `path` hold the same code (code_text.code_of)."""
+    read_blobs(repo, [old, new], BLOBS)
+    if old not in BLOBS or new not in BLOBS:
+        return False  # added, removed, or unreadable: a change
+    before, after = code_of(path, BLOBS[old]), code_of(path, BLOBS[new])
+    return before is not None and before == after
+
+
 def changed_measured(repo, commit, script=None):
     """(list of measured files changed from commit to HEAD, None) or (None, reason). With
-    `script`, what counts is what that script measures (measured_by); without, every file."""
+    `script`, what counts is what that script measures (measured_by); without, every file. A
+    file whose change is only to comments and layout (code_text.code_of) is not counted."""
     if not all(c in "0123456789abcdefABCDEF" for c in commit):
         return None, f"commit {commit!r} is not a commit id"
     found = git(repo, "rev-parse", "--verify", "--quiet", commit + "^{commit}")
@@ -265,13 +303,23 @@ def changed_measured(repo, commit, script=None):
         return None, f"commit {commit} is not in this clone's history"
     # tests/ is left to the predicate: a script that runs tests measures them.
     pathspecs = ["."] + [f":(exclude){p}" for p in EXCLUDED if p != "tests"]
-    diff = git(repo, "diff", "--name-only", found.stdout.strip(), "HEAD", "--", *pathspecs)
+    diff = git(repo, "diff", "--raw", "--no-abbrev", "--no-renames", "-z",
+               found.stdout.strip(), "HEAD", "--", *pathspecs)
     if diff.returncode != 0:
         return None, f"git diff from {commit} failed: {diff.stderr.strip()}"
-    changed = [line for line in diff.stdout.splitlines() if line.strip()]
+    fields = diff.stdout.split("\0")
+    changed = {}  # path: (old blob, new blob)
+    for header, path in zip(fields[0::2], fields[1::2]):
+        parts = header.split()
+        if len(parts) >= 4:
+            changed[path] = (parts[0].lstrip(":"), parts[1], parts[2], parts[3])
     measured = measured_by(repo, script) if script is not None else \
         (lambda c: not c.startswith("tests/"))
-    return [c for c in changed if measured(c)], None
+    counted = [c for c in sorted(changed) if measured(c)]
+    read_blobs(repo, [blob for c in counted for blob in changed[c][2:]], BLOBS)
+    # A file made executable (or no longer) runs differently whatever its text.
+    return [c for c in counted if changed[c][0] != changed[c][1]
+            or not only_comments_changed(repo, c, *changed[c][2:])], None
 
 
 def main():
@@ -317,7 +365,8 @@ def main():
             stale += 1
     print(f"stale.py: {stale} of {len(files)} results files stale against HEAD "
           f"{head.stdout.strip()} (measured code: tracked files outside {', '.join(EXCLUDED)}; "
-          "of cli/commands/, bench/, fuzz/ and scripts/, what each file's script runs)")
+          "of cli/commands/, bench/, fuzz/ and scripts/, what each file's script runs; changes to "
+          "comments alone not counted)")
     return 0
 
 

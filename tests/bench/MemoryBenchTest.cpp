@@ -432,8 +432,8 @@ TEST_F(MemoryBenchTest, UnknownTechniquesAndWorkloadsExitWithTwo) {
                                         json_path});
   EXPECT_EQ(negative.code, 2);
   EXPECT_NE(negative.err.find("--time-limit must be seconds"), std::string::npos) << negative.err;
-  const ProgramResult cap =
-      bench({"--workload", "resnet", "--memory-cap", "0.5", "--find-max-batch", "--json", json_path});
+  const ProgramResult cap = bench(
+      {"--workload", "resnet", "--memory-cap", "0.5", "--find-max-batch", "--json", json_path});
   EXPECT_NE(cap.err.find("--memory-cap limits a device's memory, and the bench runs on the CPU"),
             std::string::npos)
       << cap.err;

@@ -186,8 +186,8 @@ TEST_F(EngramBinaryTest, NcclAndASecondStreamOnTheCpuAreUsageErrors) {
   const ProgramResult bench =
       run({"bench", "streams", "--json", dir_.file("s.json"), "--device", "cpu"});
   expect_one_error_line(bench, 2);
-  EXPECT_EQ(bench.err.rfind("engram: error: --device is cpu: the second stream is a CUDA stream", 0),
-            0u)
+  EXPECT_EQ(
+      bench.err.rfind("engram: error: --device is cpu: the second stream is a CUDA stream", 0), 0u)
       << bench.err;
   EXPECT_FALSE(std::filesystem::exists(dir_.file("s.json")));
 }

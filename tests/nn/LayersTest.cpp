@@ -268,7 +268,8 @@ TEST_F(LayersTest, Conv2dCudnnAlgorithmsAreNamedPerPassAndRunOnCudaOnly) {
 TEST_F(LayersTest, OnCudaConv2dRunsTheCudnnAlgorithmsItMeasured) {
   if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device: cuDNN needs one";
   memory::CudaMemoryTracker::install(0);
-  if (!memory::CudaMemoryTracker::hooked()) GTEST_SKIP() << "the CUDA allocator hook is not attached";
+  if (!memory::CudaMemoryTracker::hooked())
+    GTEST_SKIP() << "the CUDA allocator hook is not attached";
   // Float32 throughout, as cuDNN's choices compute (no TF32), restored however the test ends.
   struct Tf32Off {
     bool before = at::globalContext().allowTF32CuDNN();
