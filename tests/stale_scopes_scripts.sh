@@ -57,6 +57,11 @@ expect a.json stale "a change to the helper.py it runs"
 git reset -q --hard "$base"
 change src/main.cpp
 expect a.json stale "a change to the sources"
+out=$(stale)
+line="^stale: .*/a.json: commit $base, 1 measured files changed since: src/main.cpp$"
+grep -q "$line" <<< "$out" ||
+  { echo "FAIL: a.json's line does not name its commit and the one file changed"; echo "$out"
+    exit 1; }
 for f in scripts/reproduce/a.sh scripts/reproduce/helper.py src/main.cpp; do
   git reset -q --hard "$base"
   change "$f" comment
