@@ -27,6 +27,8 @@ SHELL_SUFFIXES = {".sh", ".bash"}
 CONTINUATION = re.compile(r"\\[ \t]*\r?\n")
 # Characters that join into other operators when no blank parts them (`- -` is not `--`).
 OPERATOR = set("+-*/%&|^<>=!:.#")
+# Lexemes that a blank must keep apart from each other (`int x`, `"a" _s`).
+WORDS = ("word", "literal", "raw")
 # One C/C++ lexeme: a comment, a raw string, a string or character literal (with an encoding
 # prefix), a line continuation, a run of blanks, or any other character.
 C_LEXEME = re.compile(r"""
@@ -58,7 +60,7 @@ def _python_code(text):
 
 def _c_code(text):
     text = CONTINUATION.sub("", text)  # continuations join lines first, as the compilers do
-    out, kinds, gap, directive, line_start, pos = [], [], False, False, True, 0
+    out, last, gap, directive, line_start, pos = [], None, False, False, True, 0
     while pos < len(text):
         m = C_LEXEME.match(text, pos)
         if m.group("block_comment") is None and text.startswith("/*", pos):
@@ -71,7 +73,7 @@ def _c_code(text):
         if kind == "newline":
             if directive:
                 out.append("\n")
-                kinds.append("newline")
+                last = "newline"
             else:
                 gap = True
             directive, line_start = False, True
@@ -79,18 +81,16 @@ def _c_code(text):
         # A gap between tokens matters where it keeps two apart (`int x`, `- -`, `"a" _s`), and
         # anywhere in a directive (`#define F (x)` is no function-like macro).
         lexeme = m.group(0)
-        if gap and kinds and kinds[-1] != "newline":
-            words = ("word", "literal", "raw")
-            word, before = kind in words, kinds[-1] in words
+        if gap and last not in (None, "newline"):
+            word, before = kind in WORDS, last in WORDS
             if directive or (word and before) or (lexeme in OPERATOR and out[-1] in OPERATOR):
                 out.append(" ")
-                kinds.append("blank")
         gap = False
         if line_start and lexeme == "#":
             directive = True
         line_start = False
         out.append(lexeme)
-        kinds.append(kind)
+        last = kind
     return "".join(out)
 
 
@@ -108,8 +108,7 @@ def _shell_like_code(text, cmake):
     if cmake and re.search(r"\[=*\[", text):
         return None
     out, quote, braces, heredocs, in_heredoc, continued = [], None, 0, [], None, False
-    lines = text.split("\n")
-    for number, line in enumerate(lines):
+    for number, line in enumerate(text.split("\n")):
         if in_heredoc is not None:
             out.append(line)
             if in_heredoc[0] is not NEVER and \

@@ -281,15 +281,22 @@ def read_blobs(repo, ids, cache):
 
 
 BLOBS = {}  # blob id: text, shared by every results file's diff
+CODE = {}  # (path, blob id): code_of its text; HEAD's blobs recur in every results file's diff
 
 
-def only_comments_changed(repo, path, old, new):
-    """Whether blobs `old` and `new` of `path` hold the same code (code_text.code_of)."""
-    read_blobs(repo, [old, new], BLOBS)
+def code_of_blob(path, blob):
+    if (path, blob) not in CODE:
+        CODE[path, blob] = code_of(path, BLOBS[blob])
+    return CODE[path, blob]
+
+
+def only_comments_changed(path, old, new):
+    """Whether blobs `old` and `new` of `path`, read into BLOBS, hold the same code
+    (code_text.code_of)."""
     if old not in BLOBS or new not in BLOBS:
         return False  # added, removed, or unreadable: a change
-    before, after = code_of(path, BLOBS[old]), code_of(path, BLOBS[new])
-    return before is not None and before == after
+    before = code_of_blob(path, old)
+    return before is not None and before == code_of_blob(path, new)
 
 
 def changed_measured(repo, commit, script=None):
@@ -308,18 +315,18 @@ def changed_measured(repo, commit, script=None):
     if diff.returncode != 0:
         return None, f"git diff from {commit} failed: {diff.stderr.strip()}"
     fields = diff.stdout.split("\0")
-    changed = {}  # path: (old blob, new blob)
+    changed = {}  # path: (old mode, new mode, old blob, new blob)
     for header, path in zip(fields[0::2], fields[1::2]):
-        parts = header.split()
+        parts = header.lstrip(":").split()
         if len(parts) >= 4:
-            changed[path] = (parts[0].lstrip(":"), parts[1], parts[2], parts[3])
+            changed[path] = tuple(parts[:4])
     measured = measured_by(repo, script) if script is not None else \
         (lambda c: not c.startswith("tests/"))
-    counted = [c for c in sorted(changed) if measured(c)]
-    read_blobs(repo, [blob for c in counted for blob in changed[c][2:]], BLOBS)
+    counted = {c: changed[c] for c in sorted(changed) if measured(c)}
+    read_blobs(repo, [blob for _, _, old, new in counted.values() for blob in (old, new)], BLOBS)
     # A file made executable (or no longer) runs differently whatever its text.
-    return [c for c in counted if changed[c][0] != changed[c][1]
-            or not only_comments_changed(repo, c, *changed[c][2:])], None
+    return [c for c, (old_mode, new_mode, old, new) in counted.items()
+            if old_mode != new_mode or not only_comments_changed(c, old, new)], None
 
 
 def main():
