@@ -1,6 +1,7 @@
 #include "trainer/Device.h"
 
 #include "common/Errors.h"
+#include "trainer/MemoryCap.h"
 
 #include <ATen/Context.h>
 #include <ATen/cuda/CUDAContextLight.h>
@@ -104,15 +105,13 @@ std::int64_t limit_device_memory(const c10::Device& device, std::int64_t bytes) 
   if (bytes < 0 || bytes > total)
     throw std::invalid_argument("limit_device_memory: " + std::to_string(bytes) +
                                 " bytes on a device of " + std::to_string(total));
-  // The allocator's limit is a fraction of the memory cudaMemGetInfo reports in all, which is
-  // the device's total global memory. The allocator refuses both calls until torch's CUDA state
-  // is initialised, which no tensor may have done yet.
+  // The allocator's limit is a fraction of the device's total global memory. It refuses both
+  // calls until torch's CUDA state is initialised, which no tensor may have done yet.
   at::globalContext().lazyInitDevice(c10::DeviceType::CUDA);
   const double before = c10::cuda::CUDACachingAllocator::getMemoryFraction(device.index());
-  const double fraction =
-      bytes == 0 ? 1.0 : static_cast<double>(bytes) / static_cast<double>(total);
-  c10::cuda::CUDACachingAllocator::setMemoryFraction(fraction, device.index());
-  return before >= 1.0 ? 0 : static_cast<std::int64_t>(before * static_cast<double>(total));
+  c10::cuda::CUDACachingAllocator::setMemoryFraction(allocator_fraction(bytes, total),
+                                                     device.index());
+  return allocator_limit_bytes(before, total);
 }
 
 void release_cached_device_memory(const c10::Device& device) {

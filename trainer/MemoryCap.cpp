@@ -8,6 +8,7 @@
 #include <cmath>
 #include <limits>
 #include <stdexcept>
+#include <string>
 
 namespace engram::trainer {
 namespace {
@@ -72,6 +73,27 @@ std::int64_t resolve_memory_cap(const std::string& text, std::int64_t device_byt
     throw InvalidOption(field, "is " + text + " (" + memory::mib(bytes) +
                                    "), more than the device's " + memory::mib(device_bytes));
   return bytes;
+}
+
+double allocator_fraction(std::int64_t bytes, std::int64_t device_bytes) {
+  if (bytes < 0 || device_bytes <= 0 || bytes > device_bytes) {
+    throw std::invalid_argument("a device-memory limit of " + std::to_string(bytes) +
+                                " bytes on a device of " + std::to_string(device_bytes));
+  }
+  if (bytes == 0 || bytes == device_bytes) return 1.0;
+  // setMemoryFraction's limit: the product's floor.
+  const auto limit_of = [device_bytes](double f) {
+    return static_cast<std::int64_t>(f * static_cast<double>(device_bytes));
+  };
+  double fraction = static_cast<double>(bytes) / static_cast<double>(device_bytes);
+  // The quotient is within an ulp or two of the answer: step up until the product reaches it.
+  while (limit_of(fraction) < bytes) fraction = std::nextafter(fraction, 2.0);
+  return fraction;
+}
+
+std::int64_t allocator_limit_bytes(double fraction, std::int64_t device_bytes) {
+  if (fraction >= 1.0) return 0;
+  return std::llround(fraction * static_cast<double>(device_bytes));
 }
 
 std::int64_t allocator_block_bytes(std::int64_t bytes) {

@@ -38,6 +38,18 @@ std::int64_t resolve_memory_cap(const std::string& text, std::int64_t device_byt
 /// Checks the syntax only (no device needed): resolve_memory_cap's errors but the device's size.
 void check_memory_cap(const std::string& text, const std::string& field = "memory.cap");
 
+/// The fraction of a device of `device_bytes` that limits LibTorch's CUDA caching allocator to
+/// exactly `bytes` (0 < bytes <= device_bytes; 0: no limit, the fraction 1). The allocator's
+/// limit is floor(fraction x device_bytes) in double arithmetic, which for bytes / device_bytes
+/// can come out a byte short; this is the smallest fraction whose limit is `bytes`. Throws
+/// std::invalid_argument for bytes outside [0, device_bytes].
+double allocator_fraction(std::int64_t bytes, std::int64_t device_bytes);
+
+/// The allocator's limit in bytes when it reports `fraction` (getMemoryFraction: the limit
+/// divided by `device_bytes`, which the product's floor can read a byte short); 0 (none) for a
+/// fraction of 1 or more.
+std::int64_t allocator_limit_bytes(double fraction, std::int64_t device_bytes);
+
 /// Bytes of a block the caching allocator hands out for `bytes`: rounded up to 512.
 std::int64_t allocator_block_bytes(std::int64_t bytes);
 

@@ -4,6 +4,9 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdint>
+#include <random>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -23,6 +26,38 @@ TEST(MemoryCapTest, BytesUnitsAndFractionsOfTheDevice) {
   EXPECT_EQ(resolve_memory_cap("1e9", device), 1000000000);
   EXPECT_EQ(resolve_memory_cap("0.1", device), 8 * kGiB);
   EXPECT_EQ(resolve_memory_cap("1.0", device), device);
+}
+
+/// What the caching allocator's setMemoryFraction keeps as its limit: the product's floor.
+std::int64_t limit_set_by(double fraction, std::int64_t device) {
+  return static_cast<std::int64_t>(fraction * static_cast<double>(device));
+}
+
+TEST(MemoryCapTest, TheAllocatorsFractionLimitsItToTheCapToTheByte) {
+  const std::int64_t h200 = 150754820096;  // an H200's total global memory
+  // bytes / device is a byte short here: floor(9 GiB / h200 x h200) = 9 GiB - 1.
+  EXPECT_EQ(limit_set_by(9.0 * kGiB / h200, h200), 9 * kGiB - 1);
+  EXPECT_EQ(limit_set_by(allocator_fraction(9 * kGiB, h200), h200), 9 * kGiB);
+  EXPECT_EQ(allocator_fraction(0, h200), 1.0);
+  EXPECT_EQ(allocator_fraction(h200, h200), 1.0);
+  std::mt19937_64 random(7);
+  for (const std::int64_t device : {h200, 80 * kGiB, std::int64_t{85045542912}, 24 * kGiB}) {
+    std::uniform_int_distribution<std::int64_t> bytes(1, device - 1);
+    for (int i = 0; i < 20000; ++i) {
+      const std::int64_t cap = bytes(random);
+      const double fraction = allocator_fraction(cap, device);
+      ASSERT_LE(fraction, 1.0);
+      ASSERT_EQ(limit_set_by(fraction, device), cap) << cap << " of " << device;
+      // The limit reads back from what getMemoryFraction reports: limit / device.
+      ASSERT_EQ(allocator_limit_bytes(static_cast<double>(cap) / static_cast<double>(device),
+                                      device),
+                cap)
+          << cap << " of " << device;
+    }
+  }
+  EXPECT_EQ(allocator_limit_bytes(1.0, h200), 0) << "no limit";
+  EXPECT_THROW(allocator_fraction(-1, h200), std::invalid_argument);
+  EXPECT_THROW(allocator_fraction(h200 + 1, h200), std::invalid_argument);
 }
 
 TEST(MemoryCapTest, AMalformedOrImpossibleCapIsAUsageErrorNamingTheField) {
