@@ -54,6 +54,16 @@ from resnet_memory_peer import (LEARNING_RATE, ResNet, cuda_device, make_batch, 
                                 network_arguments, network_parser, versions)
 
 
+def allocator_fraction(cap_bytes, total):
+    """The fraction of a device of `total` bytes that limits the caching allocator to exactly
+    `cap_bytes`, as trainer/MemoryCap's allocator_fraction gives Engram's rows: the allocator keeps
+    int(fraction * total), which for cap_bytes / total can come out a byte short."""
+    fraction = cap_bytes / total
+    while int(fraction * total) < cap_bytes:
+        fraction = math.nextafter(fraction, 2.0)
+    return fraction
+
+
 def selective_checkpointing_available():
     return hasattr(torch.utils.checkpoint, "create_selective_checkpoint_contexts")
 
@@ -297,7 +307,7 @@ def main():
     total = torch.cuda.get_device_properties(device).total_memory
     if args.cap_bytes > total:
         sys.exit(f"resnet_cap_peer.py: the cap {args.cap_bytes} is above the device's {total}")
-    torch.cuda.set_per_process_memory_fraction(args.cap_bytes / total, device)
+    torch.cuda.set_per_process_memory_fraction(allocator_fraction(args.cap_bytes, total), device)
 
     rows, not_reached = [], []
     for variant in variants():

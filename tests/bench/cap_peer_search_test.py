@@ -4,6 +4,7 @@ tests/bench/BatchSearchTest.cpp, with the trial replaced by "trains up to N". Ru
 """
 
 import os
+import random
 import sys
 import types
 import unittest
@@ -150,6 +151,19 @@ class CapPeerSearchTest(unittest.TestCase):
         self.assertEqual(per([t(64, True, 1640), t(128, True, 2280)]), 10.0)
         self.assertEqual(per([t(64, True, 1640)]), 0)
         self.assertEqual(per([t(64, True, 3000), t(128, True, 2280)]), 0)
+
+    def test_the_cap_limits_the_allocator_to_the_byte_as_for_engrams_rows(self):
+        h200 = 150754820096
+        fraction = resnet_cap_peer.allocator_fraction
+        self.assertEqual(int(9 * 2**30 / h200 * h200), 9 * 2**30 - 1)  # the plain quotient's
+        self.assertEqual(int(fraction(9 * 2**30, h200) * h200), 9 * 2**30)
+        self.assertEqual(fraction(h200, h200), 1.0)
+        generator = random.Random(7)
+        for total in (h200, 80 * 2**30, 24 * 2**30):
+            for _ in range(20000):
+                cap = generator.randrange(1, total)
+                self.assertLessEqual(fraction(cap, total), 1.0)
+                self.assertEqual(int(fraction(cap, total) * total), cap, (cap, total))
 
     def test_errors_that_say_the_device_ran_out_of_memory_are_told_from_bugs(self):
         # tests/bench/BatchSearchTest.cpp's messages, classified as Engram's search does.
