@@ -1,6 +1,7 @@
 #include "memory/DeviceArenaReuse.h"
 
 #include "memory/detail/ReuseSequence.h"
+#include "memory/detail/StreamUses.h"
 
 #include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/cuda/CUDAEvent.h>
@@ -28,13 +29,6 @@ namespace cca = c10::cuda::CUDACachingAllocator;
 /// every block aligned for any CUDA kernel.
 constexpr std::int64_t kAlignment = 512;
 
-/// Arena bytes released while other streams may still use them: served again once every
-/// event has completed.
-struct PendingRelease {
-  std::int64_t offset = 0;
-  std::vector<c10::cuda::CUDAEvent> events;
-};
-
 /// Everything the delegating allocator and DeviceArenaReuse share; one per process.
 struct DeviceState {
   std::mutex mutex;  // guards everything below except `next` and `device`, set once
@@ -45,23 +39,13 @@ struct DeviceState {
   bool release_requested = false;  // release() came while arena bytes were taken
   std::optional<c10::cuda::CUDAStream> stream;  // the open step's
   std::atomic<bool> active{false};              // a step is open (read unlocked)
-  /// Arena blocks by offset: the stream each was served on, and the other streams that used it.
-  std::map<std::int64_t, std::vector<c10::cuda::CUDAStream>> used_on;
-  std::map<std::int64_t, c10::cuda::CUDAStream> served_on;
-  std::vector<PendingRelease> pending;
+  /// Arena blocks by offset: the stream each was served on, the other streams that used it, and
+  /// the released ones those streams may still be using.
+  detail::StreamUses<c10::cuda::CUDAStream, c10::cuda::CUDAEvent> uses;
 
   /// Gives back the arena's bytes whose other streams are done with them.
   void poll_pending() {
-    for (auto it = pending.begin(); it != pending.end();) {
-      bool done = true;
-      for (const auto& e : it->events) done = done && e.query();
-      if (!done) {
-        ++it;
-        continue;
-      }
-      sequence.vacate(it->offset);
-      it = pending.erase(it);
-    }
+    uses.poll([this](std::int64_t offset) { sequence.vacate(offset); });
     free_arena_if_released();
   }
 
@@ -111,21 +95,12 @@ struct DeviceState {
       std::lock_guard<std::mutex> lock(mutex);
       const std::int64_t offset = sequence.released(ptr, arena);
       if (offset >= 0) {
-        served_on.erase(offset);
-        const auto used = used_on.find(offset);
-        if (used == used_on.end()) {
-          // Every use was on the stream it was served on: later work there is ordered after it.
-          sequence.vacate(offset);
-        } else {
-          PendingRelease p;
-          p.offset = offset;
-          for (const auto& s : used->second) {
-            p.events.emplace_back(cudaEventDisableTiming);
-            p.events.back().record(s);
-          }
-          used_on.erase(used);
-          pending.push_back(std::move(p));
-        }
+        const bool free_now = uses.release(offset, [](const c10::cuda::CUDAStream& stream) {
+          c10::cuda::CUDAEvent passed(cudaEventDisableTiming);
+          passed.record(stream);
+          return passed;
+        });
+        if (free_now) sequence.vacate(offset);
         free_arena_if_released();
         return;
       }
@@ -179,7 +154,7 @@ class FrontAllocator final : public cca::CUDAAllocator {
     void* block = nullptr;
     if (at.offset >= 0) {
       block = s.arena + at.offset;
-      s.served_on.insert_or_assign(at.offset, stream);
+      s.uses.served(at.offset, stream);
     } else {
       block = next_->raw_alloc_with_stream(n, stream.stream());
     }
@@ -200,12 +175,7 @@ class FrontAllocator final : public cca::CUDAAllocator {
       std::lock_guard<std::mutex> lock(s.mutex);
       const std::int64_t offset = s.sequence.offset_in_arena(ptr.get(), s.arena);
       if (offset >= 0) {
-        const auto served = s.served_on.find(offset);
-        if (served != s.served_on.end() && served->second == stream) return;
-        auto& streams = s.used_on[offset];
-        for (const auto& known : streams)
-          if (known == stream) return;
-        streams.push_back(stream);
+        s.uses.used(offset, stream);
         return;
       }
     }
