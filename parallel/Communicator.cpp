@@ -71,53 +71,29 @@ c10::intrusive_ptr<c10d::TCPStore> connect_store(const DistEnv& env, double time
 
 }  // namespace
 
-/// When a CUDA stream reached a point, on the host's clock: CUDA events timed against the last
-/// point settled on the same device, whose host time is known (the first against one the host
-/// waited for). An emulated link takes a bucket of CUDA gradients when the device has written it,
-/// which can be long after the host queued the kernels (the host runs ahead by what it queued).
+/// When a CUDA stream reached a point, on the host's clock (DeviceTimeline over CUDA events). An
+/// emulated link takes a bucket of CUDA gradients when the device has written it.
 class DeviceClock : public std::enable_shared_from_this<DeviceClock> {
  public:
   /// A point on `device`'s current stream, and the call that says (blocking) when it was reached.
   LinkQueue::StartTime mark(c10::DeviceIndex device) {
     const auto stream = c10::cuda::getCurrentCUDAStream(device);
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      if (anchors_.count(device) == 0) {
-        // The device's first point is one the host waits for here: its host time is now.
-        Anchor first{std::make_shared<at::cuda::CUDAEvent>(cudaEventBlockingSync), {}};
-        first.event->record(stream);
-        first.event->synchronize();
-        first.at = Clock::now();
-        anchors_.emplace(device, std::move(first));
-      }
-    }
+    // The device's first point is one the host waits for here: its host time is now.
+    timeline_.anchor_once(device, [&stream] {
+      auto first = std::make_shared<at::cuda::CUDAEvent>(cudaEventBlockingSync);
+      first->record(stream);
+      first->synchronize();
+      return DeviceTimeline<at::cuda::CUDAEvent>::Anchor{first, Clock::now()};
+    });
     auto point = std::make_shared<at::cuda::CUDAEvent>(cudaEventBlockingSync);
     point->record(stream);
-    return [self = shared_from_this(), device, point] { return self->reached(device, point); };
+    return [self = shared_from_this(), device, point] {
+      return self->timeline_.reached(device, point);
+    };
   }
 
  private:
-  struct Anchor {
-    std::shared_ptr<at::cuda::CUDAEvent> event;
-    Clock::time_point at;
-  };
-
-  /// Called in the order the points were marked (LinkQueue settles in launch order).
-  Clock::time_point reached(c10::DeviceIndex device,
-                            const std::shared_ptr<at::cuda::CUDAEvent>& point) {
-    point->synchronize();
-    std::lock_guard<std::mutex> lock(mutex_);
-    Anchor& anchor = anchors_.at(device);
-    const double ms = anchor.event->elapsed_time(*point);
-    anchor.at += std::chrono::duration_cast<Clock::duration>(
-        std::chrono::duration<double, std::milli>(ms));
-    // The next point is timed against this one, so that float milliseconds stay fine-grained.
-    anchor.event = point;
-    return anchor.at;
-  }
-
-  std::mutex mutex_;
-  std::map<c10::DeviceIndex, Anchor> anchors_;
+  DeviceTimeline<at::cuda::CUDAEvent> timeline_;
 };
 
 // ---------------------------------------------------------------------------------------------

@@ -25,6 +25,7 @@
 #include <cstddef>
 #include <deque>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -107,6 +108,57 @@ struct LinkQueue::Ticket {
   double seconds = 0;
   StartTime start;
   std::optional<Clock::time_point> done;
+};
+
+/// When points on devices' streams were reached, on the host's clock: a LinkQueue's StartTime for
+/// collectives on CUDA tensors, which reach the link once the device has run what was queued
+/// before them (the host runs ahead of it). A point is timed by its device against the last point
+/// settled on the same device, whose host time is known, and the first against an anchor the
+/// host waited for; timing each against the last keeps float milliseconds fine-grained.
+///
+/// `Event` (at::cuda::CUDAEvent) has `void synchronize() const` and `float elapsed_time(const
+/// Event& later) const` in milliseconds. A device's points are settled in the order they were
+/// recorded (LinkQueue settles in launch order). Thread-safe.
+///
+/// \code
+///   DeviceTimeline<CUDAEvent> timeline;
+///   timeline.anchor_once(device, [&] { return waited_for_event_and_now(); });
+///   auto point = recorded_event();                // after the anchor, on the device's stream
+///   Clock::time_point at = timeline.reached(device, point);  // waits for it
+/// \endcode
+template <class Event>
+class DeviceTimeline {
+ public:
+  using Clock = LinkQueue::Clock;
+  struct Anchor {
+    std::shared_ptr<Event> event;  ///< reached at `at`
+    Clock::time_point at;
+  };
+
+  /// Gives `device` the anchor `make_anchor()` returns unless it has one: an event the host has
+  /// waited for, and the host's time then.
+  template <class MakeAnchor>
+  void anchor_once(int device, MakeAnchor&& make_anchor) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (anchors_.count(device) == 0) anchors_.emplace(device, make_anchor());
+  }
+
+  /// Waits for `point`, recorded on `device` after its anchor, and says when it was reached.
+  /// Throws std::out_of_range for a device without an anchor.
+  Clock::time_point reached(int device, const std::shared_ptr<Event>& point) {
+    point->synchronize();
+    std::lock_guard<std::mutex> lock(mutex_);
+    Anchor& anchor = anchors_.at(device);
+    const double ms = anchor.event->elapsed_time(*point);
+    anchor.at += std::chrono::duration_cast<Clock::duration>(
+        std::chrono::duration<double, std::milli>(ms));
+    anchor.event = point;
+    return anchor.at;
+  }
+
+ private:
+  std::mutex mutex_;
+  std::map<int, Anchor> anchors_;
 };
 
 }  // namespace engram::parallel

@@ -150,6 +150,65 @@ TEST(DistUnit, ALaunchNeverWaitsForTheLinkQueueToLearnWhenADeviceGotThere) {
   EXPECT_EQ(q.done_at(b), now);
 }
 
+/// A stand-in CUDA event: the device time (ms) its stream reached it, and whether the host waited.
+struct DeviceEvent {
+  double at_ms = 0;
+  mutable bool waited = false;
+  void synchronize() const { waited = true; }
+  float elapsed_time(const DeviceEvent& later) const {
+    return static_cast<float>(later.at_ms - at_ms);
+  }
+};
+
+TEST(DistUnit, TheDeviceTimelineTimesEachPointOnItsDeviceFromTheHostsAnchor) {
+  using Clock = std::chrono::steady_clock;
+  using ms = std::chrono::duration<double, std::milli>;
+  parallel::DeviceTimeline<DeviceEvent> timeline;
+  const Clock::time_point host = Clock::now();
+  // Device 0's stream was at 1000 ms of its own time when the host saw it; device 1's at 5.
+  timeline.anchor_once(0, [&] {
+    return parallel::DeviceTimeline<DeviceEvent>::Anchor{
+        std::make_shared<DeviceEvent>(DeviceEvent{1000}), host};
+  });
+  timeline.anchor_once(1, [&] {
+    return parallel::DeviceTimeline<DeviceEvent>::Anchor{
+        std::make_shared<DeviceEvent>(DeviceEvent{5}), host + std::chrono::milliseconds(2)};
+  });
+  bool made_again = false;
+  timeline.anchor_once(0, [&] {
+    made_again = true;
+    return parallel::DeviceTimeline<DeviceEvent>::Anchor{};
+  });
+  EXPECT_FALSE(made_again) << "a device keeps its first anchor";
+  const auto since_host = [&](Clock::time_point t) { return ms(t - host).count(); };
+  auto a = std::make_shared<DeviceEvent>(DeviceEvent{1012.5});
+  EXPECT_NEAR(since_host(timeline.reached(0, a)), 12.5, 1e-3);
+  EXPECT_TRUE(a->waited) << "a point's time is known once the host has waited for it";
+  // Each point is timed from the last one settled on its device, not from the anchor.
+  EXPECT_NEAR(since_host(timeline.reached(0, std::make_shared<DeviceEvent>(DeviceEvent{1040}))),
+              40, 1e-3);
+  EXPECT_NEAR(since_host(timeline.reached(1, std::make_shared<DeviceEvent>(DeviceEvent{8}))),
+              2 + 3, 1e-3);
+  EXPECT_THROW(timeline.reached(2, std::make_shared<DeviceEvent>()), std::out_of_range);
+}
+
+TEST(DistUnit, TheDeviceTimelineStaysFineGrainedOverALongRun) {
+  // Milliseconds as a float resolve ~0.5 us at an hour since the anchor; chained from the last
+  // point, a small step stays exact however long the run.
+  using Clock = std::chrono::steady_clock;
+  parallel::DeviceTimeline<DeviceEvent> timeline;
+  const Clock::time_point host = Clock::now();
+  timeline.anchor_once(0, [&] {
+    return parallel::DeviceTimeline<DeviceEvent>::Anchor{std::make_shared<DeviceEvent>(), host};
+  });
+  const double hour_ms = 3600e3;
+  timeline.reached(0, std::make_shared<DeviceEvent>(DeviceEvent{hour_ms}));
+  const Clock::time_point later =
+      timeline.reached(0, std::make_shared<DeviceEvent>(DeviceEvent{hour_ms + 0.001}));
+  const double us = std::chrono::duration<double, std::micro>(later - host).count() - hour_ms * 1e3;
+  EXPECT_NEAR(us, 1.0, 0.01);
+}
+
 TEST(DistUnit, TheOooModelDefersWhereLaterCommunicationHidesBehindEarlierForwards) {
   // Two layers, each 1 s of dX and dW. Layer 0: forward 2 s, all-reduce 1 s; layer 1: forward
   // 2 s, all-reduce 2 s. By hand (parallel/OooPlan.h):
