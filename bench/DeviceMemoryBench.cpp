@@ -35,37 +35,6 @@ constexpr std::int64_t kArenaAlignment = 512;
 
 constexpr long kDefaultBatch = 32;
 
-}  // namespace
-
-namespace {
-
-/// Fixed-structure reuse on the device, planned and not served: memory/ArenaPlanner's arena for
-/// the step's allocations that it makes and releases (the recorded window's events), beside the
-/// caching allocator's reserved bytes for the same step. An arena-served step would hold what was
-/// live at its start, what it allocates and keeps (gradients), and the arena.
-json arena_plan_of(const memory::DeviceMemoryWindow& w) {
-  std::vector<memory::AllocationEvent> events;
-  events.reserve(w.events.size());
-  for (const auto& e : w.events) events.push_back({e.allocation, e.bytes});
-  std::int64_t outliving = 0;
-  const std::vector<memory::BlockUse> blocks = memory::step_blocks(events, &outliving);
-  const memory::ArenaPlan plan = memory::plan_arena(blocks, kArenaAlignment);
-  const std::int64_t step = w.start_live_bytes + outliving + plan.arena_bytes;
-  return json{{"served", false},
-              {"blocks", blocks.size()},
-              {"arena_bytes", plan.arena_bytes},
-              {"lower_bound_bytes", plan.lower_bound},
-              {"strategy", memory::strategy_name(plan.strategy)},
-              {"start_live_bytes", w.start_live_bytes},
-              {"outliving_bytes", outliving},
-              {"arena_step_bytes", step},
-              {"reserved_peak_bytes", w.reserved_peak_bytes},
-              {"arena_step_vs_reserved_peak",
-               w.reserved_peak_bytes > 0 ? static_cast<double>(step) /
-                                               static_cast<double>(w.reserved_peak_bytes)
-                                         : 0.0}};
-}
-
 /// One row: `technique` trained on a fresh copy of the network (the same seed: the same weights)
 /// for `warmups` steps and `o.steps` measured ones.
 struct DeviceRow {
@@ -190,7 +159,7 @@ DeviceRow measure_row(const MemoryBenchOptions& o, const std::string& technique,
                {"step_ms_per_step", ms},
                {"losses", r.losses}};
   if (reuse.measured.empty()) {
-    r.row["device_arena_plan"] = arena_plan_of(r.last);
+    r.row["device_arena_plan"] = detail::device_arena_plan(r.last);
   } else {
     // Served: the arena is one allocation in the window, the blocks inside it are not, so the
     // row's live and reserved peaks are what the device held with it.
@@ -223,6 +192,29 @@ void compare_with_none(const DeviceRow& none, DeviceRow& other) {
 }
 
 }  // namespace
+
+json detail::device_arena_plan(const memory::DeviceMemoryWindow& w) {
+  std::vector<memory::AllocationEvent> events;
+  events.reserve(w.events.size());
+  for (const auto& e : w.events) events.push_back({e.allocation, e.bytes});
+  std::int64_t outliving = 0;
+  const std::vector<memory::BlockUse> blocks = memory::step_blocks(events, &outliving);
+  const memory::ArenaPlan plan = memory::plan_arena(blocks, kArenaAlignment);
+  const std::int64_t step = w.start_live_bytes + outliving + plan.arena_bytes;
+  return json{{"served", false},
+              {"blocks", blocks.size()},
+              {"arena_bytes", plan.arena_bytes},
+              {"lower_bound_bytes", plan.lower_bound},
+              {"strategy", memory::strategy_name(plan.strategy)},
+              {"start_live_bytes", w.start_live_bytes},
+              {"outliving_bytes", outliving},
+              {"arena_step_bytes", step},
+              {"reserved_peak_bytes", w.reserved_peak_bytes},
+              {"arena_step_vs_reserved_peak",
+               w.reserved_peak_bytes > 0 ? static_cast<double>(step) /
+                                               static_cast<double>(w.reserved_peak_bytes)
+                                         : 0.0}};
+}
 
 void run_device_memory_bench(const MemoryBenchOptions& o, std::ostream& out) {
   const c10::Device device = trainer::resolve_device(o.device);

@@ -6,6 +6,7 @@
 
 #include "bench/MemoryBench.h"
 #include "memory/ArenaReuse.h"
+#include "memory/CudaMemoryTracker.h"
 #include "memory/MemoryTracker.h"
 #include "trainer/TrainingOptions.h"
 #include "trainer/Workload.h"
@@ -76,6 +77,13 @@ struct ReuseNotes {
   /// plan (arena, lower bound, strategy). Only with measured steps.
   nlohmann::json to_json() const;
 };
+
+/// A row's "device_arena_plan": fixed-structure reuse on the device planned, not served.
+/// memory/ArenaPlanner's arena (512-byte alignment, the caching allocator's rounding) for the
+/// allocations the window's step makes and releases, and what a step served from it would hold:
+/// what was live at the step's start, what the step keeps (outliving it: gradients, state) and
+/// the arena, beside the caching allocator's reserved peak for the same step.
+nlohmann::json device_arena_plan(const memory::DeviceMemoryWindow& window);
 
 /// {tag name: bytes} for every tag.
 nlohmann::json bytes_by_tag(const std::array<std::int64_t, memory::kNumTags>& bytes);
