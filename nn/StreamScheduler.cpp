@@ -5,7 +5,6 @@
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
 
-#include <deque>
 #include <stdexcept>
 #include <utility>
 
@@ -34,25 +33,16 @@ class CudaStreams : public StreamScheduler::Streams {
   }
 
   std::size_t record_on_side() override {
-    recorded_.emplace_back();
-    recorded_.back().record(side_);
-    return first_ + recorded_.size() - 1;
+    at::cuda::CUDAEvent event;
+    event.record(side_);
+    return recorded_.add(std::move(event));
   }
 
-  bool side_passed(std::size_t number) override {
-    // Events before `number` were passed too: forget them as they are seen.
-    while (!recorded_.empty() && first_ <= number) {
-      if (!recorded_.front().query()) return false;
-      recorded_.pop_front();
-      ++first_;
-    }
-    return first_ > number;
-  }
+  bool side_passed(std::size_t number) override { return recorded_.passed(number); }
 
  private:
   c10::cuda::CUDAStream side_;
-  std::deque<at::cuda::CUDAEvent> recorded_;  ///< not yet seen passed, in order
-  std::size_t first_ = 1;                     ///< the number of recorded_.front()
+  PassedEvents<at::cuda::CUDAEvent> recorded_;
 };
 
 std::unique_ptr<StreamScheduler::Streams> cuda_streams() {

@@ -31,8 +31,38 @@
 #include <deque>
 #include <functional>
 #include <memory>
+#include <utility>
 
 namespace engram::nn {
+
+/// Events recorded in order on one stream and numbered 1, 2, ...: whether the stream has passed
+/// event n, each event forgotten once seen passed (a stream passes its events in order, so
+/// those before it have been passed too). `Event` is movable and has `bool query() const`
+/// (at::cuda::CUDAEvent); the CUDA side of StreamScheduler keeps its side stream's here.
+template <class Event>
+class PassedEvents {
+ public:
+  /// Keeps `event`, recorded after every event added before; returns its number.
+  std::size_t add(Event event) {
+    recorded_.push_back(std::move(event));
+    return first_ + recorded_.size() - 1;
+  }
+  /// Whether the stream has passed event `number`; false for a number not added yet.
+  bool passed(std::size_t number) {
+    while (!recorded_.empty() && first_ <= number) {
+      if (!recorded_.front().query()) return false;
+      recorded_.pop_front();
+      ++first_;
+    }
+    return first_ > number;
+  }
+  /// Events not yet seen passed.
+  std::size_t kept() const { return recorded_.size(); }
+
+ private:
+  std::deque<Event> recorded_;  ///< not yet seen passed, in order
+  std::size_t first_ = 1;       ///< the number of recorded_.front()
+};
 
 class StreamScheduler : public GradScheduler {
  public:

@@ -676,6 +676,42 @@ TEST_F(LayersTest, WeightGradientsOnASecondStreamWaitForTheChainAndAreWaitedFor)
   EXPECT_EQ(log, expected);
 }
 
+/// A stand-in CUDA event: passed once its stream has passed its number; counts its queries.
+struct StreamEvent {
+  const std::size_t* stream_passed = nullptr;
+  std::size_t number = 0;
+  int* queries = nullptr;
+  bool query() const {
+    ++*queries;
+    return *stream_passed >= number;
+  }
+};
+
+TEST(PassedEventsTest, EventsAreNumberedInOrderAndForgottenOnceSeenPassed) {
+  std::size_t stream_passed = 0;
+  int queries = 0;
+  PassedEvents<StreamEvent> events;
+  for (std::size_t n = 1; n <= 3; ++n)
+    EXPECT_EQ(events.add(StreamEvent{&stream_passed, n, &queries}), n);
+  EXPECT_FALSE(events.passed(1));
+  stream_passed = 2;
+  EXPECT_TRUE(events.passed(2));
+  EXPECT_EQ(events.kept(), 1u) << "events 1 and 2 are forgotten";
+  queries = 0;
+  EXPECT_TRUE(events.passed(1)) << "an event forgotten was passed";
+  EXPECT_EQ(queries, 0) << "and is not asked again";
+  EXPECT_FALSE(events.passed(3));
+  EXPECT_FALSE(events.passed(4)) << "an event not added yet";
+  stream_passed = 3;
+  EXPECT_FALSE(events.passed(4)) << "an event not added yet, with every added one passed";
+  EXPECT_EQ(events.kept(), 0u);
+  EXPECT_TRUE(events.passed(3));
+  EXPECT_EQ(events.add(StreamEvent{&stream_passed, 4, &queries}), 4u) << "numbers go on";
+  EXPECT_FALSE(events.passed(4));
+  stream_passed = 4;
+  EXPECT_TRUE(events.passed(4));
+}
+
 TEST_F(LayersTest, WeightGradientsOnASecondCudaStreamAreIdentical) {
   if (!torch::cuda::is_available()) GTEST_SKIP() << "needs a CUDA device; this process sees none";
   // cuBLAS is bit-reproducible across streams only with a fixed workspace, read at its first
