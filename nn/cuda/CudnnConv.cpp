@@ -165,6 +165,16 @@ void ConvShape::check() const {
   if (height + 2 * padding < kernel || width + 2 * padding < kernel)
     throw std::invalid_argument("convolution shape " + to_string() +
                                 ": the kernel is larger than the padded input");
+  const std::pair<const char*, std::int64_t> tensors[] = {
+      {"input", input_elements()}, {"weight", weight_elements()}, {"output", output_elements()}};
+  for (const auto& [name, elements] : tensors) {
+    if (elements > kMaxDescriptorElements) {
+      throw std::invalid_argument(
+          "convolution shape " + to_string() + ": its " + name + " has " +
+          std::to_string(elements) + " elements, more than cuDNN's tensor descriptors hold (" +
+          std::to_string(kMaxDescriptorElements) + "); a smaller batch runs");
+    }
+  }
 }
 
 std::string ConvShape::to_string() const {

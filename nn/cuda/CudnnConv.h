@@ -48,8 +48,12 @@ struct ConvShape {
   std::int64_t input_elements() const { return batch * in_channels * height * width; }
   std::int64_t weight_elements() const { return out_channels * in_channels * kernel * kernel; }
   std::int64_t output_elements() const { return batch * out_channels * out_height() * out_width(); }
-  /// Throws std::invalid_argument when a size is not positive or the kernel does not fit.
+  /// Throws std::invalid_argument when a size is not positive, the kernel does not fit, or a
+  /// tensor has more elements than cuDNN's 4-d descriptors hold (kMaxDescriptorElements).
   void check() const;
+  /// cuDNN's limit on the elements of a tensor its 4-d descriptors describe (2^31 - 1). ATen
+  /// splits a larger batch into parts under it; the cuDNN path of nn::Conv2d does not.
+  static constexpr std::int64_t kMaxDescriptorElements = 0x7fffffff;
   /// "32x64x32x32 -> 64, k3 s1 p1".
   std::string to_string() const;
 };

@@ -109,6 +109,18 @@ TEST(CudnnConvPlan, ShapesAndPasses) {
   EXPECT_THROW((ConvShape{0, 3, 9, 7, 4, 3, 1, 0}.check()), std::invalid_argument);
   EXPECT_THROW((ConvShape{1, 3, 2, 2, 4, 5, 1, 1}.check()), std::invalid_argument);
   EXPECT_THROW((ConvShape{1, 3, 9, 9, 4, 3, 1, -1}.check()), std::invalid_argument);
+  // ResNet-50's first expansion (64 -> 256 at 56x56): at batch 2675 its output passes 2^31 - 1
+  // elements, which cuDNN's descriptors refuse with a bare NOT_SUPPORTED.
+  EXPECT_NO_THROW((ConvShape{2674, 64, 56, 56, 256, 1, 1, 0}.check()));
+  try {
+    ConvShape{2675, 64, 56, 56, 256, 1, 1, 0}.check();
+    FAIL() << "a tensor beyond cuDNN's descriptors was accepted";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("output has 2147532800 elements"), std::string::npos)
+        << e.what();
+  }
+  EXPECT_THROW((ConvShape{1, 65536, 256, 256, 1, 1, 1, 0}.check()), std::invalid_argument)
+      << "the input's elements";
   for (const Pass p : all_passes()) EXPECT_EQ(parse_pass(pass_name(p)), p);
   EXPECT_THROW(parse_pass("sideways"), std::invalid_argument);
 }
