@@ -208,6 +208,13 @@ mkdir -p "$xml"
 device_ctest=(ctest --test-dir "$bin" -R "$device_tests" -E "$not_device_tests" -j 8
   --timeout 120 -V --output-junit "$xml/device-tests.xml" --test-output-size-passed 65536
   --test-output-size-failed 262144)
+# ctest writes its report only when it ends: stopped at the stage's limit it would leave none.
+# Its own stop time, 15 s inside the stage's budget, cuts the tests short (their timeouts shrink
+# to it) and still writes the report.
+device_budget=$(left)
+[ "$device_budget" -gt 180 ] && device_budget=180
+[ "$device_budget" -gt 20 ] &&
+  device_ctest+=(--stop-time "$(date -d "+$(( device_budget - 15 )) seconds" +%H:%M:%S)")
 STAGE_LOG=$bin/device-tests.log stage test-device 180 "${device_ctest[@]}"
 # The three reports as one results file (each test's status and what it printed: its largest
 # differences), with the build's exit status (not 0: some executables may be missing, or an
@@ -234,7 +241,8 @@ if [ -x "$ENGRAM_BIN" ]; then
   # What no GPU has measured yet first, the shortest first (the second stream and its
   # scaling, the largest batch under a memory cap, ResNet-50, the data-parallel bench on the
   # device), then what has results committed from an earlier run.
-  stage ooo-streams 120 bash "$root/scripts/reproduce/gpu_ooo_streams.sh" \
+  # Two runs, collected after both: with less than 90 s the second would not end.
+  STAGE_MIN=90 stage ooo-streams 120 bash "$root/scripts/reproduce/gpu_ooo_streams.sh" \
     --out "$out/gpu_ooo_streams.json" &&
     cp "$out/gpu_ooo_streams.json" "$bin/gpu_ooo_streams.json"
   # From this run's streams, or from an earlier run's on this machine: the device tool empties
@@ -246,17 +254,19 @@ if [ -x "$ENGRAM_BIN" ]; then
   elif [ -z "$only" ] || [[ "$only" == *",scale,"* ]]; then
     say "scale: not run, no streams JSON (ooo-streams wrote none on this machine)"
   fi
-  # It stops its own search in time (--time-limit from STAGE_SECONDS) and says what it cut;
-  # started with less than 150 s, too little of it would run.
-  STAGE_MIN=150 stage memory-cap 300 bash "$root/scripts/reproduce/gpu_memory_cap.sh" \
-    --out "$out/gpu_memory_cap.json"
-  stage memory-resnet50 150 bash "$root/scripts/reproduce/gpu_memory_resnet50.sh" \
+  # Its first batch's seven rows take a minute or more: with less it would write nothing.
+  STAGE_MIN=120 stage memory-resnet50 150 bash "$root/scripts/reproduce/gpu_memory_resnet50.sh" \
     --out "$out/gpu_memory_resnet50.json"
   # Two ranks sharing the GPU over Gloo, Engram's schedules and DDP, the link emulated as on
   # the CPU (the table into the log; its JSON stays on the machine).
   stage dp-device 90 "$ENGRAM_BIN" bench dp --device cuda:0 --dist-backend gloo --ranks 2 \
     --models resnet,npi --schedules none,after,overlap,ooo --links 0,1250000000 --steps 3 \
     --warmup 2 --json "$bin/gpu_dp.json"
+  # After the stages of a fixed length: it takes what they leave, up to 300 s, and stops its own
+  # search in time (--time-limit from STAGE_SECONDS), saying what it cut; started with less than
+  # 150 s, too little of it would run.
+  STAGE_MIN=150 stage memory-cap 300 bash "$root/scripts/reproduce/gpu_memory_cap.sh" \
+    --out "$out/gpu_memory_cap.json"
   # NCCL on every GPU, one rank each, beside DDP: only a machine with two GPUs or more.
   if [ "$gpus" -ge 2 ]; then
     stage dp-nccl 240 bash "$root/scripts/reproduce/gpu_dp_nccl.sh" --out "$out/gpu_dp_nccl.json"
@@ -267,6 +277,8 @@ if [ -x "$ENGRAM_BIN" ]; then
     --out "$out/gpu_memory_resnet.json"
   stage npi-addition 240 bash "$root/scripts/reproduce/gpu_npi_addition.sh" \
     --out "$out/gpu_npi_addition.json"
+else
+  say "measurements: not run, no engram binary (build-device exit $build_device_rc)"
 fi
 stage build-all 300 ninja -C "$bin" -j "$jobs" -k 0
 build_rc=$?

@@ -131,7 +131,8 @@ collect_curves() {
 }
 
 # collect_bench_runs CLAIM NAME...: writes $out from the `engram bench` reports $work/NAME.json
-# run under run_logged's name `bench` (collect.py --bench-runs).
+# run under run_logged's name `bench` (collect.py --bench-runs). The python3 on the PATH: collect.py
+# needs only the standard library, and the GPU machine's python3 is its own environment's.
 collect_bench_runs() {
-  /usr/bin/python3 "$root/scripts/reproduce/collect.py" --bench-runs "$out" "$1" "$work" "${@:2}"
+  python3 "$root/scripts/reproduce/collect.py" --bench-runs "$out" "$1" "$work" "${@:2}"
 }

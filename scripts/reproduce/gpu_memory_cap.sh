@@ -27,9 +27,9 @@ fi
 if [ -n "${STAGE_SECONDS:-}" ]; then
   args+=(--time-limit "$(( STAGE_SECONDS > 90 ? STAGE_SECONDS - 60 : 30 ))")
 fi
+# The table into the log as it comes, so that a run its stage cuts short still shows it.
 run_logged bench bench memory --device cuda --find-max-batch "${args[@]}" \
-  --techniques none,all,relu,recompute,swap --json "$work/cap.json" > "$work/cap.txt"
-cat "$work/cap.txt" >&2
+  --techniques none,all,relu,recompute,swap --json "$work/cap.json" | tee "$work/cap.txt" >&2
 claim="ResNet-50 at 224x224 under an 8 GiB device-memory cap: the largest batch that trains for"
 claim+=" none, all, relu, recompute and swap, beside PyTorch eager, checkpointing and selective"
 claim+=" checkpointing under the same cap"

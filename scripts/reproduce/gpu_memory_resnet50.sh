@@ -29,8 +29,7 @@ done_batches=()
 for b in $batches; do
   run_logged bench bench memory --workload resnet50 --device cuda --batch "$b" --steps "$steps" \
     --techniques none,relu,recompute,swap,reuse,algo,all "${size[@]}" --json "$work/batch$b.json" \
-    > "$work/batch$b.txt"
-  cat "$work/batch$b.txt" >&2
+    | tee "$work/batch$b.txt" >&2
   done_batches+=("batch$b")
   done_claim=$claim
   [ "${#done_batches[@]}" -lt "$(wc -w <<< "$batches")" ] &&

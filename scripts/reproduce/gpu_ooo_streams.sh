@@ -22,8 +22,7 @@ for run in "${runs[@]}"; do
   set -- $run
   name=$1-batch$2
   run_logged bench bench streams --workload "$1" --batch "$2" --device cuda "${steps[@]}" \
-    --json "$work/$name.json" > "$work/$name.txt"
-  cat "$work/$name.txt" >&2
+    --json "$work/$name.json" | tee "$work/$name.txt" >&2
   names+=("$name")
 done
 collect_bench_runs "out-of-order backprop on one GPU: the weight gradients on a second CUDA stream against one, beside the step model" "${names[@]}"
