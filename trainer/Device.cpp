@@ -102,15 +102,13 @@ std::int64_t limit_device_memory(const c10::Device& device, std::int64_t bytes) 
   if (!device.is_cuda())
     throw std::invalid_argument("limit_device_memory: " + device.str() + " is no CUDA device");
   const std::int64_t total = device_memory_bytes(device);
-  if (bytes < 0 || bytes > total)
-    throw std::invalid_argument("limit_device_memory: " + std::to_string(bytes) +
-                                " bytes on a device of " + std::to_string(total));
-  // The allocator's limit is a fraction of the device's total global memory. It refuses both
-  // calls until torch's CUDA state is initialised, which no tensor may have done yet.
+  // The allocator's limit is a fraction of the device's total global memory (one that throws
+  // for bytes outside [0, total]). The allocator refuses both calls until torch's CUDA state is
+  // initialised, which no tensor may have done yet.
+  const double fraction = allocator_fraction(bytes, total);
   at::globalContext().lazyInitDevice(c10::DeviceType::CUDA);
   const double before = c10::cuda::CUDACachingAllocator::getMemoryFraction(device.index());
-  c10::cuda::CUDACachingAllocator::setMemoryFraction(allocator_fraction(bytes, total),
-                                                     device.index());
+  c10::cuda::CUDACachingAllocator::setMemoryFraction(fraction, device.index());
   return allocator_limit_bytes(before, total);
 }
 
