@@ -85,6 +85,13 @@ log=$out/gpu-check.log
 : > "$log"
 say() { echo "gpu-check [$(( $(date +%s) - start ))s]: $*" | tee -a "$log"; }
 left() { echo $(( deadline - ($(date +%s) - start) )); }
+# budget_for SECONDS: what a stage of at most SECONDS gets of what is left.
+budget_for() {
+  local budget
+  budget=$(left)
+  [ "$1" -lt "$budget" ] && budget=$1
+  echo "$budget"
+}
 # stage NAME SECONDS CMD...: runs CMD with at most SECONDS (and what is left), logs, reports.
 # CMD sees its budget in STAGE_SECONDS (a script that can stop itself in time reads it). With
 # STAGE_MIN set, a stage that would get less is skipped, leaving its time to the shorter ones
@@ -99,8 +106,7 @@ stage() {
     fi ;;
   esac
   local budget
-  budget=$(left)
-  [ "$limit" -lt "$budget" ] && budget=$limit
+  budget=$(budget_for "$limit")
   if [ "$budget" -le 5 ]; then
     say "$name: skipped, no time left"
     return 124
@@ -211,8 +217,7 @@ device_ctest=(ctest --test-dir "$bin" -R "$device_tests" -E "$not_device_tests" 
 # ctest writes its report only when it ends: stopped at the stage's limit it would leave none.
 # Its own stop time, 15 s inside the stage's budget, cuts the tests short (their timeouts shrink
 # to it) and still writes the report.
-device_budget=$(left)
-[ "$device_budget" -gt 180 ] && device_budget=180
+device_budget=$(budget_for 180)
 [ "$device_budget" -gt 20 ] &&
   device_ctest+=(--stop-time "$(date -d "+$(( device_budget - 15 )) seconds" +%H:%M:%S)")
 STAGE_LOG=$bin/device-tests.log stage test-device 180 "${device_ctest[@]}"
@@ -238,9 +243,9 @@ elif [ ! -e "$xml/device-tests.xml" ] && [ -e "$bin/device-tests.log" ]; then
 fi
 export ENGRAM_BIN=$bin/cli/engram ENGRAM_REPRO_ANY_BINARY=1
 if [ -x "$ENGRAM_BIN" ]; then
-  # What no GPU has measured yet first, the shortest first (the second stream and its
-  # scaling, the largest batch under a memory cap, ResNet-50, the data-parallel bench on the
-  # device), then what has results committed from an earlier run.
+  # What no GPU has measured yet first: the stages of a fixed length (the second stream and its
+  # scaling, ResNet-50, the data-parallel bench on the device), then the largest batch under a
+  # memory cap in what they leave; then what has results committed from an earlier run.
   # Two runs, collected after both: with less than 90 s the second would not end.
   STAGE_MIN=90 stage ooo-streams 120 bash "$root/scripts/reproduce/gpu_ooo_streams.sh" \
     --out "$out/gpu_ooo_streams.json" &&
