@@ -658,6 +658,16 @@ std::string dp_backend(const DpBenchOptions& o) {
       netns ? "GPU " + gpu + ": --hosts netns emulates the hosts on this machine" : o.device);
 }
 
+/// The DDP peer's launcher (its torchrun, else its python), checked before any work: a --python or
+/// --torchrun that is not there would otherwise fail only after Engram's rows were measured.
+void check_peer_launcher(const DpBenchOptions& o) {
+  const std::string program = torchrun_command(o.torchrun, o.python).front();
+  if (program.find('/') == std::string::npos) return;  // a name the PATH resolves when it runs
+  if (::access(program.c_str(), X_OK) != 0)
+    throw InvalidOption(o.torchrun.empty() ? "python" : "torchrun",
+                        "is '" + program + "', which is not an executable file");
+}
+
 void run_dp_bench(const DpBenchOptions& options, std::ostream& out) {
   validate(options);
   if (options.json_path.empty()) throw InvalidOption("json_path", "is required");
@@ -667,6 +677,10 @@ void run_dp_bench(const DpBenchOptions& options, std::ostream& out) {
   const bool emulated = std::any_of(
       options.link_bandwidths.begin(), options.link_bandwidths.end(),
       [&](double b) { return parallel::LinkModel{b, options.link_latency}.emulated(); });
+  const bool peer_runs =
+      !options.skip_peer &&
+      std::find(options.models.begin(), options.models.end(), "resnet") != options.models.end();
+  if (peer_runs) check_peer_launcher(options);
   if (dp_backend(options) == "nccl" && emulated && !options.skip_peer)
     throw InvalidOption("dist.backend",
                         "is nccl with emulated links: the DDP peer's delay would run in its "
@@ -682,9 +696,6 @@ void run_dp_bench(const DpBenchOptions& options, std::ostream& out) {
   }
   ScratchDir dir("bench-dp");
   const int port = options.port > 0 ? options.port : parallel::free_loopback_port();
-  const bool peer_runs =
-      !options.skip_peer &&
-      std::find(options.models.begin(), options.models.end(), "resnet") != options.models.end();
   // The targets of the what-if are measured like the other links, after them.
   std::vector<double> links = options.link_bandwidths;
   links.insert(links.end(), options.predict_links.begin(), options.predict_links.end());

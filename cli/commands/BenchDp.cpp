@@ -78,6 +78,8 @@ Command register_bench_dp(CLI::App& parent) {
   sub->add_option("--port", o->port,
                   "Rendezvous port on 127.0.0.1, the DDP peer's one above (0: free ones)")
       ->capture_default_str();
+  sub->add_option("--python", o->python, "Interpreter with torch for the DDP peer")
+      ->capture_default_str();
   sub->add_option("--torchrun", o->torchrun,
                   "torchrun for the DDP peer (default: $ENGRAM_TORCHRUN, else the one beside "
                   "--python, else --python -m torch.distributed.run)");
@@ -113,7 +115,9 @@ Command register_bench_dp(CLI::App& parent) {
            {"dist.backend", "--dist-backend"},
            {"bucket_mb", "--bucket-mb"},
            {"first_bucket_mb", "--first-bucket-mb"},
-           {"port", "--port"}}};
+           {"port", "--port"},
+           {"python", "--python"},
+           {"torchrun", "--torchrun"}}};
 }
 
 }  // namespace engram::cli

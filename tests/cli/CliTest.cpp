@@ -455,6 +455,13 @@ TEST_F(CliTest, InvalidOptionsNameTheirFlag) {
                "engram: error: --first-bucket-mb must be a positive size");
   expect_error({"bench", "dp", "--json", dir_.file("b.json"), "--dist-backend", "nccl"}, 2,
                "engram: error: --dist-backend is nccl, which sums CUDA tensors only");
+  // The DDP peer's launcher is checked before Engram's rows are measured, not after them.
+  const std::string no_python = dir_.file("no-such-python3");
+  expect_error(
+      {"bench", "dp", "--json", dir_.file("b.json"), "--torchrun", "", "--python", no_python}, 2,
+      "engram: error: --python is '" + no_python + "', which is not an executable file");
+  expect_error({"bench", "dp", "--json", dir_.file("b.json"), "--torchrun", no_python}, 2,
+               "engram: error: --torchrun is '" + no_python + "', which is not an executable");
 }
 
 TEST_F(CliTest, Help) {
