@@ -1,6 +1,9 @@
 #include "bench/BenchSupport.h"
 
+#include "common/Errors.h"
+
 #include <malloc.h>
+#include <unistd.h>
 #include <torch/version.h>
 
 #include <algorithm>
@@ -60,6 +63,12 @@ std::string peer_script(const std::string& name) {
     throw std::runtime_error("the Python peer '" + path + "' is missing (see --no-peer)");
   }
   return path;
+}
+
+void check_peer_launcher(const std::string& program, const std::string& field) {
+  if (program.find('/') == std::string::npos) return;
+  if (::access(program.c_str(), X_OK) != 0)
+    throw InvalidOption(field, "is '" + program + "', which is not an executable file");
 }
 
 std::string run_peer(const std::vector<std::string>& argv, const ScratchDir& dir) {

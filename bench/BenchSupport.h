@@ -32,6 +32,11 @@ nlohmann::json versions_json();
 /// (pointing at --no-peer) when it is missing.
 std::string peer_script(const std::string& name);
 
+/// Checked before a benchmark's measurements, so that a peer's interpreter or launcher that is not
+/// there fails at once, not after minutes of Engram's rows: throws InvalidOption(field, ...) when
+/// `program` is a path (it has a '/') to no executable file. A bare name is left to the PATH.
+void check_peer_launcher(const std::string& program, const std::string& field);
+
 /// Runs `argv` (argv[0] looked up in PATH) with stdout and stderr going to files in `dir` and
 /// returns its stdout; throws std::runtime_error with stderr's last line if it cannot start or
 /// does not exit with 0.

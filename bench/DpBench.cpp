@@ -658,16 +658,6 @@ std::string dp_backend(const DpBenchOptions& o) {
       netns ? "GPU " + gpu + ": --hosts netns emulates the hosts on this machine" : o.device);
 }
 
-/// The DDP peer's launcher (its torchrun, else its python), checked before any work: a --python or
-/// --torchrun that is not there would otherwise fail only after Engram's rows were measured.
-void check_peer_launcher(const DpBenchOptions& o) {
-  const std::string program = torchrun_command(o.torchrun, o.python).front();
-  if (program.find('/') == std::string::npos) return;  // a name the PATH resolves when it runs
-  if (::access(program.c_str(), X_OK) != 0)
-    throw InvalidOption(o.torchrun.empty() ? "python" : "torchrun",
-                        "is '" + program + "', which is not an executable file");
-}
-
 void run_dp_bench(const DpBenchOptions& options, std::ostream& out) {
   validate(options);
   if (options.json_path.empty()) throw InvalidOption("json_path", "is required");
@@ -680,7 +670,9 @@ void run_dp_bench(const DpBenchOptions& options, std::ostream& out) {
   const bool peer_runs =
       !options.skip_peer &&
       std::find(options.models.begin(), options.models.end(), "resnet") != options.models.end();
-  if (peer_runs) check_peer_launcher(options);
+  if (peer_runs)  // its torchrun, else its python
+    check_peer_launcher(torchrun_command(options.torchrun, options.python).front(),
+                        options.torchrun.empty() ? "python" : "torchrun");
   if (dp_backend(options) == "nccl" && emulated && !options.skip_peer)
     throw InvalidOption("dist.backend",
                         "is nccl with emulated links: the DDP peer's delay would run in its "

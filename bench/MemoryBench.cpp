@@ -997,6 +997,9 @@ void validate_options(const MemoryBenchOptions& options) {
     check_writable(options.json_path);
     if (!options.trace_path.empty()) check_writable(options.trace_path);
   }
+  // The PyTorch peers run after the rows: the ResNet's on the CPU, every workload's on a GPU.
+  if (!options.skip_peer && (is_resnet(options.workload) || !device.is_cpu()))
+    check_peer_launcher(options.python, "python");
 }
 
 /// The report's header and one row per technique (after a discarded warm-up row), compared with

@@ -462,6 +462,10 @@ TEST_F(CliTest, InvalidOptionsNameTheirFlag) {
       "engram: error: --python is '" + no_python + "', which is not an executable file");
   expect_error({"bench", "dp", "--json", dir_.file("b.json"), "--torchrun", no_python}, 2,
                "engram: error: --torchrun is '" + no_python + "', which is not an executable");
+  expect_error({"bench", "memory", "--workload", "resnet", "--json", dir_.file("b.json"),
+                "--python", no_python},
+               2, "engram: error: --python is '" + no_python + "', which is not an executable");
+  EXPECT_FALSE(std::filesystem::exists(dir_.file("b.json")));
 }
 
 TEST_F(CliTest, Help) {
