@@ -1341,15 +1341,26 @@ TEST(BatchSamplerState, RestoringAStateContinuesWithTheSameBatches) {
 
 TEST_F(TorchTest, FusedAdamStateOfOtherShapesIsRefusedUnchanged) {
   auto p = torch::ones({2, 3});
-  FusedAdam adam({p}, 0.1);
-  std::vector<FusedAdam::State> state{{torch::ones({2, 3}), torch::ones({2, 3}), 4}};
+  auto q = torch::ones({4});
+  FusedAdam adam({p, q}, 0.1);
+  std::vector<FusedAdam::State> state{{torch::ones({2, 3}), torch::ones({2, 3}), 4},
+                                      {torch::ones({4}), torch::ones({4}), 4}};
   adam.load_state(state);
   EXPECT_EQ(adam.state()[0].steps, 4);
   EXPECT_TRUE(torch::equal(adam.state()[0].exp_avg, torch::ones({2, 3})));
-  state[0].exp_avg_sq = torch::ones({3, 2});
-  state[0].steps = 9;
-  EXPECT_THROW(adam.load_state(state), std::invalid_argument);
-  EXPECT_EQ(adam.state()[0].steps, 4) << "unchanged";
+  // New values in every field of both parameters, the second's exp_avg_sq of another shape: a
+  // load that applied the first parameter's state before checking the second would show.
+  std::vector<FusedAdam::State> refused{{torch::full({2, 3}, 5.0), torch::full({2, 3}, 6.0), 9},
+                                        {torch::full({4}, 5.0), torch::full({2, 2}, 6.0), 9}};
+  EXPECT_THROW(adam.load_state(refused), std::invalid_argument);
+  for (std::size_t i = 0; i < 2; ++i) {
+    EXPECT_EQ(adam.state()[i].steps, 4) << "parameter " << i << " unchanged";
+    EXPECT_TRUE(torch::equal(adam.state()[i].exp_avg, torch::ones_like(adam.state()[i].exp_avg)))
+        << "parameter " << i;
+    EXPECT_TRUE(
+        torch::equal(adam.state()[i].exp_avg_sq, torch::ones_like(adam.state()[i].exp_avg_sq)))
+        << "parameter " << i;
+  }
   EXPECT_THROW(adam.load_state({}), std::invalid_argument);
 }
 
