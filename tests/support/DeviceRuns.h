@@ -20,7 +20,7 @@ namespace engram::testing {
 #define ENGRAM_SKIP_WITHOUT_CUDA()                                                           \
   do {                                                                                       \
     if (engram::trainer::cuda_device_count() == 0)                                           \
-      GTEST_SKIP() << "no CUDA device: this test compares a GPU run with the CPU's";         \
+      GTEST_SKIP() << "no CUDA device: this test trains on a GPU";                           \
   } while (false)
 
 /// What a few steps of training left: each step's loss and the parameters after the last.
