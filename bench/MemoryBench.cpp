@@ -949,10 +949,14 @@ void validate_options(const MemoryBenchOptions& options) {
     if (!options.budget.empty())
       throw InvalidOption("budget", "is for the CPU: on " + options.device +
                                         " bound the device's memory with --memory-cap");
-    if (!options.memory_cap.empty()) trainer::check_memory_cap(options.memory_cap, "memory_cap");
-  } else if (!options.memory_cap.empty()) {
-    throw InvalidOption("memory_cap", "limits a device's memory, and the bench runs on the CPU "
-                                      "(--device cuda; on the CPU, --budget)");
+  }
+  if (!options.memory_cap.empty()) {
+    // The form first, wherever the bench runs (as train npi's --memory-cap): a malformed cap is
+    // named as one, not only as misplaced.
+    trainer::check_memory_cap(options.memory_cap, "memory_cap");
+    if (device.is_cpu())
+      throw InvalidOption("memory_cap", "limits a device's memory, and the bench runs on the CPU "
+                                        "(--device cuda; on the CPU, --budget)");
   }
   if (options.find_max_batch && options.memory_cap.empty())
     throw InvalidOption("find_max_batch", "searches under a device-memory cap: give --memory-cap "
