@@ -126,34 +126,60 @@ TEST_F(PrimitiveLibraryTest, AddTrainsOneNetworkAndLeavesTheOthersAsTheyWere) {
   for (int x = 0; x < 10; ++x) EXPECT_EQ(div3->apply(x), x % 3 == 0 ? 1 : 0) << x;
 }
 
+/// The message of the `E` that `call` throws; a failure of the test if it throws nothing or
+/// something else.
+template <class E, class Call>
+std::string message_of(Call&& call) {
+  try {
+    call();
+  } catch (const E& e) {
+    return e.what();
+  } catch (const std::exception& e) {
+    ADD_FAILURE() << "another exception: " << e.what();
+    return "";
+  }
+  ADD_FAILURE() << "nothing thrown";
+  return "";
+}
+
+/// Expects `text` to contain `part`.
+void expect_says(const std::string& text, const std::string& part) {
+  EXPECT_NE(text.find(part), std::string::npos) << "'" << part << "' not in: " << text;
+}
+
 TEST_F(PrimitiveLibraryTest, ClearErrorsForBadOptionsAndFiles) {
-  EXPECT_THROW(train_primitives(options({"triple"})), UsageError);
+  expect_says(message_of<UsageError>([&] { train_primitives(options({"triple"})); }),
+              "unknown primitive 'triple' (known: succ,");
   auto bad_k = options({"add"});
   bad_k.k = 1;
-  EXPECT_THROW(train_primitives(bad_k), UsageError);
+  expect_says(message_of<UsageError>([&] { train_primitives(bad_k); }), "k must lie in 2..1000");
   auto add_missing = options({"div"});
   add_missing.add = true;
-  EXPECT_THROW(train_primitives(add_missing), UsageError) << "--add needs an existing library";
+  expect_says(message_of<UsageError>([&] { train_primitives(add_missing); }),
+              "add finds no primitive library at '" + dir_.file("p.pt") + "'");
 
-  train_primitives(options({"succ"}));
+  train_primitives(options({"succ", "gt"}));
   auto other_k = options({"div"});
   other_k.add = true;
   other_k.k = 100;
-  EXPECT_THROW(train_primitives(other_k), UsageError) << "--add to a library of another K";
+  expect_says(message_of<UsageError>([&] { train_primitives(other_k); }),
+              "it holds primitives for K = 10, not 100");
   const auto library = PrimitiveLibrary::load(dir_.file("p.pt"));
-  try {
-    library.get(datasets::parse_primitive("even"));
-    ADD_FAILURE();
-  } catch (const UsageError& e) {
-    EXPECT_NE(std::string(e.what()).find("--add --primitive even"), std::string::npos) << e.what();
-  }
-  EXPECT_THROW(library.get(datasets::parse_primitive("gt(12)")), UsageError);
+  expect_says(message_of<UsageError>([&] { library.get(datasets::parse_primitive("even")); }),
+              "--add --primitive even");
+  // A constant outside the library's domain, of a family it has.
+  expect_says(message_of<UsageError>([&] { library.get(datasets::parse_primitive("gt(12)")); }),
+              "primitive 'gt(12)': the parameter must lie in 0..9 for K = 10");
 
   std::ofstream(dir_.file("junk.pt")) << "not a checkpoint";
-  EXPECT_THROW(PrimitiveLibrary::load(dir_.file("junk.pt")), FormatError);
-  EXPECT_THROW(PrimitiveLibrary::load(dir_.file("missing.pt")), std::runtime_error);
+  expect_says(message_of<FormatError>([&] { PrimitiveLibrary::load(dir_.file("junk.pt")); }),
+              "'" + dir_.file("junk.pt") + "' is not an engram checkpoint");
+  expect_says(
+      message_of<std::runtime_error>([&] { PrimitiveLibrary::load(dir_.file("missing.pt")); }),
+      "model file '" + dir_.file("missing.pt") + "' not found");
   trainer::save_checkpoint(dir_.file("npi.pt"), trainer::Checkpoint{"npi", "{}", {}});
-  EXPECT_THROW(PrimitiveLibrary::load(dir_.file("npi.pt")), FormatError) << "another kind";
+  expect_says(message_of<FormatError>([&] { PrimitiveLibrary::load(dir_.file("npi.pt")); }),
+              "holds a 'npi' model, expected 'primitives'");
 }
 
 TEST_F(PrimitiveLibraryTest, ANeuralPrimitiveDrivesTheListEnvironment) {
