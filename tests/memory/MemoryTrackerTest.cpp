@@ -4,6 +4,7 @@
 // torch may keep tensors of their own alive).
 #include "memory/MemoryTracker.h"
 #include "tests/support/TempDir.h"
+#include "tests/support/Thrown.h"
 
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
@@ -578,10 +579,12 @@ TEST_F(MemoryTrackerTest, ChromeTraceOfARecordedWindow) {
   EXPECT_EQ(dir.entries(), std::set<std::string>{"t.json"});
 }
 
-TEST(ChromeTrace, ThrowsWhenItCannotWrite) {
+TEST(ChromeTrace, ThrowsWhenItCannotWriteNamingThePath) {
   TempDir dir;
-  EXPECT_THROW(write_chrome_trace(dir.file("missing/dir/trace.json"), MemoryWindow{}),
-               std::runtime_error);
+  const std::string path = dir.file("missing/dir/trace.json");
+  testing::expect_says(testing::message_of<std::runtime_error>(
+                           [&] { write_chrome_trace(path, MemoryWindow{}); }),
+                       "cannot write '" + path + "'");
 }
 
 }  // namespace

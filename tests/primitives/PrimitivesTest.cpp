@@ -5,6 +5,7 @@
 #include "datasets/ListTask.h"
 #include "tests/support/DeviceRuns.h"
 #include "tests/support/TempDir.h"
+#include "tests/support/Thrown.h"
 #include "trainer/Checkpoint.h"
 
 #include <gtest/gtest.h>
@@ -16,6 +17,8 @@
 namespace engram::primitives {
 namespace {
 
+using testing::expect_says;
+using testing::message_of;
 using testing::TempDir;
 
 TEST(PrimitiveExamples, EnumerateTheWholeDomainWithExactTargets) {
@@ -124,27 +127,6 @@ TEST_F(PrimitiveLibraryTest, AddTrainsOneNetworkAndLeavesTheOthersAsTheyWere) {
   const auto library = PrimitiveLibrary::load(dir_.file("p.pt"));
   const auto div3 = library.get(datasets::parse_primitive("div(3)"));
   for (int x = 0; x < 10; ++x) EXPECT_EQ(div3->apply(x), x % 3 == 0 ? 1 : 0) << x;
-}
-
-/// The message of the `E` that `call` throws; a failure of the test if it throws nothing or
-/// something else.
-template <class E, class Call>
-std::string message_of(Call&& call) {
-  try {
-    call();
-  } catch (const E& e) {
-    return e.what();
-  } catch (const std::exception& e) {
-    ADD_FAILURE() << "another exception: " << e.what();
-    return "";
-  }
-  ADD_FAILURE() << "nothing thrown";
-  return "";
-}
-
-/// Expects `text` to contain `part`.
-void expect_says(const std::string& text, const std::string& part) {
-  EXPECT_NE(text.find(part), std::string::npos) << "'" << part << "' not in: " << text;
 }
 
 TEST_F(PrimitiveLibraryTest, ClearErrorsForBadOptionsAndFiles) {

@@ -5,6 +5,7 @@
 #include "synth/Recognizer.h"
 #include "synth/Template.h"
 #include "synth/Trace.h"
+#include "tests/support/Thrown.h"
 
 #include <gtest/gtest.h>
 
@@ -93,18 +94,22 @@ TEST(SynthTableFamily, RefusesBadTables) {
   f.kind = datasets::PrimitiveKind::kBinary;
   f.k = 3;
   f.table = std::vector<int>(9, 0);
+  const auto refusal = [&] {
+    return testing::message_of<InputError>([&] { datasets::register_table_family(f); });
+  };
   f.name = "add";
-  EXPECT_THROW(datasets::register_table_family(f), InputError);  // a library name
+  testing::expect_says(refusal(), "'add' is a library primitive");
   f.name = "9lives";
-  EXPECT_THROW(datasets::register_table_family(f), InputError);
+  testing::expect_says(refusal(), "primitive name '9lives' is not an identifier");
   f.name = "ok_name";
   f.table.pop_back();
-  EXPECT_THROW(datasets::register_table_family(f), InputError);  // 8 values, not 9
+  testing::expect_says(refusal(), "primitive 'ok_name': its table has 8 values, not 9");
   f.table = std::vector<int>(9, 3);
-  EXPECT_THROW(datasets::register_table_family(f), InputError);  // 3 is outside 0..2
+  testing::expect_says(refusal(), "primitive 'ok_name': the value 3 lies outside 0..2");
   f.kind = datasets::PrimitiveKind::kPredicate;
   f.table = {0, 1, 2};
-  EXPECT_THROW(datasets::register_table_family(f), InputError);  // a predicate gives 0 or 1
+  // A predicate gives 0 or 1.
+  testing::expect_says(refusal(), "primitive 'ok_name': the value 2 lies outside 0..1");
 }
 
 // A run of [x * 2 % 10 for x in xs] on [3, 7].
