@@ -2,6 +2,7 @@
 
 #include "common/AtomicFile.h"
 #include "common/Errors.h"
+#include "common/Subprocess.h"
 #include "nn/Width.h"
 #include "primitives/PrimitiveNet.h"
 #include "primitives/PrimitiveWorkload.h"
@@ -16,7 +17,9 @@
 #include <algorithm>
 #include <chrono>
 #include <filesystem>
+#include <fstream>
 #include <map>
+#include <optional>
 
 namespace engram::primitives {
 namespace {
@@ -168,8 +171,12 @@ std::vector<FamilyReport> train_primitives(const TrainPrimitivesOptions& options
     throw InvalidOption("k", "must lie in " + std::to_string(datasets::kMinDomain) + ".." +
                                  std::to_string(datasets::kMaxDomain));
   }
-  if (options.training.resume || options.training.checkpoint_every > 0) {
-    throw InvalidOption(options.training.resume ? "resume" : "checkpoint_every",
+  if (options.training.resume || options.training.checkpoint_every > 0 ||
+      !options.training.checkpoint_path.empty()) {
+    // A state written on SIGINT would name a --resume this command refuses.
+    throw InvalidOption(options.training.resume               ? "resume"
+                        : options.training.checkpoint_every > 0 ? "checkpoint_every"
+                                                                : "checkpoint_path",
                         "is for one model's training (npi, tbcnn): a primitive library trains "
                         "one small network per family in turn, each in seconds");
   }
@@ -214,7 +221,21 @@ std::vector<FamilyReport> train_primitives(const TrainPrimitivesOptions& options
   }
   std::vector<FamilyReport> reports;
   const trainer::JobScope job(options.training);  // one job for every family's session
+  // One metrics file for the library, each family's lines in turn with its name: the trainer
+  // writes a file per session (it would keep only the last family's), so each family's session
+  // writes into a scratch file that is then copied over.
+  trainer::TrainingOptions training = options.training;
+  std::ofstream metrics;
+  std::optional<ScratchDir> scratch;
+  if (!options.training.metrics_path.empty() && options.training.writes_files()) {
+    metrics.open(options.training.metrics_path, std::ios::out | std::ios::trunc);
+    if (!metrics)
+      throw std::runtime_error("cannot write metrics file '" + options.training.metrics_path +
+                               "'");
+    scratch.emplace("primitives-metrics");
+  }
   for (const auto& family : families) {
+    if (scratch) training.metrics_path = scratch->file(family + ".jsonl");
     auto config = PrimitiveNetConfig::for_family(family, options.k);
     config.hidden = options.hidden;
     config.embedding = options.embedding;
@@ -227,7 +248,19 @@ std::vector<FamilyReport> train_primitives(const TrainPrimitivesOptions& options
       return workload.count_correct() == static_cast<long>(workload.num_examples());
     };
     const auto start = std::chrono::steady_clock::now();
-    const auto summary = trainer::train(workload, options.training, stop_when_exact);
+    const auto summary = trainer::train(workload, training, stop_when_exact);
+    if (scratch) {
+      std::ifstream lines(training.metrics_path);
+      for (std::string line; std::getline(lines, line);) {
+        nlohmann::json entry = nlohmann::json::parse(line);
+        entry["family"] = family;
+        metrics << entry.dump() << '\n';
+      }
+      metrics.flush();
+      if (!metrics)
+        throw std::runtime_error("cannot write metrics file '" + options.training.metrics_path +
+                                 "'");
+    }
     FamilyReport report = score(config, workload);
     net->to(torch::kCPU);  // the library's networks run on the CPU (LearnedPrimitive::apply)
     report.steps = summary.steps;

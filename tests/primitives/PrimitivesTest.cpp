@@ -9,8 +9,10 @@
 #include "trainer/Checkpoint.h"
 
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include <fstream>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -135,6 +137,11 @@ TEST_F(PrimitiveLibraryTest, ClearErrorsForBadOptionsAndFiles) {
   auto bad_k = options({"add"});
   bad_k.k = 1;
   expect_says(message_of<UsageError>([&] { train_primitives(bad_k); }), "k must lie in 2..1000");
+  // A state written on SIGINT would name a --resume this command refuses.
+  auto with_checkpoint = options({"add"});
+  with_checkpoint.training.checkpoint_path = dir_.file("p.ckpt");
+  expect_says(message_of<UsageError>([&] { train_primitives(with_checkpoint); }),
+              "checkpoint_path is for one model's training (npi, tbcnn)");
   auto add_missing = options({"div"});
   add_missing.add = true;
   expect_says(message_of<UsageError>([&] { train_primitives(add_missing); }),
@@ -162,6 +169,31 @@ TEST_F(PrimitiveLibraryTest, ClearErrorsForBadOptionsAndFiles) {
   trainer::save_checkpoint(dir_.file("npi.pt"), trainer::Checkpoint{"npi", "{}", {}});
   expect_says(message_of<FormatError>([&] { PrimitiveLibrary::load(dir_.file("npi.pt")); }),
               "holds a 'npi' model, expected 'primitives'");
+}
+
+// One metrics file for the library: every family's lines, in the order trained, each naming
+// its family (each family's session used to truncate the file, leaving only the last's).
+TEST_F(PrimitiveLibraryTest, TheMetricsFileKeepsEveryFamilysLinesInTurn) {
+  auto o = options({"succ", "gt"});
+  o.training.metrics_path = dir_.file("m.jsonl");
+  o.training.log_every = 10;
+  std::ofstream(o.training.metrics_path) << "an old line\n";
+  const auto reports = train_primitives(o);
+  ASSERT_EQ(reports.size(), 2u);
+  std::ifstream in(o.training.metrics_path);
+  std::vector<std::string> families;
+  std::map<std::string, long> last_step;
+  for (std::string line; std::getline(in, line);) {
+    const auto entry = nlohmann::json::parse(line);  // the old line is gone: it is not JSON
+    const std::string family = entry.at("family");
+    if (families.empty() || families.back() != family) families.push_back(family);
+    const long step = entry.at("step");
+    EXPECT_GT(step, last_step[family]) << family << "'s steps count from its own start";
+    last_step[family] = step;
+  }
+  EXPECT_EQ(families, (std::vector<std::string>{"succ", "gt"}));
+  EXPECT_EQ(last_step["succ"], reports[0].steps);
+  EXPECT_EQ(last_step["gt"], reports[1].steps);
 }
 
 TEST_F(PrimitiveLibraryTest, ANeuralPrimitiveDrivesTheListEnvironment) {
