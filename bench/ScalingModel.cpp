@@ -59,14 +59,36 @@ Profile read_profile(const json& run) {
     p.forward = prof.at("forward_ms").get<double>() / 1e3;
     p.backward = prof.at("backward_ms").get<double>() / 1e3;
     p.tail = prof.at("tail_chain_ms").get<double>() / 1e3;
-    for (const json& s : prof.at("segments_ms"))
+    for (const json& s : prof.at("segments_ms")) {
+      // A negative count would wrap to an enormous one.
+      if (!s.at(2).is_number_unsigned())
+        throw FormatError("bench scale: a segment's gradient bytes are " + s.at(2).dump() +
+                          ", not a count");
       p.segments.push_back({s.at(0).get<double>() / 1e3, s.at(1).get<double>() / 1e3,
                             s.at(2).get<std::size_t>()});
+    }
   } catch (const json::exception& e) {
     throw FormatError(std::string("bench scale: the input is not a `bench streams` profile (") +
                       e.what() + ")");
   }
   if (p.segments.empty()) throw FormatError("bench scale: the profile has no weight-gradient task");
+  // Times a step is made of, measured: a zero step would divide the one-GPU check by zero, a
+  // negative or infinite time would give predictions of nothing real.
+  const auto time = [](double seconds, const char* what, bool positive) {
+    if (!std::isfinite(seconds) || seconds < 0 || (positive && seconds == 0))
+      throw FormatError(std::string("bench scale: the profile's ") + what + " is " +
+                        std::to_string(seconds * 1e3) + " ms, not a" +
+                        (positive ? " positive" : " non-negative") + " time");
+  };
+  time(p.measured_step, "one_stream_step_ms", true);
+  time(p.step, "step_ms", true);
+  time(p.forward, "forward_ms", false);
+  time(p.backward, "backward_ms", false);
+  time(p.tail, "tail_chain_ms", false);
+  for (const auto& s : p.segments) {
+    time(s.chain, "segments_ms chain", false);
+    time(s.weight_grad, "segments_ms weight-gradient time", false);
+  }
   return p;
 }
 
@@ -110,7 +132,7 @@ void run_scaling_model(const ScalingOptions& o, std::ostream& out) {
   if (o.json_path.empty()) throw InvalidOption("json_path", "is required");
   check_writable(o.json_path);
   std::ifstream in(o.from_path);
-  if (!in) throw InvalidOption("from_path", "cannot be read: " + o.from_path);
+  if (!in) throw std::runtime_error("bench scale: cannot read '" + o.from_path + "'");
   json input;
   try {
     input = json::parse(in);

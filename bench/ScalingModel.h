@@ -29,7 +29,8 @@ struct ScalingOptions {
 };
 
 /// Reads, predicts, prints a table on `out` and writes the JSON; UsageError for bad options,
-/// FormatError for an input that is not a streams profile.
+/// std::runtime_error for an input it cannot read, FormatError for one that is not a streams
+/// profile or holds times or byte counts no measurement gives (zero steps, negative values).
 void run_scaling_model(const ScalingOptions& options, std::ostream& out);
 
 }  // namespace engram::bench

@@ -22,6 +22,7 @@ Command register_bench_scale(CLI::App& parent) {
   sub->add_option("--json", o->json_path, "Write the predictions here")->required();
   return {sub,
           [o](std::ostream& out, std::ostream&) {
+            refuse_overwriting({{"--from", o->from_path}}, {{"--json", o->json_path}});
             bench::run_scaling_model(*o, out);
             return 0;
           },

@@ -87,6 +87,29 @@ TEST_F(ScalingModelTest, AnInputThatIsNoStreamsProfileIsAFormatError) {
   other = streams_run();
   other["profile"].erase("segments_ms");
   EXPECT_THROW(run(other), FormatError);
+  // Values no measurement gives: a zero step (the one-GPU check divided by it), a negative
+  // time, a negative byte count (it wrapped to an enormous one).
+  other = streams_run();
+  other["one_stream_step_ms"] = 0.0;
+  EXPECT_THROW(run(other), FormatError);
+  other = streams_run();
+  other["profile"]["forward_ms"] = -1.0;
+  EXPECT_THROW(run(other), FormatError);
+  other = streams_run();
+  other["profile"]["segments_ms"][1][2] = -8000000;
+  EXPECT_THROW(run(other), FormatError);
+  // An input that is not there is a runtime failure (exit 1), not a usage error.
+  try {
+    std::ostringstream out;
+    run_scaling_model({dir_.file("missing.json"), dir_.file("out.json")}, out);
+    ADD_FAILURE() << "a missing --from was read";
+  } catch (const UsageError& e) {
+    ADD_FAILURE() << "a usage error: " << e.what();
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("cannot read '" + dir_.file("missing.json") + "'"),
+              std::string::npos)
+        << e.what();
+  }
 }
 
 }  // namespace
