@@ -122,7 +122,7 @@ int CodeTree::node_at(Position p) const {
   auto before = [](Position a, Position b) {
     return a.line < b.line || (a.line == b.line && a.column < b.column);
   };
-  int best = 0;
+  int best = -1;
   // Pre-order: a later node that contains the position is deeper than every earlier one that does.
   for (int i = 0; i < size(); ++i) {
     if (!before(p, start[i]) && before(p, end[i])) best = i;

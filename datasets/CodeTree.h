@@ -59,7 +59,8 @@ struct CodeTree {
   int size() const { return static_cast<int>(type.size()); }
   int num_children(int node) const { return child_begin[node + 1] - child_begin[node]; }
   std::vector<int> children(int node) const;
-  /// The deepest node whose span contains the 0-based position; the root if none does better.
+  /// The deepest node whose span contains the 0-based position (the root when only it does: a
+  /// blank line between statements); -1 when not even the root does (past the end).
   int node_at(Position position) const;
   /// Nodes on the path from `node` up to the root, `node` first.
   std::vector<int> ancestors(int node) const;

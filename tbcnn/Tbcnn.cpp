@@ -179,6 +179,12 @@ FileInput prepare_file(const TbcnnModel& model, const EncodeOptions& options) {
     return in;
   }
   int node = parsed.node_at(parse_pivot(options.pivot));
+  // The whole file is no pivot: a position past its end or on a blank line between statements
+  // was read as the module itself, and the module was classified or encoded without a word.
+  if (node <= 0)
+    throw InvalidOption("pivot", options.pivot + ": no node of the file but the module itself " +
+                                     (node < 0 ? "(the position is past its end)"
+                                               : "(a blank line, or between statements)"));
   if (config.task == "masked") {
     // The model was trained on statements: the innermost statement around the position.
     int statement = -1;

@@ -396,6 +396,20 @@ TEST_F(EngramBinaryTest, CodeCorpusTbcnnTrainEvalEncodeClassify) {
   ASSERT_EQ(p.code, 0) << p.err;
   EXPECT_EQ(nlohmann::json::parse(p.out).at("pivot_type"), "expression_statement") << p.out;
   expect_one_error_line(run({"encode", "--model", localized, "--file", file, "--pivot", "x"}), 2);
+  // A position in no node but the module: past the file's end, or a blank line. It was read as
+  // the module itself (or, for this task, as "no statement there").
+  p = run({"encode", "--model", localized, "--file", file, "--pivot", "999:1"});
+  expect_one_error_line(p, 2);
+  EXPECT_NE(p.err.find("--pivot 999:1: no node of the file but the module itself (the position "
+                       "is past its end)"),
+            std::string::npos)
+      << p.err;
+  std::ofstream(dir_.file("blank.py")) << "a = 1\n\nb = 2\n";
+  p = run({"encode", "--model", localized, "--file", dir_.file("blank.py"), "--pivot", "2:1"});
+  expect_one_error_line(p, 2);
+  EXPECT_NE(p.err.find("--pivot 2:1: no node of the file but the module itself (a blank line"),
+            std::string::npos)
+      << p.err;
   // Model selection on the valid split.
   p = run({"train",
            "tbcnn",

@@ -81,6 +81,13 @@ TEST(CodeTree, NodeAtFindsTheDeepestNodeAndAncestorsLeadToTheRoot) {
   EXPECT_EQ(type_of(tree, path[1]), "binary_operator");
 }
 
+TEST(CodeTree, NodeAtIsTheRootOnABlankLineAndNoneAfterTheEnd) {
+  const CodeTree tree = parse_code(Language::kPython, "a = 1\n\nb = 2\n");
+  EXPECT_EQ(tree.node_at({1, 0}), 0) << "the blank line is the module's alone";
+  EXPECT_EQ(type_of(tree, tree.node_at({2, 0})), "identifier");  // the "b"
+  EXPECT_EQ(tree.node_at({10, 0}), -1);
+}
+
 TEST(CodeTree, MaxNodesStopsLargeTrees) {
   EXPECT_THROW(parse_code(Language::kPython, "a = [1, 2, 3, 4, 5, 6]\n", 5), TooManyNodes);
   EXPECT_NO_THROW(parse_code(Language::kPython, "a = 1\n", 100));
