@@ -330,7 +330,7 @@ void check_neural(const SynthOptions& o, SynthReport& report,
 
 }  // namespace
 
-SynthReport synthesize(const SynthOptions& o) {
+void validate(const SynthOptions& o) {
   if (o.source.empty()) throw InvalidOption("source", "is required");
   if (o.function.empty()) throw InvalidOption("function", "is required");
   if (o.k < datasets::kMinDomain || o.k > datasets::kMaxDomain)
@@ -349,6 +349,10 @@ SynthReport synthesize(const SynthOptions& o) {
   if (o.threads < 0 || o.threads > 1024)
     throw InvalidOption("threads", "must be 0 (all cores) or between 1 and 1024");
   if (!(o.timeout_seconds > 0)) throw InvalidOption("timeout_seconds", "must be positive");
+}
+
+SynthReport synthesize(const SynthOptions& o) {
+  validate(o);
   if (std::ifstream(o.source).fail())
     throw std::runtime_error("cannot read source file '" + o.source + "'");
   const ScratchDir scratch("synth");

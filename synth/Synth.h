@@ -97,7 +97,12 @@ struct SynthReport {
   std::vector<Trained> trained;
 };
 
-/// Traces, recovers and checks; registers the new table families in this process.
+/// InvalidOption for options out of range, before any file is read or process started (the
+/// command line checks them before a --recognizer tbcnn model is loaded).
+void validate(const SynthOptions& options);
+
+/// Traces, recovers and checks (validate() first); registers the new table families in this
+/// process.
 SynthReport synthesize(const SynthOptions& options);
 
 /// {"function", "k", "expression", "shape", "primitives": [...], "check": {...}}

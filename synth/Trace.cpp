@@ -4,18 +4,30 @@
 
 #include <nlohmann/json.hpp>
 
+#include <cstdint>
+
 namespace engram::synth {
 namespace {
 
 using json = nlohmann::json;
 
+/// A 64-bit integer of the trace: one past that range (read as unsigned, or as a float) would
+/// wrap or be an undefined conversion; the tracer refuses such values where they are computed.
+std::int64_t int64_of(const json& j) {
+  if (!j.is_number_integer() ||
+      (j.is_number_unsigned() &&
+       j.get<std::uint64_t>() > static_cast<std::uint64_t>(INT64_MAX)))
+    throw FormatError("trace: " + j.dump() + " is not a 64-bit integer");
+  return j.get<std::int64_t>();
+}
+
 Ref parse_ref(const json& j) {
   Ref r;
   if (j.is_number_integer()) {
     r.node = j.get<int>();
-  } else if (j.is_array() && j.size() == 2 && j[0] == "c" && j[1].is_number_integer()) {
+  } else if (j.is_array() && j.size() == 2 && j[0] == "c" && j[1].is_number()) {
     r.is_const = true;
-    r.value = j[1].get<std::int64_t>();
+    r.value = int64_of(j[1]);
   } else {
     throw FormatError("trace: a value reference is neither a node id nor [\"c\", int]: " +
                       j.dump());
@@ -36,7 +48,7 @@ Run parse_run(const json& j) {
     } else {
       for (const auto& a : n.at(2)) node.args.push_back(parse_ref(a));
     }
-    node.value = n.at(3).get<std::int64_t>();
+    node.value = int64_of(n.at(3));
     node.line = n.at(4).get<int>();
     run.nodes[node.id] = node;
   }

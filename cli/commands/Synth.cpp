@@ -67,6 +67,7 @@ int run_synth(const Synth& c, std::ostream& out) {
   if (c.recognizer != "tbcnn" && !c.tbcnn_model.empty())
     throw InvalidOption("tbcnn_model", "goes with --recognizer tbcnn");
   synth::SynthOptions options = c.options;
+  synth::validate(options);  // a bad option before the TBCNN model is read and run
   if (c.recognizer == "tbcnn") options.source_class = tbcnn_class(c);
   const auto report = synth::synthesize(options);
   out << (c.json ? synth::synth_json(report) + "\n" : synth::synth_text(report));

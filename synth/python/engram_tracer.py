@@ -62,6 +62,15 @@ class Unsupported(Exception):
         super().__init__(f"line {line}: {what}")
 
 
+def int64(value, line):
+    """`value` as the trace carries it: a 64-bit integer, as Engram reads it (a larger one came
+    out as a float, or wrapped around to a negative number)."""
+    if not -2**63 <= value < 2**63:
+        raise Unsupported(line, f"the value {value} is outside 64-bit integers, which synth "
+                                "does not model")
+    return value
+
+
 # ---------------------------------------------------------------------------------------------
 # The recorder
 
@@ -98,10 +107,10 @@ class Recorder:
             frame = frame.f_back
         return 0
 
-    def ref(self, value):
+    def ref(self, value, line=0):
         if isinstance(value, V):
             return value.nid
-        return ["c", _plain(value)]
+        return ["c", int64(_plain(value), line)]
 
     def leaf(self, value, which, index):
         nid = self.next_seq()
@@ -117,8 +126,9 @@ class Recorder:
                 positions.update(self.positions[a.nid])
         positions = tuple(sorted(positions))
         self.positions[nid] = positions
-        self.nodes.append([nid, name, [self.ref(a) for a in args], int(value), self.user_line(),
-                           [list(p) for p in positions]])
+        line = self.user_line()
+        self.nodes.append([nid, name, [self.ref(a, line) for a in args], int64(int(value), line),
+                           line, [list(p) for p in positions]])
         return V(value, nid)
 
     def branch(self, value, outcome):
@@ -484,7 +494,10 @@ def make_tracer(loop_lines):
         values = {}
         for name, value in frame.f_locals.items():
             if isinstance(value, int) and not isinstance(value, bool):
-                values[name] = REC.ref(value)
+                # A local too large for the trace (an unused 10**20) is left out; a computation
+                # with it is refused where it happens (Recorder.op).
+                if -2**63 <= _plain(value) < 2**63:
+                    values[name] = REC.ref(value)
             elif isinstance(value, list):
                 values[name] = {"list": len(value)}
         return values

@@ -77,6 +77,18 @@ def quits(xs):
     if len(xs) > 3:
         raise SystemExit(0)
     return xs
+
+
+def wraps(xs):
+    return [(x * 0xFFFFFFFFFFFFFFFF) % 10 for x in xs]
+
+
+def big_local(xs):
+    limit = 10**20
+    out = []
+    for x in xs:
+        out.append((x + 1) % 10)
+    return out
 PY
 printf 'raise SystemExit(3)\n\ndef f(xs):\n    return xs\n' > exits.py
 printf 'def f(xs):\n    return [x for x in xs\n' > syntax.py
@@ -100,6 +112,9 @@ expect 2 "computed from 2 elements" --source bad.py --function all_pairs
 expect 2 "line 1: import of 'os'" --source imports.py --function f
 expect 2 "line 2: syntax error" --source syntax.py --function f
 expect 2 "no function 'nothing' in the file" --source bad.py --function nothing
+# Past 64-bit integers: wrapped to a negative constant, this was recovered as map(negate, xs).
+expect 2 "line 68: the value 18446744073709551615 is outside 64-bit integers" --source bad.py \
+  --function wraps
 expect 1 "raised ZeroDivisionError at line 29" --source bad.py --function raises
 expect 1 "returned 16 in its list, outside the domain 0..9" --source bad.py --function too_big
 expect 1 "returned 'no': neither a list nor a number" --source bad.py --function returns_text
@@ -121,5 +136,9 @@ expect 2 "\-\-threads must be 0 (all cores) or between 1 and 1024" --source bad.
 timeout 120 "$engram" synth --source bad.py --function fine --checks 20 > out.txt 2> err.txt ||
   { cat err.txt; fail "a supported function beside unsupported ones"; }
 grep -q "^filter(gt(4), xs)$" out.txt || { cat out.txt; fail "fine: the wrong program"; }
+# A local too large for the trace that no computation uses does not matter either.
+timeout 120 "$engram" synth --source bad.py --function big_local --checks 20 > out.txt 2> err.txt ||
+  { cat err.txt; fail "an unused local past 64 bits"; }
+grep -q "^map(succ, xs)$" out.txt || { cat out.txt; fail "big_local: the wrong program"; }
 [ -z "$(ls -A "$TMPDIR")" ] || { ls -la "$TMPDIR"; fail "scratch files left behind"; }
 echo "bad input: one-line errors, exit 2 for code outside the subset, 1 for failing functions"
