@@ -154,8 +154,10 @@ void validate(const DpBenchOptions& o) {
   backend.backend = o.dist_backend;
   parallel::validate(backend);
   dp_backend(o);  // nccl on the CPU or on ranks that share a GPU: refused
-  if (!(o.bucket_mb > 0)) throw InvalidOption("bucket_mb", "must be a positive size");
-  if (!(o.first_bucket_mb > 0)) throw InvalidOption("first_bucket_mb", "must be a positive size");
+  if (!(o.bucket_mb > 0 && o.bucket_mb <= parallel::kMaxBucketMib))
+    throw InvalidOption("bucket_mb", "must be a positive size up to 1048576 MiB (1 TiB)");
+  if (!(o.first_bucket_mb > 0 && o.first_bucket_mb <= parallel::kMaxBucketMib))
+    throw InvalidOption("first_bucket_mb", "must be a positive size up to 1048576 MiB (1 TiB)");
 }
 
 /// A model and what its workload refers to.

@@ -8,7 +8,10 @@
 #include <CLI/CLI.hpp>
 
 #include <algorithm>
+#include <charconv>
 #include <new>
+#include <string>
+#include <system_error>
 
 namespace engram::cli {
 namespace {
@@ -42,6 +45,55 @@ std::vector<Command> register_commands(CLI::App& app) {
   commands.push_back(register_bench_scale(bench));
   commands.push_back(register_help(app));
   return commands;
+}
+
+/// A whole number in decimal digits (an optional sign; none for an unsigned option) within 64
+/// bits, with leading zeros dropped. CLI11 reads integers with strtoll's base 0, so that "010"
+/// was eight, "0x10" sixteen, a number past 64 bits silently the largest one and "-1" of an
+/// unsigned option 2^64 - 1; the option's own type bounds it further, as before.
+CLI::Validator decimal_integer(bool is_unsigned) {
+  return CLI::Validator(
+      [is_unsigned](std::string& text) -> std::string {
+        const bool negative = !text.empty() && text[0] == '-';
+        const std::size_t first = !text.empty() && (text[0] == '-' || text[0] == '+') ? 1 : 0;
+        const bool digits = first < text.size() &&
+                            std::all_of(text.begin() + static_cast<std::ptrdiff_t>(first),
+                                        text.end(), [](char c) { return c >= '0' && c <= '9'; });
+        const std::string unsigned_range = "' is not a whole number from 0 to 18446744073709551615";
+        if (is_unsigned && digits && negative) return "'" + text + unsigned_range;
+        if (!digits) return "'" + text + "' is not a whole number in decimal digits";
+        const std::size_t nonzero = text.find_first_not_of('0', first);
+        const std::string number =
+            (negative ? "-" : "") + (nonzero == std::string::npos ? "0" : text.substr(nonzero));
+        const char* end = number.data() + number.size();
+        std::errc error;
+        if (is_unsigned) {
+          unsigned long long value = 0;
+          error = std::from_chars(number.data(), end, value).ec;
+        } else {
+          long long value = 0;
+          error = std::from_chars(number.data(), end, value).ec;
+        }
+        if (error != std::errc())
+          return "'" + text +
+                 (is_unsigned ? unsigned_range : "' is not a whole number within 64 bits");
+        text = number;
+        return "";
+      },
+      "");
+}
+
+/// decimal_integer() on every integer option of `app` and its commands, before the option's own
+/// checks (a transform: CLI11 keeps a check from changing the text).
+void decimal_integers_only(CLI::App& app) {
+  for (CLI::Option* option : app.get_options()) {
+    if (option->get_type_size() == 0) continue;  // a flag: it takes no value
+    const std::string type = option->get_type_name();
+    const std::string base = type.substr(0, type.find(':'));
+    if (base == "INT" || base == "UINT") option->transform(decimal_integer(base == "UINT"));
+  }
+  for (CLI::App* sub : app.get_subcommands([](const CLI::App*) { return true; }))
+    decimal_integers_only(*sub);
 }
 
 /// CLI11 reports an unknown first word only as "a subcommand is required"; this names it.
@@ -120,6 +172,7 @@ int engram_main(const std::vector<std::string>& args, std::ostream& out, std::os
                         "Engram's commit, LibTorch's version, the CUDA, cuDNN and NCCL versions "
                         "compiled in, and the GPUs visible");
   const std::vector<Command> commands = register_commands(app);
+  decimal_integers_only(app);
   if (is_unknown_command(app, args)) {
     err << "engram: error: unknown command '" << args[0] << "' (see `engram help`)\n";
     return 2;

@@ -39,17 +39,18 @@ CLI::Option* with_default(CLI::Option* option, const std::string& varies) {
 
 bool given(const CLI::Option* option) { return option != nullptr && option->count() > 0; }
 
-/// A size in MiB above 0 (CLI::PositiveNumber's message prints the largest double).
+/// A size in MiB above 0 and at most parallel::kMaxBucketMib (CLI::PositiveNumber's message
+/// prints the largest double; past the bound the bytes overflowed a size_t).
 CLI::Validator positive_mib() {
   return CLI::Validator(
       [](std::string& text) -> std::string {
         try {
           std::size_t end = 0;
           const double v = std::stod(text, &end);
-          if (end == text.size() && v > 0 && std::isfinite(v)) return "";
+          if (end == text.size() && v > 0 && v <= parallel::kMaxBucketMib) return "";
         } catch (const std::exception&) {
         }
-        return "'" + text + "' is not a positive size in MiB";
+        return "'" + text + "' is not a positive size in MiB up to 1048576 (1 TiB)";
       },
       "MiB");
 }

@@ -151,6 +151,18 @@ TraceSet generate_traces(const Task& task, const GenerateOptions& options) {
   task.check_length_option(options.max_length, "max_length");
   if (options.per_length < 1) throw InvalidOption("per_length", "must be at least 1");
   if (options.traces < 0) throw InvalidOption("traces", "must be at least 1");
+  // Every trace is held in memory until the file is written: far more than any training reads
+  // ran the machine out of memory (the OOM killer, not an error) instead of being refused.
+  constexpr long long kMaxTraces = 10'000'000;
+  const long long lengths = options.max_length - options.min_length + 1;
+  const long long total = options.traces > 0
+                              ? static_cast<long long>(options.traces)
+                              : static_cast<long long>(options.per_length) * lengths;
+  if (total > kMaxTraces)
+    throw InvalidOption(options.traces > 0 ? "traces" : "per_length",
+                        "asks for " + std::to_string(total) +
+                            " traces in all: at most 1e7, which are held in memory until the "
+                            "file is written");
   TraceSet set;
   set.task = task.name();
   set.options = options;

@@ -113,7 +113,12 @@ enum class RankDevices {
 std::string resolved_backend(const std::string& backend, RankDevices devices,
                              const std::string& shared = "");
 
-/// `mib` MiB in bytes, at least 1 (bucket sizes are given in MiB, as DDP's bucket_cap_mb).
+/// The largest bucket a command line may ask for, in MiB (1 TiB): far above any model's
+/// gradients, and far below where a size in bytes stops fitting a size_t.
+constexpr double kMaxBucketMib = 1 << 20;
+
+/// `mib` MiB in bytes, at least 1 (bucket sizes are given in MiB, as DDP's bucket_cap_mb);
+/// `mib` in (0, kMaxBucketMib].
 std::size_t bytes_of_mib(double mib);
 
 /// A loopback TCP port no one listens on now, chosen by the system, for the rendezvous of a job

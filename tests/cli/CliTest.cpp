@@ -335,6 +335,30 @@ TEST_F(CliTest, EveryTrainCommandTakesTheTrainingFlags) {
   EXPECT_TRUE(dir_.entries().empty()) << "usage errors write nothing";
 }
 
+// Every integer option reads decimal digits: CLI11 alone read "010" as octal eight, "0x10" as
+// sixteen and a number past 64 bits as the largest one, without a word.
+TEST_F(CliTest, IntegerOptionsAreDecimal) {
+  const std::string out = dir_.file("t.jsonl");
+  const Outcome ten = expect_ok({"data", "gen", "--task", "addition", "--out", out, "--max-len",
+                                 "1", "--per-length", "010"});
+  EXPECT_NE(ten.out.find("wrote 10 addition traces"), std::string::npos) << ten.out;
+  const std::string seeded = read_file(out);
+  expect_ok({"data", "gen", "--task", "addition", "--out", out, "--max-len", "1", "--per-length",
+             "10", "--seed", "010"});
+  const std::string seed_ten = read_file(out);
+  expect_ok({"data", "gen", "--task", "addition", "--out", out, "--max-len", "1", "--per-length",
+             "10", "--seed", "10"});
+  EXPECT_EQ(seed_ten, read_file(out)) << "--seed 010 is seed 10";
+  EXPECT_NE(seeded, seed_ten) << "the seed matters to the traces";
+  expect_error({"data", "gen", "--task", "addition", "--out", out, "--per-length", "0x10"}, 2,
+               "--per-length: '0x10' is not a whole number in decimal digits");
+  expect_error({"train", "npi", "--task", "addition", "--data", data_, "--out", model_,
+                "--memory", "swap", "--memory-budget", "99999999999999999999"},
+               2, "--memory-budget: '99999999999999999999' is not a whole number within 64 bits");
+  expect_error({"data", "gen", "--task", "addition", "--out", out, "--per-length", "1e3"}, 2,
+               "--per-length: '1e3' is not a whole number in decimal digits");
+}
+
 TEST_F(CliTest, InvalidOptionsNameTheirFlag) {
   EXPECT_EQ(flag_for({{"learning_rate", "--lr"}}, "learning_rate"), "--lr");
   EXPECT_EQ(flag_for({{"learning_rate", "--lr"}}, "no_such_field"), "no_such_field");
@@ -455,6 +479,30 @@ TEST_F(CliTest, InvalidOptionsNameTheirFlag) {
                "engram: error: --first-bucket-mb must be a positive size");
   expect_error({"bench", "dp", "--json", dir_.file("b.json"), "--dist-backend", "nccl"}, 2,
                "engram: error: --dist-backend is nccl, which sums CUDA tensors only");
+  // synth's options before its --recognizer tbcnn model is read (a missing model was named first).
+  expect_error({"synth", "--source", dir_.file("f.py"), "--function", "f", "--k", "1",
+                "--recognizer", "tbcnn", "--tbcnn-model", dir_.file("missing.pt")},
+               2, "engram: error: --k must lie in 2..1000");
+  // A bucket past 1 TiB: its bytes overflowed a size_t (an undefined conversion).
+  expect_error({"train", "npi", "--task", "addition", "--data", data_, "--out", model_,
+                "--bucket-mb", "1e14"},
+               2, "--bucket-mb: '1e14' is not a positive size in MiB up to 1048576 (1 TiB)");
+  expect_error({"bench", "dp", "--json", dir_.file("b.json"), "--bucket-mb", "1e14"}, 2,
+               "engram: error: --bucket-mb must be a positive size up to 1048576 MiB (1 TiB)");
+  // Traces are held in memory until the file is written: past 1e7 the machine ran out of it.
+  expect_error({"data", "gen", "--task", "addition", "--out", dir_.file("t.jsonl"), "--max-len",
+                "5", "--per-length", "2000000000"},
+               2, "--per-length asks for 10000000000 traces in all: at most 1e7");
+  expect_error({"data", "gen", "--task", "addition", "--out", dir_.file("t.jsonl"), "--traces",
+                "10000001"},
+               2, "--traces asks for 10000001 traces in all: at most 1e7");
+  EXPECT_FALSE(std::filesystem::exists(dir_.file("t.jsonl")));
+  // bench scale reads its profile and writes its predictions: one file for both is refused.
+  write_file(dir_.file("profile.json"), "{}");
+  expect_error({"bench", "scale", "--from", dir_.file("profile.json"), "--json",
+                dir_.file("profile.json")},
+               2, "--json '" + dir_.file("profile.json") + "' is the file --from reads");
+  EXPECT_EQ(read_file(dir_.file("profile.json")), "{}");
   // The DDP peer's launcher is checked before Engram's rows are measured, not after them.
   const std::string no_python = dir_.file("no-such-python3");
   expect_error(
@@ -550,11 +598,11 @@ TEST_F(CliTest, UsageErrorsExitWithTwo) {
   expect_error({"bench", "npi", "--json", data_, "--batch", "0"}, 2, "--batch");
   // Seeds CLI11 clamped to 2^64-1 without a word.
   expect_error({"data", "gen", "--task", "addition", "--out", data_, "--seed", "-1"}, 2,
-               "'-1' is not a seed");
+               "--seed: '-1' is not a whole number from 0 to 18446744073709551615");
   expect_error(
       {"data", "gen", "--task", "addition", "--out", data_, "--seed", "18446744073709551616"}, 2,
-      "is not a seed");
-  expect_error(with({"--seed", "-3"}), 2, "'-3' is not a seed");
+      "--seed: '18446744073709551616' is not a whole number from 0 to 18446744073709551615");
+  expect_error(with({"--seed", "-3"}), 2, "'-3' is not a whole number from 0 to");
   // The demo checks its options before it writes (it made its folder and traces first).
   expect_error({"demo", "--dir", dir_.file("demo/sub"), "--threads", "-1"}, 2,
                "engram: error: --threads must be 0");
