@@ -448,8 +448,8 @@ WorkerModel worker_model() {
 }
 
 /// One rank (or the one process) of a job: 20 steps of worker_model(), per-rank batch from
-/// ENGRAM_DIST_BATCH; writes the parameters to ENGRAM_DIST_OUT.params, the reducer's figures to
-/// .stats and a failure's message to .error (exit 1).
+/// ENGRAM_DIST_BATCH; writes the parameters to ENGRAM_DIST_OUT.params, the reducer's figures and
+/// the job's backend to .stats and a failure's message to .error (exit 1).
 int run_worker() {
   const std::string out = env_or("ENGRAM_DIST_OUT", "/tmp/engram-dist");
   try {
@@ -538,7 +538,8 @@ int run_worker() {
       const trainer::ChunkChoice chunk = dp->schedule().chunk_choice();
       std::ofstream(out + ".stats") << figures.buckets << ' ' << figures.sent_during_backward << ' '
                                     << figures.bytes_per_step << ' ' << ooo.k << ' ' << ooo.layers
-                                    << ' ' << chunk.chunk << ' ' << chunk.path.size() << '\n';
+                                    << ' ' << chunk.chunk << ' ' << chunk.path.size() << ' '
+                                    << dp->communicator().options().backend << '\n';
       dp->barrier();
     }
     if (env.rank == 0) {
@@ -832,9 +833,13 @@ void expect_one_rank_job_as_one_process(DistJob& job, const std::string& model,
   ASSERT_EQ(plain.size(), joined.size());
   EXPECT_EQ(std::memcmp(plain.data(), joined.data(), plain.size() * sizeof(float)), 0);
   std::istringstream stats(job.text(tag + "-job.stats"));
-  std::size_t buckets = 0;
+  std::size_t buckets = 0, other = 0;
   stats >> buckets;
   EXPECT_GE(buckets, 1u) << "the job of one rank exchanged no gradient";
+  for (int field = 0; field < 6; ++field) stats >> other;
+  std::string backend;
+  stats >> backend;
+  EXPECT_EQ(backend, vars["ENGRAM_DIST_BACKEND"]) << "the job exchanged over another backend";
   EXPECT_TRUE(job.text(tag + "-plain.stats").empty()) << "the plain process joined a job";
 }
 
@@ -941,7 +946,8 @@ TEST_F(DistJob, TwoStreamsTrainAsOneOnTheGpu) {
 }
 
 /// NCCL across every GPU of the machine (one rank per GPU, LOCAL_RANK picks it) trains as one
-/// process; needs two GPUs at least.
+/// process, and far closer to it than the same ranks without the exchange; needs two GPUs at
+/// least.
 TEST_F(DistJob, NcclOnEveryGpuTrainsTheResNetAsOneProcess) {
   const int gpus = trainer::cuda_device_count();
   if (gpus < 2) GTEST_SKIP() << "needs two CUDA devices; this process sees " << gpus;
@@ -956,7 +962,14 @@ TEST_F(DistJob, NcclOnEveryGpuTrainsTheResNetAsOneProcess) {
   };
   run_ok("nccl-one", 1, with({{"ENGRAM_DIST_BATCH", std::to_string(4 * gpus)}}));
   run_ok("nccl-all", gpus, with({{"ENGRAM_DIST_BATCH", "4"}}));
-  EXPECT_LT(max_abs_diff(params("nccl-one"), params("nccl-all")), 1e-4);
+  run_ok("nccl-alone", gpus, with({{"ENGRAM_DIST_BATCH", "4"}, {"ENGRAM_DIST_SYNC", "none"}}));
+  const auto one = params("nccl-one");
+  const double diff = max_abs_diff(one, params("nccl-all")),
+               apart = max_abs_diff(one, params("nccl-alone"));
+  std::cout << gpus << " ranks over NCCL against 1 process: parameters after 5 steps " << diff
+            << " (no exchange: " << apart << ")\n";
+  EXPECT_LT(diff, 1e-4);
+  EXPECT_GT(apart, 1e-3) << "the job trains as one process without exchanging: no control";
 }
 
 /// Out-of-order backprop keeps synchronous SGD: each deferred layer gets the update overlap

@@ -2,17 +2,21 @@
 // they are drawn in, a trainable loss, clear errors.
 #include "resnet/ResNetWorkload.h"
 
+#include "memory/CompressingStore.h"
 #include "memory/CudaMemoryTracker.h"
 #include "memory/DeviceArenaReuse.h"
 #include "memory/MemoryTracker.h"
+#include "memory/SwapStore.h"
 #include "memory/UnitPlanner.h"
 #include "trainer/Device.h"
+#include "trainer/MemoryTechniques.h"
 #include "trainer/Trainer.h"
 #include "tests/support/DeviceRuns.h"
 
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <cmath>
 #include <numeric>
 #include <stdexcept>
@@ -123,31 +127,78 @@ TEST(ResNetWorkloadTest, OnCudaAFewStepsMatchTheCpuAndDeterministicRunsRepeat) {
 // values on the GPU (memory/cuda/'s kernels) and decompressed there for backward, every unit
 // rerun with the device's generator replayed and batch norm's statistics left alone, every
 // unit's saved tensors copied to pinned host memory and back (memory/PinnedCopy.h); lossless, so
-// three deterministic CUDA steps land bit for bit where the plain store's land.
+// three deterministic CUDA steps land bit for bit where the plain store's land. Each technique
+// must also have acted: ReLU outputs compressed, units planned for recompute, bytes swapped out
+// and back in.
 TEST(ResNetWorkloadTest, OnCudaReluCompressionRecomputeAndSwapTrainBitForBitAsNone) {
   ENGRAM_SKIP_WITHOUT_CUDA();
+  at::globalContext().setAllowTF32CuDNN(false);
+  at::globalContext().setAllowTF32CuBLAS(false);
   trainer::TrainingOptions options;
   options.optimizer = "sgd";
   options.learning_rate = 0.05;
   options.deterministic = true;
+  options.device = "cuda";
   const std::vector<std::size_t> batch{0, 1, 2, 3};
-  auto run = [&](const std::vector<std::string>& techniques) {
+  options.batch = static_cast<int>(batch.size());
+  struct Run {
+    testing::DeviceRun run;
+    bool relu = false, recompute = false, swap = false;
+    std::int64_t compressed_tensors = 0, recomputed_units = 0;
+    std::int64_t swapped_out_bytes = 0, swapped_in_bytes = 0;
+  };
+  auto train = [&](const std::vector<std::string>& techniques) {
     torch::manual_seed(0);
     ResNetWorkload workload(tiny_resnet(), tiny_images());
     options.memory.techniques = techniques;
-    return testing::run_on(workload, options, "cuda", batch, 3);
+    Run r;
+    {
+      trainer::TrainingSession session(workload, options);
+      for (int s = 0; s < 3; ++s) r.run.losses.push_back(session.step(batch).loss.item<double>());
+      trainer::MemoryTechniques& memory = session.memory();
+      if (const memory::CompressingStore* store = memory.compressing()) {
+        r.relu = true;
+        r.compressed_tensors = store->stats().compressed_tensors;
+      }
+      r.recompute = memory.recompute();
+      if (const nn::UnitRunner* runner = memory.runner())
+        for (const nn::UnitTreatment& t : runner->plan()) r.recomputed_units += t.recompute;
+      r.swap = memory.swap();
+      if (const memory::SwapStore* store = memory.swap_store()) {
+        r.swapped_out_bytes = store->stats().swapped_out_bytes;
+        r.swapped_in_bytes = store->stats().swapped_in_bytes;
+      }
+    }
+    for (const auto& p : workload.parameters())
+      r.run.parameters.push_back(p.detach().cpu().clone());
+    return r;
   };
-  const auto none = run({});
+  const Run none = train({});
+  EXPECT_FALSE(none.relu || none.recompute || none.swap);
   for (const std::vector<std::string> techniques :
        {std::vector<std::string>{"relu"}, {"recompute"}, {"relu", "recompute"}, {"swap"},
         {"relu", "swap"}, {"all"}}) {
     std::string name;
     for (const auto& t : techniques) name += (name.empty() ? "" : "+") + t;
     SCOPED_TRACE(name);
-    const auto other = run(techniques);
-    for (std::size_t i = 0; i < none.parameters.size(); ++i)
-      EXPECT_TRUE(torch::equal(none.parameters[i], other.parameters[i])) << "parameter " << i;
-    EXPECT_EQ(none.losses, other.losses);
+    const Run other = train(techniques);
+    for (std::size_t i = 0; i < none.run.parameters.size(); ++i)
+      EXPECT_TRUE(torch::equal(none.run.parameters[i], other.run.parameters[i]))
+          << "parameter " << i;
+    EXPECT_EQ(none.run.losses, other.run.losses);
+    const auto has = [&](const std::string& t) {
+      return name == "all" || std::find(techniques.begin(), techniques.end(), t) !=
+                                  techniques.end();
+    };
+    EXPECT_EQ(other.relu, has("relu"));
+    EXPECT_EQ(other.recompute, has("recompute"));
+    EXPECT_EQ(other.swap, has("swap"));
+    if (other.relu) EXPECT_GT(other.compressed_tensors, 0) << "no ReLU output was compressed";
+    if (other.recompute) EXPECT_GT(other.recomputed_units, 0) << "no unit was rerun";
+    if (other.swap) {
+      EXPECT_GT(other.swapped_out_bytes, 0) << "nothing was swapped out";
+      EXPECT_GT(other.swapped_in_bytes, 0) << "nothing came back";
+    }
   }
 }
 
