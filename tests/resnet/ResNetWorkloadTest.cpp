@@ -18,6 +18,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <numeric>
 #include <stdexcept>
 
@@ -123,15 +124,13 @@ TEST(ResNetWorkloadTest, OnCudaAFewStepsMatchTheCpuAndDeterministicRunsRepeat) {
   EXPECT_EQ(gpu.losses, again.losses);
 }
 
-// ReLU compression, recompute and swap on device memory: the ReLU outputs kept as bitmap plus
-// values on the GPU (memory/cuda/'s kernels) and decompressed there for backward, every unit
-// rerun with the device's generator replayed and batch norm's statistics left alone, every
-// unit's saved tensors copied to pinned host memory and back (memory/PinnedCopy.h); lossless, so
-// three deterministic CUDA steps land bit for bit where the plain store's land. Each technique
-// must also have acted: ReLU outputs compressed, units planned for recompute, bytes swapped out
-// and back in.
-TEST(ResNetWorkloadTest, OnCudaReluCompressionRecomputeAndSwapTrainBitForBitAsNone) {
-  ENGRAM_SKIP_WITHOUT_CUDA();
+/// A few deterministic SGD steps of the tiny ResNet on the GPU (TF32 off) with `techniques`:
+/// `each_step` sees every step's output and `at_end` the session after the last step, while it
+/// still holds its memory techniques.
+testing::DeviceRun train_tiny_on_cuda(
+    const std::vector<std::string>& techniques, int steps,
+    const std::function<void(const trainer::StepOutput&)>& each_step = {},
+    const std::function<void(trainer::TrainingSession&)>& at_end = {}) {
   at::globalContext().setAllowTF32CuDNN(false);
   at::globalContext().setAllowTF32CuBLAS(false);
   trainer::TrainingOptions options;
@@ -141,63 +140,85 @@ TEST(ResNetWorkloadTest, OnCudaReluCompressionRecomputeAndSwapTrainBitForBitAsNo
   options.device = "cuda";
   const std::vector<std::size_t> batch{0, 1, 2, 3};
   options.batch = static_cast<int>(batch.size());
-  struct Run {
-    testing::DeviceRun run;
+  options.memory.techniques = techniques;
+  torch::manual_seed(0);
+  ResNetWorkload workload(tiny_resnet(), tiny_images());
+  testing::DeviceRun run;
+  {
+    trainer::TrainingSession session(workload, options);
+    for (int s = 0; s < steps; ++s) {
+      const trainer::StepOutput out = session.step(batch);
+      run.losses.push_back(out.loss.item<double>());
+      if (each_step) each_step(out);
+    }
+    if (at_end) at_end(session);
+  }
+  for (const auto& p : workload.parameters()) run.parameters.push_back(p.detach().cpu().clone());
+  return run;
+}
+
+/// The same losses and parameters, bit for bit.
+void expect_bit_identical(const testing::DeviceRun& expected, const testing::DeviceRun& actual) {
+  ASSERT_EQ(expected.parameters.size(), actual.parameters.size());
+  for (std::size_t i = 0; i < expected.parameters.size(); ++i)
+    EXPECT_TRUE(torch::equal(expected.parameters[i], actual.parameters[i])) << "parameter " << i;
+  EXPECT_EQ(expected.losses, actual.losses);
+}
+
+// ReLU compression, recompute and swap on device memory: the ReLU outputs kept as bitmap plus
+// values on the GPU (memory/cuda/'s kernels) and decompressed there for backward, every unit
+// rerun with the device's generator replayed and batch norm's statistics left alone, every
+// unit's saved tensors copied to pinned host memory and back (memory/PinnedCopy.h); lossless, so
+// three deterministic CUDA steps land bit for bit where the plain store's land. Each technique
+// must also have acted: ReLU outputs compressed, units planned for recompute, bytes swapped out
+// and back in.
+TEST(ResNetWorkloadTest, OnCudaReluCompressionRecomputeAndSwapTrainBitForBitAsNone) {
+  ENGRAM_SKIP_WITHOUT_CUDA();
+  struct Acted {
     bool relu = false, recompute = false, swap = false;
     std::int64_t compressed_tensors = 0, recomputed_units = 0;
     std::int64_t swapped_out_bytes = 0, swapped_in_bytes = 0;
   };
-  auto train = [&](const std::vector<std::string>& techniques) {
-    torch::manual_seed(0);
-    ResNetWorkload workload(tiny_resnet(), tiny_images());
-    options.memory.techniques = techniques;
-    Run r;
-    {
-      trainer::TrainingSession session(workload, options);
-      for (int s = 0; s < 3; ++s) r.run.losses.push_back(session.step(batch).loss.item<double>());
+  const auto what_acted = [](Acted& a) {
+    return [&a](trainer::TrainingSession& session) {
       trainer::MemoryTechniques& memory = session.memory();
       if (const memory::CompressingStore* store = memory.compressing()) {
-        r.relu = true;
-        r.compressed_tensors = store->stats().compressed_tensors;
+        a.relu = true;
+        a.compressed_tensors = store->stats().compressed_tensors;
       }
-      r.recompute = memory.recompute();
+      a.recompute = memory.recompute();
       if (const nn::UnitRunner* runner = memory.runner())
-        for (const nn::UnitTreatment& t : runner->plan()) r.recomputed_units += t.recompute;
-      r.swap = memory.swap();
+        for (const nn::UnitTreatment& t : runner->plan()) a.recomputed_units += t.recompute;
+      a.swap = memory.swap();
       if (const memory::SwapStore* store = memory.swap_store()) {
-        r.swapped_out_bytes = store->stats().swapped_out_bytes;
-        r.swapped_in_bytes = store->stats().swapped_in_bytes;
+        a.swapped_out_bytes = store->stats().swapped_out_bytes;
+        a.swapped_in_bytes = store->stats().swapped_in_bytes;
       }
-    }
-    for (const auto& p : workload.parameters())
-      r.run.parameters.push_back(p.detach().cpu().clone());
-    return r;
+    };
   };
-  const Run none = train({});
-  EXPECT_FALSE(none.relu || none.recompute || none.swap);
+  Acted plain;
+  const testing::DeviceRun none = train_tiny_on_cuda({}, 3, {}, what_acted(plain));
+  EXPECT_FALSE(plain.relu || plain.recompute || plain.swap);
   for (const std::vector<std::string> techniques :
        {std::vector<std::string>{"relu"}, {"recompute"}, {"relu", "recompute"}, {"swap"},
         {"relu", "swap"}, {"all"}}) {
     std::string name;
     for (const auto& t : techniques) name += (name.empty() ? "" : "+") + t;
     SCOPED_TRACE(name);
-    const Run other = train(techniques);
-    for (std::size_t i = 0; i < none.run.parameters.size(); ++i)
-      EXPECT_TRUE(torch::equal(none.run.parameters[i], other.run.parameters[i]))
-          << "parameter " << i;
-    EXPECT_EQ(none.run.losses, other.run.losses);
+    Acted acted;
+    expect_bit_identical(none, train_tiny_on_cuda(techniques, 3, {}, what_acted(acted)));
     const auto has = [&](const std::string& t) {
       return name == "all" || std::find(techniques.begin(), techniques.end(), t) !=
                                   techniques.end();
     };
-    EXPECT_EQ(other.relu, has("relu"));
-    EXPECT_EQ(other.recompute, has("recompute"));
-    EXPECT_EQ(other.swap, has("swap"));
-    if (other.relu) EXPECT_GT(other.compressed_tensors, 0) << "no ReLU output was compressed";
-    if (other.recompute) EXPECT_GT(other.recomputed_units, 0) << "no unit was rerun";
-    if (other.swap) {
-      EXPECT_GT(other.swapped_out_bytes, 0) << "nothing was swapped out";
-      EXPECT_GT(other.swapped_in_bytes, 0) << "nothing came back";
+    EXPECT_EQ(acted.relu, has("relu"));
+    EXPECT_EQ(acted.recompute, has("recompute"));
+    EXPECT_EQ(acted.swap, has("swap"));
+    if (acted.relu) EXPECT_GT(acted.compressed_tensors, 0) << "no ReLU output was compressed";
+    if (acted.recompute) EXPECT_GT(acted.recomputed_units, 0) << "no unit was rerun";
+    if (acted.swap) {
+      EXPECT_GT(acted.swapped_out_bytes, 0) << "nothing was swapped out";
+      EXPECT_GT(acted.swapped_in_bytes, 0) << "nothing came back";
     }
   }
 }
@@ -209,53 +230,27 @@ TEST(ResNetWorkloadTest, OnCudaReluCompressionRecomputeAndSwapTrainBitForBitAsNo
 // plan). The session's end gives the arena back to the caching allocator.
 TEST(ResNetWorkloadTest, OnCudaReuseServesTheStepsFromADeviceArenaBitForBitAsNone) {
   ENGRAM_SKIP_WITHOUT_CUDA();
-  at::globalContext().setAllowTF32CuDNN(false);
-  at::globalContext().setAllowTF32CuBLAS(false);
-  trainer::TrainingOptions options;
-  options.optimizer = "sgd";
-  options.learning_rate = 0.05;
-  options.deterministic = true;
-  options.device = "cuda";
-  options.batch = 4;
-  const std::vector<std::size_t> batch{0, 1, 2, 3};
   constexpr int kSteps = 5;
-  struct Run {
-    testing::DeviceRun run;
-    std::vector<double> hit_rates;
-    std::int64_t arena_bytes = 0;  // while the session lived
-  };
-  auto train = [&](const std::vector<std::string>& techniques) {
-    torch::manual_seed(0);
-    ResNetWorkload workload(tiny_resnet(), tiny_images());
-    options.memory.techniques = techniques;
-    Run r;
-    {
-      trainer::TrainingSession session(workload, options);
-      for (int s = 0; s < kSteps; ++s) {
-        const trainer::StepOutput out = session.step(batch);
-        r.run.losses.push_back(out.loss.item<double>());
-        const auto rate = out.metrics.find("reuse_hit_rate");
-        r.hit_rates.push_back(rate == out.metrics.end() ? -1.0 : rate->second);
-      }
-      if (const auto* reuse = memory::DeviceArenaReuse::installed())
-        r.arena_bytes = reuse->capacity_bytes();
-    }
-    for (const auto& p : workload.parameters())
-      r.run.parameters.push_back(p.detach().cpu().clone());
-    return r;
-  };
-  const Run none = train({});
+  const testing::DeviceRun none = train_tiny_on_cuda({}, kSteps);
   for (const std::vector<std::string> techniques :
        {std::vector<std::string>{"reuse"}, {"relu", "reuse"}}) {
     SCOPED_TRACE(techniques.size() == 1 ? "reuse" : "relu+reuse");
-    const Run reused = train(techniques);
-    for (std::size_t i = 0; i < none.run.parameters.size(); ++i) {
-      EXPECT_TRUE(torch::equal(none.run.parameters[i], reused.run.parameters[i]))
-          << "parameter " << i;
-    }
-    EXPECT_EQ(none.run.losses, reused.run.losses);
-    EXPECT_GT(reused.arena_bytes, 0) << "the session held a device arena";
-    EXPECT_GT(reused.hit_rates.back(), 0.5) << "the last step came mostly from the arena";
+    std::vector<double> hit_rates;
+    std::int64_t arena_bytes = 0;  // while the session lived
+    const testing::DeviceRun reused = train_tiny_on_cuda(
+        techniques, kSteps,
+        [&](const trainer::StepOutput& out) {
+          const auto rate = out.metrics.find("reuse_hit_rate");
+          hit_rates.push_back(rate == out.metrics.end() ? -1.0 : rate->second);
+        },
+        [&](trainer::TrainingSession&) {
+          if (const auto* reuse = memory::DeviceArenaReuse::installed())
+            arena_bytes = reuse->capacity_bytes();
+        });
+    expect_bit_identical(none, reused);
+    EXPECT_GT(arena_bytes, 0) << "the session held a device arena";
+    ASSERT_EQ(hit_rates.size(), static_cast<std::size_t>(kSteps));
+    EXPECT_GT(hit_rates.back(), 0.5) << "the last step came mostly from the arena";
     ASSERT_NE(memory::DeviceArenaReuse::installed(), nullptr);
     EXPECT_EQ(memory::DeviceArenaReuse::installed()->capacity_bytes(), 0)
         << "the session's end gives the arena back";
