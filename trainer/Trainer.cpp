@@ -21,9 +21,11 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <cmath>
 #include <csignal>
+#include <cstring>
 #include <ctime>
 #include <filesystem>
 #include <fstream>
@@ -358,7 +360,12 @@ TrainSummary train(Workload& workload, const TrainingOptions& options, const Log
       if (metrics.is_open()) {
         nlohmann::json line{{"step", step}, {"seconds", elapsed}};
         for (const auto& [k, v] : mean) line[k] = v;
+        errno = 0;
         metrics << line.dump() << '\n' << std::flush;
+        if (!metrics)  // a full disk: the log would end in half a line, and the run say nothing
+          throw std::runtime_error("cannot write metrics file '" + options.metrics_path +
+                                   "' at step " + std::to_string(step) +
+                                   (errno != 0 ? std::string(": ") + std::strerror(errno) : ""));
         ++loop.metrics_lines;
       }
       loop.sums.clear();

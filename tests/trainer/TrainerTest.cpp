@@ -4,6 +4,7 @@
 #include "memory/ActivationStore.h"
 #include "nn/Linear.h"
 #include "tests/support/TempDir.h"
+#include "tests/support/Thrown.h"
 #include "trainer/BackwardProfile.h"
 #include "trainer/BatchSampler.h"
 #include "trainer/Checkpoint.h"
@@ -28,8 +29,10 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cerrno>
 #include <cmath>
 #include <csignal>
+#include <cstring>
 #include <filesystem>
 #include <functional>
 #include <limits>
@@ -603,6 +606,23 @@ TEST_F(TrainerTest, InvalidOptionsAreRejected) {
   options.metrics_path.clear();
   EXPECT_THROW(train(empty, options), std::runtime_error);
   EXPECT_TRUE(workload.batches.empty()) << "nothing ran";
+}
+
+// A metrics file that stops taking lines (a full disk: /dev/full) ends the run with the file
+// and the reason named, instead of a log cut in half a line and a run that says it succeeded.
+TEST_F(TrainerTest, AMetricsFileThatCannotBeWrittenEndsTheRun) {
+  if (!std::filesystem::exists("/dev/full")) GTEST_SKIP() << "no /dev/full on this machine";
+  LinearRegression workload(16);
+  TrainingOptions options;
+  options.steps = 20;
+  options.log_every = 5;
+  options.metrics_path = "/dev/full";
+  const std::string message = testing::message_of<std::runtime_error>([&] {
+    train(workload, options);
+  });
+  testing::expect_says(message, "cannot write metrics file '/dev/full' at step 5");
+  testing::expect_says(message, std::strerror(ENOSPC));
+  EXPECT_EQ(workload.batches.size(), 5u) << "the run went on past the failed line";
 }
 
 TEST_F(TrainerTest, ZeroStepsChangesNothing) {
