@@ -32,13 +32,15 @@ namespace {
 using nlohmann::json;
 using Clock = std::chrono::steady_clock;
 
-std::vector<std::string> read_sources(const std::string& dir, datasets::Language language) {
+/// The text files of `language` below `dir`, each read whole; `paths`: where each came from.
+std::vector<std::string> read_sources(const std::string& dir, datasets::Language language,
+                                      std::vector<std::filesystem::path>& paths) {
   namespace fs = std::filesystem;
   std::error_code ec;
   if (!fs::is_directory(dir, ec))
     throw InvalidOption("src_dir", "'" + dir + "' is not a directory");
   const auto suffixes = datasets::language_suffixes(language);
-  std::vector<fs::path> paths;
+  paths.clear();
   for (const auto& entry : fs::recursive_directory_iterator(dir)) {
     const std::string name = entry.path().filename().string();
     const bool match = std::any_of(suffixes.begin(), suffixes.end(), [&](const std::string& s) {
@@ -94,7 +96,12 @@ void run_tbcnn_bench(const TbcnnBenchOptions& options, std::ostream& out) {
     throw InvalidOption("json_path", "is the corpus file: writing it would destroy the corpus");
   if (!options.json_path.empty()) check_writable(options.json_path);  // fail before the work
   const auto language = datasets::parse_language(options.language);
-  const auto sources = read_sources(options.src_dir, language);
+  std::vector<std::filesystem::path> source_paths;
+  const auto sources = read_sources(options.src_dir, language, source_paths);
+  for (const auto& p : source_paths)
+    if (same_file(options.json_path, p.string()))
+      throw InvalidOption("json_path", "'" + options.json_path + "' is a source file of --src '" +
+                                           options.src_dir + "': writing it would destroy it");
   std::size_t bytes = 0;
   for (const auto& s : sources) bytes += s.size();
 

@@ -409,6 +409,16 @@ TEST_F(CliTest, InvalidOptionsNameTheirFlag) {
   expect_error({"bench", "tbcnn", "--json", dir_.file("b.json"), "--corpus", dir_.file("c"),
                 "--src", dir_.file("nowhere")},
                2, "engram: error: --src '");
+  {
+    // --json naming one of the files --src times the parsing of is refused before it is read over.
+    std::filesystem::create_directories(dir_.file("src/pkg"));
+    const std::string source = dir_.file("src/pkg/f.py");
+    std::ofstream(source) << "def f(x):\n    return x\n";
+    expect_error({"bench", "tbcnn", "--json", dir_.file("src/pkg/../pkg/f.py"), "--corpus",
+                  dir_.file("c"), "--src", dir_.file("src")},
+                 2, "' is a source file of --src '");
+    EXPECT_EQ(read_file(source), "def f(x):\n    return x\n");
+  }
   expect_error({"bench", "memory", "--workload", "vgg", "--json", dir_.file("b.json")}, 2,
                "engram: error: --workload must be one of");
   expect_error({"bench", "memory", "--workload", "npi", "--json", dir_.file("b.json"), "--steps",
