@@ -664,6 +664,15 @@ void run_dp_bench(const DpBenchOptions& options, std::ostream& out) {
   validate(options);
   if (options.json_path.empty()) throw InvalidOption("json_path", "is required");
   check_writable(options.json_path);  // fail before the ranks' work, not after it
+  if (!options.trace_dir.empty()) {  // the ranks write NAME-rankR.json into it at the end
+    std::error_code error;
+    if (!std::filesystem::is_directory(options.trace_dir, error))
+      throw std::runtime_error("cannot write traces into '" + options.trace_dir + "': " +
+                               (std::filesystem::exists(options.trace_dir, error)
+                                    ? "it is not a folder"
+                                    : "no such folder"));
+    check_writable((std::filesystem::path(options.trace_dir) / "rank0.json").string());
+  }
   trainer::resolve_device(options.device);  // a GPU this process does not see: before any work
   check_ranks_have_gpus(options, trainer::cuda_device_count());
   const bool emulated = std::any_of(

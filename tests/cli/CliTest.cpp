@@ -489,6 +489,12 @@ TEST_F(CliTest, InvalidOptionsNameTheirFlag) {
                "engram: error: --first-bucket-mb must be a positive size");
   expect_error({"bench", "dp", "--json", dir_.file("b.json"), "--dist-backend", "nccl"}, 2,
                "engram: error: --dist-backend is nccl, which sums CUDA tensors only");
+  // The traces' folder before the ranks' work (a missing one failed after every row was measured).
+  expect_error({"bench", "dp", "--json", dir_.file("b.json"), "--trace", dir_.file("nowhere")}, 1,
+               "engram: error: cannot write traces into '" + dir_.file("nowhere") +
+                   "': no such folder");
+  expect_error({"bench", "dp", "--json", dir_.file("b.json"), "--trace", data_}, 1,
+               "': it is not a folder");
   // synth's options before its --recognizer tbcnn model is read (a missing model was named first).
   expect_error({"synth", "--source", dir_.file("f.py"), "--function", "f", "--k", "1",
                 "--recognizer", "tbcnn", "--tbcnn-model", dir_.file("missing.pt")},
