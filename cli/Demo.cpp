@@ -45,8 +45,9 @@ int run_demo(const DemoOptions& options, std::ostream& out) {
   train.training.device = options.device;
   train.training.metrics_path = options.dir + "/metrics.jsonl";
   train.training.progress = ::isatty(STDERR_FILENO) != 0;
+  train.training.resume = options.resume;
   out << "== 2/4  engram train npi --task addition --hidden " << train.hidden << " --steps "
-      << train.training.steps << "\n"
+      << train.training.steps << (options.resume ? " --resume" : "") << "\n"
       << std::flush;
   const auto trained = npi::train_npi(train);
   out << std::fixed << std::setprecision(1) << "trained in " << trained.seconds << " s, final loss "

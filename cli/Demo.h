@@ -11,6 +11,8 @@ struct DemoOptions {
   std::string dir = "engram-demo";  ///< where the data, model and reports go
   int threads = 1;  ///< 0: all cores; one is fastest for these small matrices (see npi/Npi.h)
   std::string device = "cpu";  ///< where the model trains and runs (trainer/Device.h)
+  /// Continue the training an interrupt stopped, from its state in `dir` (addition.pt.ckpt).
+  bool resume = false;
 };
 
 /// Returns the exit code.

@@ -1,5 +1,7 @@
 #include "common/AtomicFile.h"
 
+#include "common/RemoveOnInterrupt.h"
+
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -62,6 +64,7 @@ AtomicFile::AtomicFile(std::string path, bool binary) : path_(std::move(path)) {
   if (!stream_) {
     throw std::runtime_error("cannot write '" + path_ + "': " + std::strerror(errno));
   }
+  if (!in_place_) interrupt_ = std::make_unique<RemoveOnInterrupt>(temp_path_, false, path_);
 }
 
 AtomicFile::~AtomicFile() {
@@ -89,6 +92,7 @@ void AtomicFile::commit() {
     throw std::runtime_error("cannot rename into '" + path_ + "': " + reason);
   }
   committed_ = true;
+  interrupt_.reset();
 }
 
 void write_file_atomically(const std::string& path, const std::string& content) {

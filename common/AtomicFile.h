@@ -16,11 +16,17 @@
 ///   out.stream() << data;
 ///   out.commit();   // without commit() the temporary file is removed and the target is untouched
 /// \endcode
+///
+/// SIGINT or SIGTERM before commit() removes the temporary file too (common/RemoveOnInterrupt.h)
+/// and names the target on stderr, left as it was.
 
 #include <fstream>
+#include <memory>
 #include <string>
 
 namespace engram {
+
+class RemoveOnInterrupt;
 
 class AtomicFile {
  public:
@@ -44,6 +50,7 @@ class AtomicFile {
   std::ofstream stream_;
   bool in_place_ = false;  ///< no temporary file (a device, a pipe, a link into /proc)
   bool committed_ = false;
+  std::unique_ptr<RemoveOnInterrupt> interrupt_;  ///< the temporary file, while it is one
 };
 
 /// Writes `content` to `path` atomically.

@@ -27,6 +27,7 @@ ScratchDir::ScratchDir(const std::string& tag) {
     throw std::runtime_error("cannot create a scratch folder: " +
                              std::string(std::strerror(errno)));
   path_ = pattern;
+  interrupt_ = std::make_unique<RemoveOnInterrupt>(path_.string(), /*folder=*/true);
 }
 
 ScratchDir::~ScratchDir() {

@@ -17,11 +17,14 @@
 ///                              engram::last_line(engram::read_file(io.stderr_path)));
 /// \endcode
 
+#include "common/RemoveOnInterrupt.h"
+
 #include <sys/types.h>
 
 #include <csignal>
 #include <cstddef>
 #include <filesystem>
+#include <memory>
 #include <optional>
 #include <string>
 #include <utility>
@@ -30,8 +33,8 @@
 namespace engram {
 
 /// A fresh private folder under temporary_folder() ($TMPDIR, else /tmp; common/FileChecks.h),
-/// named engram-TAG-XXXXXX, removed with everything in it on destruction. Throws
-/// std::runtime_error when it cannot be created.
+/// named engram-TAG-XXXXXX, removed with everything in it on destruction, or by SIGINT or
+/// SIGTERM (common/RemoveOnInterrupt.h). Throws std::runtime_error when it cannot be created.
 class ScratchDir {
  public:
   explicit ScratchDir(const std::string& tag);
@@ -44,6 +47,7 @@ class ScratchDir {
 
  private:
   std::filesystem::path path_;
+  std::unique_ptr<RemoveOnInterrupt> interrupt_;
 };
 
 /// Everything in the file at `path`; "" when it cannot be read.

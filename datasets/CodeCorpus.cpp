@@ -3,6 +3,7 @@
 #include "common/AtomicFile.h"
 #include "common/FileChecks.h"
 #include "common/Hash.h"
+#include "common/RemoveOnInterrupt.h"
 
 #include <nlohmann/json.hpp>
 
@@ -386,6 +387,7 @@ StdlibReport write_stdlib_functions(const StdlibOptions& options) {
   }
   const fs::path staging = out.string() + ".tmp.partial";
   fs::remove_all(staging, ec);
+  const RemoveOnInterrupt remove_staging(staging.string(), /*folder=*/true, out.string());
   for (const auto& [pkg, functions] : by_package) {
     if (files_of[pkg] < options.min_files ||
         static_cast<long>(functions.size()) < options.min_functions) {

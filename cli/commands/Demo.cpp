@@ -18,7 +18,9 @@ Command register_demo(CLI::App& parent) {
       ->capture_default_str();
   demo->add_option("--threads", options->threads, "Intra-op threads, 0 for all cores")
       ->capture_default_str();
-  FlagTable flags{{"dir", "--dir"}, {"threads", "--threads"}};
+  demo->add_flag("--resume", options->resume,
+                 "Continue the training an interrupt stopped, from its state in --dir");
+  FlagTable flags{{"dir", "--dir"}, {"threads", "--threads"}, {"resume", "--resume"}};
   add_device_flag(demo, options->device, flags);
   return {demo, [options](std::ostream& out, std::ostream&) { return run_demo(*options, out); },
           flags};
