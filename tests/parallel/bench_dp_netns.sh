@@ -63,8 +63,11 @@ PY
 # The driver killed while its ranks run on the hosts: the keeper removes the hosts and what runs
 # on them.
 # (Both phases take seconds: the emulated links on loopback, then the shaped ones on the hosts.)
-"$engram" bench dp --hosts netns --json "$work/killed.json" --models npi --links 0 \
-  --schedules overlap --steps 1000 --warmup 1 --npi-batch 2 --hidden 32 > /dev/null 2>&1 &
+# Its scratch folder, which nothing removes after a SIGKILL, goes into the work folder.
+mkdir -p "$work/killed-tmp"
+TMPDIR=$work/killed-tmp "$engram" bench dp --hosts netns --json "$work/killed.json" --models npi \
+  --links 0 --schedules overlap --steps 1000 --warmup 1 --npi-batch 2 --hidden 32 \
+  > /dev/null 2>&1 &
 driver=$!
 ranks() { for ns in $(left "$driver"); do ip netns pids "$ns" 2> /dev/null; done; }
 for _ in $(seq 1 1200); do [ "$(ranks | wc -l)" -ge 2 ] && break; sleep 0.1; done
