@@ -64,7 +64,13 @@ AtomicFile::AtomicFile(std::string path, bool binary) : path_(std::move(path)) {
   if (!stream_) {
     throw std::runtime_error("cannot write '" + path_ + "': " + std::strerror(errno));
   }
-  if (!in_place_) interrupt_ = std::make_unique<RemoveOnInterrupt>(temp_path_, false, path_);
+  if (!in_place_) {
+    interrupt_ = std::make_unique<RemoveOnInterrupt>(temp_path_, false, path_);
+    // A file replaced keeps its permissions (a private model stays private).
+    struct stat replaced {};
+    if (::stat(target_.c_str(), &replaced) == 0)
+      ::chmod(temp_path_.c_str(), replaced.st_mode & 07777);
+  }
 }
 
 AtomicFile::~AtomicFile() {

@@ -19,6 +19,7 @@
 ///
 /// SIGINT or SIGTERM before commit() removes the temporary file too (common/RemoveOnInterrupt.h)
 /// and names the target on stderr, left as it was.
+/// A replaced file keeps its permissions.
 
 #include <fstream>
 #include <memory>

@@ -65,6 +65,25 @@ TEST(AtomicFile, CommitReplacesAnExistingTarget) {
   EXPECT_EQ(dir.entries(), std::set<std::string>{"out.txt"});
 }
 
+// A replaced file keeps its permissions (a private 0600 model stays private), and a new one gets
+// the default's (the umask's).
+TEST(AtomicFile, AReplacedFileKeepsItsPermissions) {
+  TempDir dir;
+  const std::string target = dir.file("private.pt");
+  write_file(target, "old");
+  ASSERT_EQ(::chmod(target.c_str(), 0600), 0);
+  write_file_atomically(target, "new");
+  struct stat status {};
+  ASSERT_EQ(::stat(target.c_str(), &status), 0);
+  EXPECT_EQ(status.st_mode & 07777, 0600u);
+  EXPECT_EQ(read_file(target), "new");
+  const mode_t mask = ::umask(022);
+  write_file_atomically(dir.file("new.pt"), "x");
+  ::umask(mask);
+  ASSERT_EQ(::stat(dir.file("new.pt").c_str(), &status), 0);
+  EXPECT_EQ(status.st_mode & 07777, 0644u);
+}
+
 TEST(AtomicFile, BinaryContentSurvivesUnchanged) {
   TempDir dir;
   const std::string content("a\0b\r\n\xff", 6);
