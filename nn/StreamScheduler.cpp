@@ -75,7 +75,17 @@ void StreamScheduler::submit(WeightGradTask task) {
   // What earlier tasks captured goes once the side stream has finished reading it.
   while (!held_.empty() && streams_->side_passed(held_.front().event)) held_.pop_front();
   streams_->side_waits_for_compute();
-  streams_->on_side([&] { run(task); });
+  try {
+    streams_->on_side([&] { run(task); });
+  } catch (...) {
+    // Some of its kernels may be enqueued: what it captured is held as a finished task's.
+    hold(std::move(task));
+    throw;
+  }
+  hold(std::move(task));
+}
+
+void StreamScheduler::hold(WeightGradTask task) {
   const std::size_t event = streams_->record_on_side();
   held_.push_back({std::move(task), event});
 }

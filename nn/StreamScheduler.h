@@ -15,8 +15,9 @@
 /// on before another stream has finished reading it; so every task is kept, with what it
 /// captured, until the side stream has passed an event recorded after it (checked at each
 /// submit) or the compute stream has waited for the side stream (finish()), and only then
-/// released. Gradients are the immediate scheduler's bit for bit: the same tasks accumulate in
-/// the same order, on one stream.
+/// released; a task that throws is kept the same way, since part of it may be enqueued.
+/// Gradients are the immediate scheduler's bit for bit: the same tasks accumulate in the same
+/// order, on one stream.
 ///
 /// \code
 ///   engram::nn::StreamScheduler scheduler;                    // on the current CUDA device
@@ -106,6 +107,8 @@ class StreamScheduler : public GradScheduler {
     WeightGradTask task;
     std::size_t event;  ///< recorded on the side stream after the task
   };
+  /// Keeps `task` until the side stream has passed an event recorded now.
+  void hold(WeightGradTask task);
   std::unique_ptr<Streams> streams_;
   std::deque<Held> held_;
 };

@@ -676,6 +676,29 @@ TEST_F(LayersTest, WeightGradientsOnASecondStreamWaitForTheChainAndAreWaitedFor)
   EXPECT_EQ(log, expected);
 }
 
+TEST_F(LayersTest, ATaskThatThrowsOnTheSideStreamIsKeptUntilTheComputeStreamWaits) {
+  // A task can fail after some of its kernels are enqueued on the side stream: what it
+  // captured must outlive them as a finished task's does, or its blocks could go to the
+  // compute stream's next allocation while the side stream still reads them.
+  std::vector<std::string> log;
+  auto streams = std::make_unique<StreamScheduler>(std::make_unique<RecordedStreams>(log));
+  auto captured = std::make_shared<int>(0);
+  std::weak_ptr<int> alive = captured;
+  EXPECT_THROW(streams->submit({"a", {}, [&, keep = captured] {
+                                  log.push_back("compute a");
+                                  throw std::runtime_error("a kernel launch failed");
+                                }}),
+               std::runtime_error);
+  captured.reset();
+  EXPECT_EQ(streams->held(), 1u);
+  EXPECT_FALSE(alive.expired()) << "the failed task's captures went with kernels in flight";
+  streams.reset();  // the backward that threw unwinds: the compute stream waits, then they go
+  EXPECT_TRUE(alive.expired());
+  const std::vector<std::string> expected{"side waits", "side begins", "compute a",
+                                          "side records 1", "compute waits"};
+  EXPECT_EQ(log, expected);
+}
+
 /// A stand-in CUDA event: passed once its stream has passed its number; counts its queries.
 struct StreamEvent {
   const std::size_t* stream_passed = nullptr;
