@@ -109,6 +109,22 @@ struct DeviceState {
   }
 };
 
+/// Tells the caching allocator that `stream` uses `block`, an allocation of its own held raw
+/// (the arena, or a step's block it served): freed, the block goes to other work only after
+/// that stream's work enqueued by then. It records a stream only on a DataPtr with its own
+/// deleter, so one is lent for the call.
+void record_use(cca::CUDAAllocator* next, void* block, c10::Device device,
+                const c10::cuda::CUDAStream& stream) {
+  c10::DataPtr own(block, block, next->raw_deleter(), device);
+  try {
+    next->recordStream(own, stream);
+  } catch (...) {
+    (void)own.release_context();  // the block stays its holder's to free
+    throw;
+  }
+  (void)own.release_context();
+}
+
 DeviceState* g_state = nullptr;  // set once by install(), never freed
 std::atomic<DeviceArenaReuse*> g_installed{nullptr};
 
@@ -179,16 +195,8 @@ class FrontAllocator final : public cca::CUDAAllocator {
         return;
       }
     }
-    // A block of the caching allocator under the step's deleter: the caching allocator records
-    // the stream only on a DataPtr with its own deleter.
-    c10::DataPtr own(ptr.get(), ptr.get(), next_->raw_deleter(), ptr.device());
-    try {
-      next_->recordStream(own, stream);
-    } catch (...) {
-      (void)own.release_context();  // the block stays the step's to free
-      throw;
-    }
-    (void)own.release_context();
+    // A block of the caching allocator under the step's deleter.
+    record_use(next_, ptr.get(), ptr.device(), stream);
   }
 
   void raw_delete(void* ptr) override { delete_step_block(ptr); }
@@ -367,6 +375,9 @@ void DeviceArenaReuse::begin_step(std::uint64_t signature) {
     c10::cuda::CUDAEvent last(cudaEventDisableTiming);
     last.record(*s.stream);
     last.block(stream);
+    // The arena is the caching allocator's block of the stream it was grown on: freed, it
+    // would go at once to that stream's next allocation, with this one's kernels still on it.
+    if (s.arena != nullptr) record_use(s.next, s.arena, c10::Device(c10::kCUDA, s.device), stream);
   }
   s.stream = stream;
   s.grow_if_idle();

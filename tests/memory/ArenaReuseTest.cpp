@@ -5,6 +5,8 @@
 
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
+#include <ATen/cuda/Sleep.h>
+#include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/cuda/CUDAException.h>
 #include <c10/cuda/CUDAFunctions.h>
 #include <c10/cuda/CUDAGuard.h>
@@ -382,6 +384,50 @@ TEST(DeviceArenaReuseTest, OnCudaAStepIsServedFromTheArenaAndBytesAnotherStreamU
   reuse.release();
   EXPECT_EQ(reuse.capacity_bytes(), 0);
   EXPECT_EQ(reuse.plans(), 0);
+}
+
+TEST(DeviceArenaReuseTest, OnCudaAnArenaUsedOnAnotherStreamIsFreedOnlyAfterThatStreamsWork) {
+  ENGRAM_SKIP_WITHOUT_GPU();
+  // The arena is grown on one stream and then serves steps on another: freed while that one is
+  // still busy with it, its bytes must not go to the first stream's next allocation.
+  DeviceArenaReuse& reuse = DeviceArenaReuse::install(0);
+  reuse.release();
+  // No large free block left over from earlier work: the allocation below gets the arena's
+  // bytes if they are free for its stream, and a fresh segment otherwise.
+  c10::cuda::CUDACachingAllocator::emptyCache();
+  const auto on_gpu = at::TensorOptions().device(at::kCUDA, 0);
+  constexpr long kLarge = 4L << 20;  // 16 MiB a tensor: the arena is a segment of its own
+  const std::uint64_t sig = 0xa7e4a;
+  const auto step = [&] {
+    at::Tensor x = at::full({kLarge}, 1.0f, on_gpu);
+    at::Tensor y = x * 2;
+    return reuse.in_arena(y.data_ptr()) ? static_cast<const char*>(y.data_ptr()) : nullptr;
+  };
+  reuse.begin_step(sig);  // recorded on the current stream; the arena grows there
+  step();
+  ASSERT_TRUE(reuse.end_step().recorded);
+  const std::int64_t capacity = reuse.capacity_bytes();
+  ASSERT_GE(capacity, 2 * kLarge * 4) << "x and y live together";
+
+  const c10::cuda::CUDAStream side = c10::cuda::getStreamFromPool(false, 0);
+  const char* served = nullptr;
+  {
+    const c10::cuda::CUDAStreamGuard other(side);
+    reuse.begin_step(sig);
+    at::cuda::sleep(4'000'000'000LL);  // about 2 s of the side stream before the step's kernels
+    served = step();
+    reuse.end_step();
+  }
+  ASSERT_NE(served, nullptr) << "the step on the side stream was served from the arena";
+  reuse.release();  // no bytes taken: the arena goes back to the caching allocator now
+  at::Tensor mine = at::empty({capacity}, on_gpu.dtype(at::kByte));
+  const char* got = static_cast<const char*>(mine.data_ptr());
+  const bool side_busy = !side.query();
+  side.synchronize();
+  ASSERT_TRUE(side_busy) << "the side stream finished before the check: it proves nothing";
+  EXPECT_FALSE(served >= got && served < got + capacity)
+      << "the arena's bytes went to the first stream's allocation while the side stream's "
+         "kernels still ran on them";
 }
 
 }  // namespace
