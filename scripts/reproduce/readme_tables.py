@@ -54,6 +54,12 @@ def secs(x):
     return f"{x:.1f}" if x < 10 else f"{x:.0f}"
 
 
+def secs_range(values):
+    """The range of `values` in whole seconds, one number where both ends round alike."""
+    lo, hi = secs(min(values)), secs(max(values))
+    return lo if lo == hi else f"{lo}-{hi}"
+
+
 def num(x):
     return f"{x:,}"
 
@@ -472,7 +478,7 @@ def high_order(res):
         k100s = [e["accuracy"] for e in main if e["k"] == 100]
         times = [r["train_seconds"] for r in runs]
         rows.append([program.upper(), ", ".join(order), cell(k10), cell(k100s),
-                     f3(min(e["trace_exact"] for e in main)), f"{secs(min(times))}-{secs(max(times))}"])
+                     f3(min(e["trace_exact"] for e in main)), secs_range(times)])
         for p in sorted({e["primitive"] for e in evals} - k100):
             held = [e for e in evals if e["primitive"] == p]
             heldout.append([f"{program.upper()}, held-out `{p}`", "network added with `--add` after training",
