@@ -7,10 +7,14 @@
 #include <torch/version.h>
 
 #include <algorithm>
+#include <charconv>
+#include <iterator>
+#include <system_error>
 #include <filesystem>
 #include <fstream>
 #include <iomanip>
 #include <optional>
+#include <regex>
 #include <sstream>
 #include <stdexcept>
 #include <thread>
@@ -86,10 +90,30 @@ std::string run_peer(const std::vector<std::string>& argv, const ScratchDir& dir
   if (!peer->succeeded()) {
     const std::string script = argv.size() > 1 ? " " + argv[1] : "";
     throw std::runtime_error("the Python peer (" + argv[0] + script + ") " + peer->outcome() +
-                             ": " + tail(last_line(read_file(io.stderr_path))) +
+                             ": " + tail(peer_failure_line(read_file(io.stderr_path))) +
                              " (see --python, --no-peer)");
   }
   return read_file(io.stdout_path);
+}
+
+std::string peer_failure_line(const std::string& stderr_text) {
+  // "Name: message", Name a (dotted) Python identifier ending in Error or Exception.
+  static const std::regex exception(
+      R"(^\s*(\[rank\d+\]:\s*)?[A-Za-z_][\w.]*(Error|Exception):\s*\S)");
+  static const std::regex rule(R"(^[\s=\-*]*$)");
+  std::string rank_exception, any_exception, last;
+  std::istringstream lines(stderr_text);
+  for (std::string line; std::getline(lines, line);) {
+    std::smatch m;
+    if (std::regex_search(line, m, exception)) {
+      (m[1].matched ? rank_exception : any_exception) = line;
+    }
+    if (!std::regex_match(line, rule)) last = line;
+  }
+  const std::string& said =
+      !rank_exception.empty() ? rank_exception : !any_exception.empty() ? any_exception : last;
+  const auto start = said.find_first_not_of(" \t");
+  return start == std::string::npos ? "" : said.substr(start);
 }
 
 json peer_json(const std::string& text) {
@@ -111,6 +135,14 @@ std::string fixed(double value, int precision) {
   std::ostringstream s;
   s << std::fixed << std::setprecision(precision) << value;
   return s.str();
+}
+
+std::string exact(double value) {
+  char text[32];
+  const auto [end, error] = std::to_chars(std::begin(text), std::end(text), value);
+  if (error != std::errc())
+    throw std::logic_error("a double that does not fit 32 characters: " + fixed(value, 17));
+  return std::string(text, end);
 }
 
 bool reset_peak_rss() {

@@ -42,6 +42,11 @@ void check_peer_launcher(const std::string& program, const std::string& field);
 /// does not exit with 0.
 std::string run_peer(const std::vector<std::string>& argv, const ScratchDir& dir);
 
+/// The line of a failed peer's stderr that says why: the last exception of a rank (torchrun's
+/// "[rank0]: AssertionError: ..."), else the last exception line with a message ("ValueError:
+/// ..."), else the last line that is not a rule of '=' or '-' (torchrun ends with one).
+std::string peer_failure_line(const std::string& stderr_text);
+
 /// The JSON object on the last non-empty line of `text`; throws std::runtime_error otherwise.
 nlohmann::json peer_json(const std::string& text);
 
@@ -50,6 +55,11 @@ double median(std::vector<double> v);
 
 /// `value` with `precision` digits after the point.
 std::string fixed(double value, int precision);
+
+/// `value` in the fewest decimal digits that read back as exactly `value` (a setting handed to
+/// a peer on its command line, which must run with the same number: `fixed` would round
+/// 5e-7 to nothing).
+std::string exact(double value);
 
 /// Gives freed heap memory back to the kernel (malloc_trim) and resets the process's peak
 /// resident set to what is resident now (Linux: "5" into /proc/self/clear_refs); false when the

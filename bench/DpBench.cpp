@@ -418,13 +418,27 @@ std::vector<std::string> peer_arguments(const DpBenchOptions& o, const std::stri
           "--warmup",  std::to_string(o.warmup),
           "--steps",   std::to_string(o.steps),
           "--links",   links,
-          "--latency", fixed(latency, 6),
+          "--latency", exact(latency),
           "--threads", std::to_string(o.threads),
           "--seed",    std::to_string(o.seed),
-          "--bucket-mb", fixed(o.bucket_mb, 3),
+          "--bucket-mb", exact(o.bucket_mb),
           "--device",  o.device,
           "--backend", dp_backend(o),
           "--out",     out};
+}
+
+/// The DDP peer's report at `path`, checked to have run with the bucket size and latency it
+/// was given: what it says it measured is then Engram's setting.
+json read_peer(const std::string& path, const DpBenchOptions& o, double latency) {
+  std::ifstream in(path);
+  json peer = json::parse(in);
+  for (const auto& [key, ours] :
+       {std::pair<const char*, double>{"bucket_cap_mb", o.bucket_mb}, {"latency", latency}}) {
+    if (peer.at(key).get<double>() != ours)
+      throw std::runtime_error(std::string("the DDP peer ran with ") + key + " " +
+                               exact(peer.at(key).get<double>()) + ", not " + exact(ours));
+  }
+  return peer;
 }
 
 /// The DDP peer across `hosts` (one torchrun per host, one process each, static rendezvous on
@@ -453,11 +467,10 @@ json run_peer_on_hosts(const DpBenchOptions& o, const NetnsHosts& hosts, double 
   if (const auto failed = wait_all(nodes)) {
     throw std::runtime_error("the DDP peer on host " + hosts.address_of(*failed) + " " +
                              nodes[*failed].outcome() + ": " +
-                             last_line(read_file(err_path(static_cast<int>(*failed)))) +
+                             peer_failure_line(read_file(err_path(static_cast<int>(*failed)))) +
                              " (see --no-peer)");
   }
-  std::ifstream in(out);
-  json peer = json::parse(in);
+  json peer = read_peer(out, o, 0.0);
   for (auto& r : peer["rows"]) {
     r["link_bandwidth"] = bandwidth;
     r["link_kind"] = "shaped";
@@ -722,8 +735,7 @@ void run_dp_bench(const DpBenchOptions& options, std::ostream& out) {
          peer_arguments(options, comma_separated(links), options.link_latency, peer_out))
       argv.push_back(a);
     run_peer(argv, dir);
-    std::ifstream in(peer_out);
-    peer = json::parse(in);
+    peer = read_peer(peer_out, options, options.link_latency);
     for (auto& r : peer["rows"]) r["link_kind"] = "emulated";
   }
 

@@ -361,13 +361,19 @@ void add_peer(Inputs& in, const std::string& peer_path, std::size_t batch,
                                      "--warmup",  std::to_string(kWarmupSteps),
                                      "--threads", std::to_string(o.threads),
                                      "--seed",    std::to_string(o.seed),
-                                     "--lr",      std::to_string(in.training.learning_rate),
-                                     "--clip",    std::to_string(in.training.grad_clip),
+                                     "--lr",      exact(in.training.learning_rate),
+                                     "--clip",    exact(in.training.grad_clip),
                                      "--indices", indices_path,
                                      "--init",    in.manifest_path(),
                                      "--device",  o.device},
                                     in.dir);
   const json peer = peer_json(text);
+  for (const auto& [key, ours] : {std::pair<const char*, double>{"lr", in.training.learning_rate},
+                                  {"clip", in.training.grad_clip}}) {
+    if (peer.at(key).get<double>() != ours)
+      throw std::runtime_error(std::string("the Python peer trained with ") + key + " " +
+                               exact(peer.at(key).get<double>()) + ", not " + exact(ours));
+  }
   const double traces_per_step = static_cast<double>(batch);
   const double python_seconds = peer.at("seconds").get<double>();
   const double python_first = peer.at("first_loss").get<double>();

@@ -193,7 +193,8 @@ def main():
         slowest = seconds.max(dim=0).values
         rows.append({"link_bandwidth": bandwidth, "step_seconds": statistics.median(slowest.tolist())})
     if rank == 0:
-        result = {"rows": rows, "bucket_cap_mb": args.bucket_mb, "threads": args.threads,
+        result = {"rows": rows, "bucket_cap_mb": args.bucket_mb, "latency": args.latency,
+                  "threads": args.threads,
                   "versions": {"torch": torch.__version__, "python": sys.version.split()[0]}}
         tmp = args.out + ".tmp"
         with open(tmp, "w") as f:

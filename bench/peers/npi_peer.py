@@ -288,6 +288,8 @@ def main():
         "phases_ms": {k: v * 1e3 / args.steps for k, v in phases.items()},
         "first_loss": first_loss,
         "last_loss": last_loss,
+        "lr": args.lr,
+        "clip": args.clip,
         "batch": args.batch,
         "steps": args.steps,
         "warmup": args.warmup,
