@@ -8,15 +8,15 @@
 
 #include <algorithm>
 #include <charconv>
-#include <iterator>
-#include <system_error>
 #include <filesystem>
 #include <fstream>
 #include <iomanip>
+#include <iterator>
 #include <optional>
 #include <regex>
 #include <sstream>
 #include <stdexcept>
+#include <system_error>
 #include <thread>
 
 namespace engram::bench {
@@ -139,7 +139,8 @@ std::string fixed(double value, int precision) {
 
 std::string exact(double value) {
   char text[32];
-  const auto [end, error] = std::to_chars(std::begin(text), std::end(text), value);
+  const auto [end, error] =
+      std::to_chars(std::begin(text), std::end(text), value, std::chars_format::general);
   if (error != std::errc())
     throw std::logic_error("a double that does not fit 32 characters: " + fixed(value, 17));
   return std::string(text, end);

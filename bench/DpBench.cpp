@@ -427,20 +427,6 @@ std::vector<std::string> peer_arguments(const DpBenchOptions& o, const std::stri
           "--out",     out};
 }
 
-/// The DDP peer's report at `path`, checked to have run with the bucket size and latency it
-/// was given: what it says it measured is then Engram's setting.
-json read_peer(const std::string& path, const DpBenchOptions& o, double latency) {
-  std::ifstream in(path);
-  json peer = json::parse(in);
-  for (const auto& [key, ours] :
-       {std::pair<const char*, double>{"bucket_cap_mb", o.bucket_mb}, {"latency", latency}}) {
-    if (peer.at(key).get<double>() != ours)
-      throw std::runtime_error(std::string("the DDP peer ran with ") + key + " " +
-                               exact(peer.at(key).get<double>()) + ", not " + exact(ours));
-  }
-  return peer;
-}
-
 /// The DDP peer across `hosts` (one torchrun per host, one process each, static rendezvous on
 /// host 0's address) on the link they are shaped to: its rows, link_bandwidth as the shaper's.
 json run_peer_on_hosts(const DpBenchOptions& o, const NetnsHosts& hosts, double bandwidth,
@@ -470,7 +456,7 @@ json run_peer_on_hosts(const DpBenchOptions& o, const NetnsHosts& hosts, double 
                              peer_failure_line(read_file(err_path(static_cast<int>(*failed)))) +
                              " (see --no-peer)");
   }
-  json peer = read_peer(out, o, 0.0);
+  json peer = read_ddp_peer_report(out, o.bucket_mb, 0.0);
   for (auto& r : peer["rows"]) {
     r["link_bandwidth"] = bandwidth;
     r["link_kind"] = "shaped";
@@ -479,6 +465,26 @@ json run_peer_on_hosts(const DpBenchOptions& o, const NetnsHosts& hosts, double 
 }
 
 }  // namespace
+
+json read_ddp_peer_report(const std::string& path, double bucket_mb, double latency) {
+  json peer;
+  try {
+    std::ifstream in(path);
+    peer = json::parse(in);
+    for (const char* key : {"bucket_cap_mb", "latency"}) peer.at(key).get<double>();
+    if (!peer.at("rows").is_array()) throw std::runtime_error("'rows' is not a list");
+  } catch (const std::exception& e) {
+    throw std::runtime_error("the DDP peer's report '" + path + "' is not one it writes: " +
+                             e.what());
+  }
+  for (const auto& [key, ours] :
+       {std::pair<const char*, double>{"bucket_cap_mb", bucket_mb}, {"latency", latency}}) {
+    if (peer.at(key).get<double>() != ours)
+      throw std::runtime_error(std::string("the DDP peer ran with ") + key + " " +
+                               exact(peer.at(key).get<double>()) + ", not " + exact(ours));
+  }
+  return peer;
+}
 
 void run_dp_worker(const DpBenchOptions& o, const parallel::DistEnv& env) {
   trainer::set_compute_threads(o.threads);
@@ -735,7 +741,7 @@ void run_dp_bench(const DpBenchOptions& options, std::ostream& out) {
          peer_arguments(options, comma_separated(links), options.link_latency, peer_out))
       argv.push_back(a);
     run_peer(argv, dir);
-    peer = read_peer(peer_out, options, options.link_latency);
+    peer = read_ddp_peer_report(peer_out, options.bucket_mb, options.link_latency);
     for (auto& r : peer["rows"]) r["link_kind"] = "emulated";
   }
 

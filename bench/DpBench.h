@@ -31,6 +31,8 @@
 #include "common/PythonEnv.h"
 #include "parallel/DistOptions.h"
 
+#include <nlohmann/json_fwd.hpp>
+
 #include <cstdint>
 #include <ostream>
 #include <string>
@@ -96,6 +98,11 @@ void check_ranks_have_gpus(const DpBenchOptions& options, int cuda_devices);
 /// naming dist.backend). The emulated links' job of --hosts netns, a GPU per rank on loopback,
 /// takes the same backend, so that its rows and the shaped ones compare.
 std::string dp_backend(const DpBenchOptions& options);
+
+/// The DDP peer's report (bench/peers/ddp_peer.py's --out) at `path`, checked to be one it
+/// writes (rows, bucket_cap_mb, latency) and to have run with `bucket_mb` and `latency`; throws
+/// std::runtime_error naming what differs. Its rows are then measured at Engram's settings.
+nlohmann::json read_ddp_peer_report(const std::string& path, double bucket_mb, double latency);
 
 /// The driver: starts the ranks and the peer, prints a table on `out`, writes the JSON.
 /// Throws UsageError for bad options, std::runtime_error when a rank or the peer fails.

@@ -19,6 +19,7 @@ TEST(BenchSupportTest, ExactReadsBackAsTheSameDouble) {
   }
   EXPECT_EQ(exact(25.0), "25");
   EXPECT_EQ(exact(2e-3), "0.002");
+  EXPECT_EQ(exact(0.0004), "0.0004");
   EXPECT_EQ(exact(5e-7), "5e-07");
   // What six fixed digits would have handed on.
   EXPECT_EQ(fixed(5e-7, 6), "0.000000");

@@ -2,8 +2,13 @@
 
 #include "common/Errors.h"
 
-#include <gtest/gtest.h>
+#include "common/Subprocess.h"
+#include "tests/support/Thrown.h"
 
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <fstream>
 #include <string>
 
 namespace engram::bench {
@@ -76,6 +81,38 @@ TEST(DpBenchTest, RanksOnOneSharedDeviceSumOverGlooAndRefuseNccl) {
   } catch (const InvalidOption& e) {
     EXPECT_NE(e.problem().find("share one (GPU 1: --hosts netns"), std::string::npos)
         << e.problem();
+  }
+}
+
+TEST(DpBenchTest, APeerReportIsTakenOnlyWhenThePeerRanWithEngramsSettings) {
+  using engram::testing::expect_says;
+  using engram::testing::message_of;
+  const ScratchDir dir("dp-peer-report");
+  const auto report = [&](const std::string& text) {
+    const std::string path = dir.file("peer.json");
+    std::ofstream(path) << text;
+    return path;
+  };
+  const std::string rows = R"("rows": [{"link_bandwidth": 0, "step_seconds": 0.25}])";
+  const nlohmann::json peer = read_ddp_peer_report(
+      report("{" + rows + R"(, "bucket_cap_mb": 0.0004, "latency": 5e-07})"), 0.0004, 5e-7);
+  EXPECT_EQ(peer.at("rows").size(), 1u);
+  // Handed "0.000" for 0.0004 MiB, DDP ran with no bucket size; a latency of 0.5 us became 0.
+  EXPECT_EQ(message_of<std::runtime_error>([&] {
+              read_ddp_peer_report(
+                  report("{" + rows + R"(, "bucket_cap_mb": 0.0, "latency": 5e-07})"), 0.0004,
+                  5e-7);
+            }),
+            "the DDP peer ran with bucket_cap_mb 0, not 0.0004");
+  EXPECT_EQ(message_of<std::runtime_error>([&] {
+              read_ddp_peer_report(
+                  report("{" + rows + R"(, "bucket_cap_mb": 25, "latency": 0})"), 25, 5e-7);
+            }),
+            "the DDP peer ran with latency 0, not 5e-07");
+  // Not the peer's report: no rows to compare, and none taken.
+  for (const char* text : {"{}", R"({"rows": {}, "bucket_cap_mb": 25, "latency": 0})", "[1"}) {
+    expect_says(message_of<std::runtime_error>([&] { read_ddp_peer_report(report(text), 25, 0); }),
+                "' is not one it writes: ");
   }
 }
 
