@@ -3,6 +3,7 @@
 #include "cli/Command.h"
 #include "cli/Version.h"
 #include "common/Errors.h"
+#include "common/OneLine.h"
 
 #include <c10/util/Exception.h>
 #include <CLI/CLI.hpp>
@@ -147,10 +148,8 @@ int run(const Command& command, std::ostream& out, std::ostream& err) {
     return 1;
   } catch (const c10::Error& e) {
     // torch's own error: its message without the C++ stack trace torch appends (a bug of ours
-    // or an input no check caught; one line either way).
-    std::string message = e.what_without_backtrace();
-    message = message.substr(0, message.find('\n'));
-    err << "engram: error: " << message << "\n";
+    // or an input no check caught), on one line with the cause its later lines give.
+    err << "engram: error: " << one_line(e.what_without_backtrace()) << "\n";
     return 1;
   } catch (const std::exception& e) {
     err << "engram: error: " << e.what() << "\n";

@@ -1,6 +1,7 @@
 #include "parallel/Communicator.h"
 
 #include "common/Errors.h"
+#include "common/OneLine.h"
 #include "memory/MemoryTracker.h"
 
 #include <ATen/ATen.h>
@@ -41,16 +42,6 @@ std::chrono::milliseconds to_ms(double seconds) {
   return std::chrono::milliseconds(static_cast<long long>(seconds * 1000.0));
 }
 
-/// The first line of an exception's message, without LibTorch's backtrace.
-std::string first_line(const std::exception& e) {
-  std::string text;
-  if (const auto* c10 = dynamic_cast<const c10::Error*>(&e))
-    text = c10->what_without_backtrace();
-  else
-    text = e.what();
-  return text.substr(0, text.find('\n'));
-}
-
 std::vector<std::uint8_t> bytes_of(const std::string& s) { return {s.begin(), s.end()}; }
 std::string text_of(const std::vector<std::uint8_t>& b) { return {b.begin(), b.end()}; }
 
@@ -70,6 +61,12 @@ c10::intrusive_ptr<c10d::TCPStore> connect_store(const DistEnv& env, double time
 }
 
 }  // namespace
+
+std::string error_text(const std::exception& e) {
+  if (const auto* c10 = dynamic_cast<const c10::Error*>(&e))
+    return one_line(c10->what_without_backtrace());
+  return one_line(e.what());
+}
 
 /// When a CUDA stream reached a point, on the host's clock (DeviceTimeline over CUDA events). An
 /// emulated link takes a bucket of CUDA gradients when the device has written it.
@@ -120,7 +117,7 @@ void PendingCollective::wait() {
   try {
     state_->work->wait();
   } catch (const std::exception& e) {
-    throw state_->fail("all-reduce of " + state_->name, first_line(e));
+    throw state_->fail("all-reduce of " + state_->name, error_text(e));
   }
   auto* tracker = memory::MemoryTracker::installed();
   if (tracker != nullptr && state_->ends_at_wait) state_->completed_ns->store(tracker->now_ns());
@@ -358,7 +355,7 @@ Communicator::Communicator(const DistEnv& env, const DistOptions& options)
   } catch (const std::exception& e) {
     throw PeerFailure("rank " + std::to_string(env_.rank) + " could not join the job at " +
                       env_.master_addr + ":" + std::to_string(env_.master_port) + ": " +
-                      first_line(e));
+                      error_text(e));
   }
   impl_->start_heartbeat(env_, options_.timeout_seconds, prefix);
   // A rank launched with another WORLD_SIZE would wait for ranks that never come: compare first.
@@ -379,7 +376,7 @@ Communicator::Communicator(const DistEnv& env, const DistOptions& options)
         c10::make_intrusive<c10d::PrefixStore>("gloo", impl_->store), env_.rank, env_.world_size,
         gloo);
   } catch (const std::exception& e) {
-    throw failure("creating the Gloo process group", first_line(e));
+    throw failure("creating the Gloo process group", error_text(e));
   }
   if (options_.backend == "nccl") create_nccl();
 }
@@ -398,7 +395,7 @@ void Communicator::create_nccl() {
         c10::make_intrusive<c10d::PrefixStore>("nccl", impl_->store), env_.rank, env_.world_size,
         o);
   } catch (const std::exception& e) {
-    throw failure("creating the NCCL process group", first_line(e));
+    throw failure("creating the NCCL process group", error_text(e));
   }
 }
 
@@ -448,7 +445,7 @@ std::unique_ptr<PendingCollective> Communicator::allreduce_async(at::Tensor buff
     state->work = impl_->launch(*this, backend, "the all-reduce of " + state->name,
                                 [&] { return backend.allreduce(tensors); });
   } catch (const std::exception& e) {
-    throw failure("all-reduce of " + state->name, first_line(e));
+    throw failure("all-reduce of " + state->name, error_text(e));
   }
   if (tracker != nullptr && !state->ends_at_wait) {
     auto completed = state->completed_ns;
@@ -476,7 +473,7 @@ void Communicator::broadcast(at::Tensor buffer, int root) {
                   [&] { return backend.broadcast(tensors, o); })
         ->wait();
   } catch (const std::exception& e) {
-    throw failure("broadcast from rank " + std::to_string(root), first_line(e));
+    throw failure("broadcast from rank " + std::to_string(root), error_text(e));
   }
   std::this_thread::sleep_for(std::chrono::duration<double>(
       link_.broadcast_seconds(tensors[0].numel() * tensors[0].element_size(), env_.world_size)));
@@ -496,7 +493,7 @@ void Communicator::barrier() {
   try {
     impl_->gloo->barrier()->wait();
   } catch (const std::exception& e) {
-    throw failure("a barrier", first_line(e));
+    throw failure("a barrier", error_text(e));
   }
 }
 
@@ -518,7 +515,7 @@ void Communicator::agree(const std::string& what, const std::string& value) {
         values[r] = text_of(store.get(key + std::to_string(r)));
     }
   } catch (const std::exception& e) {
-    throw failure("the start-up check of " + what, first_line(e));
+    throw failure("the start-up check of " + what, error_text(e));
   }
   const auto shown = [](const std::string& v) {
     return "'" + (v.size() > 60 ? v.substr(0, 57) + "..." : v) + "'";

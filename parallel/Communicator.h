@@ -42,6 +42,10 @@ class PeerFailure : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+/// What a failed collective's exception says, on one line and without LibTorch's backtrace: the
+/// reason a PeerFailure gives. NCCL's errors give their cause on the lines after the first.
+std::string error_text(const std::exception& e);
+
 /// A collective in flight. wait() returns when it is complete on this rank and the emulated link
 /// has carried it; it throws PeerFailure when it failed. Waiting twice is harmless.
 class PendingCollective {

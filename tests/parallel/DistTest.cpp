@@ -62,6 +62,28 @@ TEST(DistUnit, BucketsFollowTheOrderAndTheCapsAsDdp) {
   EXPECT_EQ(parallel::assign_buckets({0, 1, 2}, {1, 1, 1}, 100, 100).size(), 1u);
 }
 
+TEST(DistUnit, AFailedCollectiveGivesTheCauseNcclPutsAfterItsFirstLineWithoutTheBacktrace) {
+  // As NCCL's errors read in LibTorch 2.11 (NCCLUtils.hpp): the cause follows a newline.
+  try {
+    TORCH_CHECK_WITH(DistBackendError, false,
+                     "NCCL error in: ProcessGroupNCCL.cpp:3690, remote process exited or there "
+                     "was a network error, NCCL version 2.27.7\nncclRemoteError: A call failed "
+                     "possibly due to a network error or a remote process exiting prematurely.\n"
+                     "Last error:\nsocketProgress: Connection closed by remote peer");
+    FAIL() << "no error thrown";
+  } catch (const c10::Error& e) {
+    const std::string text = parallel::error_text(e);
+    EXPECT_EQ(text.find('\n'), std::string::npos) << text;
+    EXPECT_NE(text.find("NCCL error in: ProcessGroupNCCL.cpp:3690"), std::string::npos) << text;
+    EXPECT_NE(text.find("Last error: socketProgress: Connection closed by remote peer"),
+              std::string::npos)
+        << text;
+    EXPECT_EQ(text.find("Exception raised from"), std::string::npos) << text;
+  }
+  const std::runtime_error plain("Connection closed by peer [127.0.0.1]:41000");
+  EXPECT_EQ(parallel::error_text(plain), "Connection closed by peer [127.0.0.1]:41000");
+}
+
 TEST(DistUnit, LinkModelIsARingAllReduce) {
   const parallel::LinkModel link{/*bandwidth=*/100e6, /*latency=*/0, /*payload_share=*/1};
   // A ring all-reduce moves 2(N-1)/N of the buffer through each rank's link: 10 MB on 2 ranks
