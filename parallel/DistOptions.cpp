@@ -42,8 +42,16 @@ DistEnv env_from(const std::function<const char*(const char*)>& lookup) {
   }
   if (const char* v = get("LOCAL_WORLD_SIZE"))
     env.local_world_size = parse_int("LOCAL_WORLD_SIZE", v, 1, env.world_size);
-  if (const char* v = get("LOCAL_RANK"))
+  if (const char* v = get("LOCAL_RANK")) {
     env.local_rank = parse_int("LOCAL_RANK", v, 0, env.ranks_on_this_host() - 1);
+    env.local_rank_given = true;
+  } else if (env.local_world_size > 0) {
+    throw InvalidOption("LOCAL_RANK",
+                        "is not set, and LOCAL_WORLD_SIZE is: a rank's place among the ranks on "
+                        "its host, which picks its GPU, needs both (torchrun sets both)");
+  } else {
+    env.local_rank = env.rank;  // every rank counts as on this host: the ranks on it are all
+  }
   if (const char* v = get("MASTER_ADDR")) {
     if (*v == '\0') throw InvalidOption("MASTER_ADDR", "is empty");
     env.master_addr = v;

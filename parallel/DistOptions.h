@@ -23,7 +23,10 @@ namespace engram::parallel {
 /// Where this process stands: torchrun's RANK, LOCAL_RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT.
 struct DistEnv {
   int rank = 0;
+  /// LOCAL_RANK, this rank's place among the ranks on its host, which picks its GPU; when not
+  /// given (nor LOCAL_WORLD_SIZE), RANK, every rank counting as on this host.
   int local_rank = 0;
+  bool local_rank_given = false;  ///< LOCAL_RANK is set
   int world_size = 1;
   /// LOCAL_WORLD_SIZE, the ranks on this host (torchrun sets it); 0 when not given.
   int local_world_size = 0;

@@ -189,6 +189,10 @@ std::string job_device_name(const TrainingOptions& o, int count) {
     throw InvalidOption("device",
                         "is cuda in a job, where each rank takes the GPU of its LOCAL_RANK, and "
                         "the rank with LOCAL_RANK " + std::to_string(o.job.local_rank) +
+                            (o.job.local_rank_given
+                                 ? ""
+                                 : " (its RANK: without LOCAL_RANK and LOCAL_WORLD_SIZE every "
+                                   "rank counts as on this host)") +
                             " sees " + std::to_string(count) +
                             " CUDA device(s): start at most that many ranks per host, or give "
                             "--device cuda:N to share one GPU (over gloo; NCCL needs a GPU per "

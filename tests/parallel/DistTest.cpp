@@ -341,6 +341,14 @@ TEST(DistUnit, EnvironmentIsTorchrunsVariables) {
   refused("LOCAL_RANK");
   vars["LOCAL_WORLD_SIZE"] = "5";  // more here than in the job
   refused("LOCAL_WORLD_SIZE");
+  vars.erase("LOCAL_RANK");
+  vars["LOCAL_WORLD_SIZE"] = "2";  // the ranks on this host, but not which one this is
+  refused("LOCAL_RANK");
+  vars.erase("LOCAL_WORLD_SIZE");  // neither: every rank on this host, its place its RANK
+  vars["RANK"] = "3";
+  env = parallel::env_from(lookup);
+  EXPECT_EQ(env.local_rank, 3);
+  EXPECT_FALSE(env.local_rank_given);
   vars = {};
   EXPECT_FALSE(parallel::env_from(lookup).distributed());
   // torchrun --nproc_per_node 1: a job of one rank.

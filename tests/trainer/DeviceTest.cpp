@@ -1,12 +1,14 @@
 // Devices as options name them: the names accepted, a GPU this process does not see refused as a
 // usage error naming what is missing, what a CUDA session refuses, and the default Workload.
 #include "common/Errors.h"
+#include "parallel/DistOptions.h"
 #include "trainer/Device.h"
 #include "trainer/TrainingOptions.h"
 #include "trainer/Workload.h"
 
 #include <gtest/gtest.h>
 
+#include <map>
 #include <string>
 #include <vector>
 
@@ -153,6 +155,7 @@ TEST(VisibleDevicesTest, InAJobCudaIsTheRanksOwnGpuAndOneBeyondThemIsRefused) {
   options.job.launched = true;
   options.job.world_size = 4;
   options.job.local_rank = 1;
+  options.job.local_rank_given = true;
   EXPECT_EQ(job_device_name(options, 2), "cuda:1");
   EXPECT_NO_THROW(check_device_support(options, 2));
   try {
@@ -166,6 +169,32 @@ TEST(VisibleDevicesTest, InAJobCudaIsTheRanksOwnGpuAndOneBeyondThemIsRefused) {
   EXPECT_THROW(check_device_support(options, 1), InvalidOption);
   options.device = "cuda:0";  // named: shared by the ranks
   EXPECT_EQ(job_device_name(options, 1), "cuda:0");
+}
+
+TEST(VisibleDevicesTest, RanksStartedWithoutLocalRankEachTakeTheGpuOfTheirRank) {
+  // Started by hand on one host, with RANK and WORLD_SIZE only: every rank counts as on this
+  // host, so each takes a GPU of its own, never all the first one (where NCCL fails).
+  TrainingOptions options;
+  options.device = "cuda";
+  for (int rank : {0, 1}) {
+    const std::map<std::string, std::string> vars{{"RANK", std::to_string(rank)},
+                                                  {"WORLD_SIZE", "2"}};
+    options.job = parallel::env_from([&](const char* name) -> const char* {
+      const auto it = vars.find(name);
+      return it == vars.end() ? nullptr : it->second.c_str();
+    });
+    EXPECT_EQ(job_device_name(options, 2), "cuda:" + std::to_string(rank));
+  }
+  try {  // rank 1 with one GPU: refused, saying where its LOCAL_RANK came from
+    job_device_name(options, 1);
+    ADD_FAILURE() << "rank 1 took a GPU among 1";
+  } catch (const InvalidOption& e) {
+    EXPECT_NE(std::string(e.what()).find("LOCAL_RANK 1 (its RANK: without LOCAL_RANK and "
+                                         "LOCAL_WORLD_SIZE every rank counts as on this host) "
+                                         "sees 1 CUDA device"),
+              std::string::npos)
+        << e.what();
+  }
 }
 
 TEST(DeviceTest, CpuOptionsNeedNoGpuAndValidateRefusesABadName) {
