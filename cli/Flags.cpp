@@ -107,7 +107,8 @@ TrainingFlags add_training_flags(CLI::App* command, trainer::TrainingOptions& op
   add_device_flag(command, options.device, flags);
   command->add_flag("--deterministic", options.deterministic,
                     "On CUDA, repeat bit for bit: cuDNN's and ATen's deterministic algorithms and "
-                    "cuBLAS's fixed workspace (CPU runs repeat themselves either way)");
+                    "cuBLAS's fixed workspace (CPU runs repeat themselves either way); in a job "
+                    "of 3 ranks or more, needs --ooo-k and --chunk given, not auto");
   flags["deterministic"] = "--deterministic";
   command
       ->add_option("--ooo-threads", options.ooo_threads,

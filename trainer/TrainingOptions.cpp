@@ -32,6 +32,22 @@ std::string shared_gpu(const TrainingOptions& o) {
          std::to_string(o.job.world_size) + " ranks count as on this host";
 }
 
+/// With 3 or more ranks a ring all-reduce adds each element's terms in an order set by its place
+/// in its bucket (with 2, a + b either way): the sums' bits follow the buckets. ooo's k and
+/// host's chunks cut the buckets, and auto chooses them from measured times, which differ from
+/// run to run: --deterministic refuses auto there.
+void check_repeatable_exchange(const TrainingOptions& o) {
+  if (!o.deterministic || o.job.world_size < 3) return;
+  const std::string why = "is auto, chosen from measured times, and with 3 or more ranks (here " +
+                          std::to_string(o.job.world_size) +
+                          ") the sums' rounding follows the buckets it makes: give a number to "
+                          "repeat bit for bit (--deterministic)";
+  if (o.dist.grad_sync == parallel::GradSync::ooo && o.dist.ooo_k < 0)
+    throw InvalidOption("dist.ooo_k", why);
+  if (o.dist.grad_sync == parallel::GradSync::host && o.dist.chunk_layers < 0)
+    throw InvalidOption("dist.chunk_layers", why);
+}
+
 }  // namespace
 
 const std::vector<std::string>& optimizer_names() {
@@ -98,6 +114,7 @@ void validate(const TrainingOptions& o, long min_steps) {
     throw InvalidOption("checkpoint_path", "is needed to resume");
   validate(o.memory);
   parallel::validate(o.dist);
+  check_repeatable_exchange(o);
   // nccl on the CPU or on a GPU the ranks share: refused
   parallel::resolved_backend(o.dist.backend, rank_devices(o), shared_gpu(o));
 }

@@ -77,7 +77,8 @@ struct TrainingOptions {
   std::string device = "cpu";
   /// Bit-for-bit repeatable computation on CUDA (trainer/Device.h's make_deterministic): cuDNN's
   /// and ATen's deterministic algorithms, cuBLAS's fixed workspace. CPU runs repeat themselves
-  /// either way.
+  /// either way. In a job of 3 ranks or more the sums round as the buckets cut them, so an auto
+  /// dist.ooo_k or dist.chunk_layers (chosen from times) is refused (validate()).
   bool deterministic = false;
   /// Out-of-order backprop in one process: 2 runs the weight gradients on a second thread
   /// (nn::ThreadedScheduler) while the input-gradient chain goes on, each thread computing with
@@ -129,7 +130,8 @@ std::string default_checkpoint_path(const std::string& out_path);
 /// log_every < 1, an unknown memory technique, a negative budget or bandwidth, two store
 /// techniques (relu and a registered one), a budget without recompute,
 /// swap or algo, a negative checkpoint_every, checkpoint_every
-/// or resume without a checkpoint_path.
+/// or resume without a checkpoint_path, deterministic with an auto dist.ooo_k (ooo) or
+/// dist.chunk_layers (host) in a job of 3 ranks or more.
 void validate(const TrainingOptions& options, long min_steps = 0);
 /// The memory part alone (fields named "memory.techniques", ...).
 void validate(const MemoryOptions& options);

@@ -857,6 +857,43 @@ TEST_F(TrainerTest, InvalidOptionsNameTheirField) {
   EXPECT_EQ(field_of(o), "(valid)");
 }
 
+TEST_F(TrainerTest, DeterministicRefusesTheTimedBucketsOfOooAndHostWithThreeRanksOrMore) {
+  // With 3 ranks a ring all-reduce's sums follow the buckets (measured: overlap, after, ooo k 1
+  // and host chunk 1 each trained the NPI to other bits); auto chooses k and the chunks from
+  // times, which differ from run to run. With 2 (a + b either way) they repeat.
+  const auto field_of = [](TrainingOptions o) {
+    try {
+      validate(o);
+    } catch (const InvalidOption& e) {
+      return e.option() + ": " + e.problem();
+    }
+    return std::string("(valid)");
+  };
+  TrainingOptions o;
+  o.grad_clip = 0;
+  o.deterministic = true;
+  o.job.launched = true;
+  o.job.world_size = 3;
+  o.dist.grad_sync = parallel::GradSync::ooo;
+  EXPECT_EQ(field_of(o).rfind("dist.ooo_k: is auto, chosen from measured times, and with 3 or "
+                              "more ranks (here 3)",
+                              0),
+            0u)
+      << field_of(o);
+  o.dist.ooo_k = 2;
+  EXPECT_EQ(field_of(o), "(valid)");
+  o.dist.grad_sync = parallel::GradSync::host;
+  EXPECT_EQ(field_of(o).rfind("dist.chunk_layers: is auto", 0), 0u) << field_of(o);
+  o.dist.chunk_layers = 1;
+  EXPECT_EQ(field_of(o), "(valid)");
+  o.dist.chunk_layers = -1;  // auto: with 2 ranks, or without --deterministic
+  o.job.world_size = 2;
+  EXPECT_EQ(field_of(o), "(valid)");
+  o.job.world_size = 3;
+  o.deterministic = false;
+  EXPECT_EQ(field_of(o), "(valid)");
+}
+
 TEST_F(TrainerTest, RecomputeOnAModelWithoutUnitsIsAnInvalidOption) {
   LinearRegression workload(8);
   TrainingOptions options;
