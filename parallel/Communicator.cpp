@@ -37,6 +37,10 @@ using Clock = std::chrono::steady_clock;
 constexpr auto kHeartbeatPeriod = std::chrono::milliseconds(500);
 /// A rank whose counter has not moved for this long is not answering.
 constexpr auto kStaleAfter = std::chrono::milliseconds(1600);
+/// NCCL's blocking wait throws once the timeout has passed since the launch, after aborting its
+/// communicator; an abort that hangs (a proxy thread stuck in a socket poll) is ended this long
+/// after the timeout by the heartbeat thread (Impl::watched).
+constexpr double kNcclAbortGraceSeconds = 10;
 
 std::chrono::milliseconds to_ms(double seconds) {
   return std::chrono::milliseconds(static_cast<long long>(seconds * 1000.0));
@@ -105,6 +109,8 @@ struct PendingCollective::State {
   /// NCCL's future completes when the collective is enqueued: its end is when wait() returns.
   bool ends_at_wait = false;
   std::function<PeerFailure(const std::string&, const std::string&)> fail;
+  /// Runs the backend's wait under the heartbeat's deadline (NCCL's), or as it is (empty).
+  std::function<void(const std::function<void()>&)> watch;
   bool waited = false;
 };
 
@@ -115,7 +121,11 @@ void PendingCollective::wait() {
   if (state_->waited) return;
   state_->waited = true;
   try {
-    state_->work->wait();
+    if (state_->watch) {
+      state_->watch([this] { state_->work->wait(); });
+    } else {
+      state_->work->wait();
+    }
   } catch (const std::exception& e) {
     throw state_->fail("all-reduce of " + state_->name, error_text(e));
   }
@@ -157,6 +167,17 @@ struct Communicator::Impl {
     c10::intrusive_ptr<c10d::Work> work;
     comm.within_timeout(during + " (NCCL's launch)", [&] { work = start(); });
     return work;
+  }
+  /// Waits for `work`, a collective on `backend`: on NCCL, whose blocking wait aborts the
+  /// communicator once the timeout has passed (which may hang), under watched() until
+  /// kNcclAbortGraceSeconds after the timeout.
+  void wait(const c10d::Backend& backend, c10d::Work& work, const std::string& during) {
+    if (&backend != nccl.get()) {
+      work.wait();
+      return;
+    }
+    watched(during + " (NCCL's wait)", timeout_seconds + kNcclAbortGraceSeconds,
+            [&work] { work.wait(); });
   }
   std::shared_ptr<LinkQueue> link;  ///< the emulated link's timeline
   std::shared_ptr<DeviceClock> device_clock = std::make_shared<DeviceClock>();  ///< CUDA's start
@@ -440,6 +461,12 @@ std::unique_ptr<PendingCollective> Communicator::allreduce_async(at::Tensor buff
       impl_->link->push(link.allreduce_seconds(bytes, env_.world_size), std::move(start));
   c10d::Backend& backend = impl_->backend_for(buffer);
   state->ends_at_wait = &backend == impl_->nccl.get();
+  if (state->ends_at_wait) {
+    const std::string during = "the all-reduce of " + state->name + " (NCCL's wait)";
+    state->watch = [impl = impl_.get(), during](const std::function<void()>& call) {
+      impl->watched(during, impl->timeout_seconds + kNcclAbortGraceSeconds, call);
+    };
+  }
   std::vector<at::Tensor> tensors{std::move(buffer)};
   try {
     state->work = impl_->launch(*this, backend, "the all-reduce of " + state->name,
@@ -469,9 +496,10 @@ void Communicator::broadcast(at::Tensor buffer, int root) {
   c10d::BroadcastOptions o;
   o.rootRank = root;
   try {
-    impl_->launch(*this, backend, "a broadcast from rank " + std::to_string(root),
-                  [&] { return backend.broadcast(tensors, o); })
-        ->wait();
+    const std::string during = "a broadcast from rank " + std::to_string(root);
+    const auto work =
+        impl_->launch(*this, backend, during, [&] { return backend.broadcast(tensors, o); });
+    impl_->wait(backend, *work, during);
   } catch (const std::exception& e) {
     throw failure("broadcast from rank " + std::to_string(root), error_text(e));
   }
