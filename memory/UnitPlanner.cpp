@@ -27,15 +27,11 @@ std::string choices_text(const std::vector<UnitChoice>& choices) {
   return s;
 }
 
-/// The compute's waits for transfers: the forward's for the swap-outs, the backward's (the
-/// predicted stalls) for the swap-ins.
 double total_stall(const SwapInSchedule& s) {
-  return std::accumulate(s.predicted_stall_ms.begin(), s.predicted_stall_ms.end(), 0.0) +
-         std::accumulate(s.forward_wait_ms.begin(), s.forward_wait_ms.end(), 0.0);
+  return std::accumulate(s.predicted_stall_ms.begin(), s.predicted_stall_ms.end(), 0.0);
 }
 
-/// What a plan is estimated to cost: recompute time plus the waits for transfers the schedule
-/// predicts.
+/// What a plan is estimated to cost: recompute time plus the stalls the schedule predicts.
 double overhead_ms(const std::vector<UnitCosts>& costs, const std::vector<UnitChoice>& choices,
                    const PlannerOptions& o) {
   double ms = 0;
@@ -226,7 +222,7 @@ std::string explain(const MemoryPlan& plan, const std::vector<UnitCosts>& costs)
     << "; estimated overhead " << std::fixed << std::setprecision(1) << plan.estimated_overhead_ms
     << " ms per step\n";
   s << "  unit          forward ms  backward ms  saves MiB  input MiB  choice           "
-       "swap-in starts at         slack ms  predicted stall ms  forward wait ms\n";
+       "swap-in starts at         slack ms  predicted stall ms\n";
   const std::size_t n = costs.size();
   for (std::size_t i = 0; i < n; ++i) {
     const UnitChoice& c = plan.choices[i];
@@ -243,8 +239,7 @@ std::string explain(const MemoryPlan& plan, const std::vector<UnitCosts>& costs)
       << static_cast<double>(costs[i].input_bytes) / 1048576.0 << "  " << std::left << std::setw(17)
       << choice_name(c) << std::setw(26) << start << std::right << std::setw(8)
       << (c.swap ? at(plan.schedule.slack_ms) : 0.0) << std::setw(20)
-      << (c.swap ? at(plan.schedule.predicted_stall_ms) : 0.0) << std::setw(17)
-      << (c.swap ? at(plan.schedule.forward_wait_ms) : 0.0) << "\n";
+      << (c.swap ? at(plan.schedule.predicted_stall_ms) : 0.0) << "\n";
   }
   s << "  how the planner got there:\n";
   for (const auto& line : plan.log) s << "    " << line << "\n";

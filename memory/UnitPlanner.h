@@ -18,12 +18,11 @@
 /// How it chooses. Every upgrade of a unit has an estimated cost in milliseconds and an
 /// estimated saving in bytes:
 ///   keep -> recompute       costs the unit's forward time, frees what only it saves;
-///   keep -> swap            costs the waits the slack schedule predicts for the swapped set
+///   keep -> swap            costs the stall the slack schedule predicts for the swapped set
 ///                           with this unit added (memory/SlackAnalysis.h; transfers take
-///                           bytes / swap_bytes_per_ms): the forward's for the swap-outs and
-///                           the backward's for the swap-ins, minus those predicted without it;
+///                           bytes / swap_bytes_per_ms), minus the stall predicted without it;
 ///                           frees what only it saves;
-///   recompute -> recompute+swap  (both allowed) costs the predicted waits of moving its input,
+///   recompute -> recompute+swap  (both allowed) costs the predicted stall of moving its input,
 ///                           frees its input.
 /// Starting from every unit kept, it measures the activation peak; while the peak is above the
 /// budget it applies the cheapest upgrades per byte until the estimated peak fits, then measures
@@ -79,9 +78,7 @@ struct MemoryPlan {
   std::int64_t activation_peak_bytes = 0;     ///< measured with `choices`
   std::int64_t baseline_peak_bytes = 0;       ///< measured with every unit kept
   int measurements = 0;                       ///< steps the planner measured
-  /// Recompute time plus the predicted waits for transfers: the backward's stalls for the
-  /// swap-ins and the forward's waits for the swap-outs.
-  double estimated_overhead_ms = 0;
+  double estimated_overhead_ms = 0;           ///< recompute time plus predicted stalls
   SwapInSchedule schedule;                    ///< for the swapped units
   SwapInTiming timing = SwapInTiming::slack;  ///< how `schedule` places the swap-ins
   std::vector<std::string> log;               ///< each decision and measurement, in order
