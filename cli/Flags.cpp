@@ -108,7 +108,8 @@ TrainingFlags add_training_flags(CLI::App* command, trainer::TrainingOptions& op
   command->add_flag("--deterministic", options.deterministic,
                     "On CUDA, repeat bit for bit: cuDNN's and ATen's deterministic algorithms and "
                     "cuBLAS's fixed workspace (CPU runs repeat themselves either way); in a job "
-                    "of 3 ranks or more, needs --ooo-k and --chunk given, not auto");
+                    "of 3 ranks or more, needs --ooo-k (with --grad-sync ooo) or --chunk (host) "
+                    "given, not auto");
   flags["deterministic"] = "--deterministic";
   command
       ->add_option("--ooo-threads", options.ooo_threads,

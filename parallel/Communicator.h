@@ -47,7 +47,9 @@ class PeerFailure : public std::runtime_error {
 std::string error_text(const std::exception& e);
 
 /// A collective in flight. wait() returns when it is complete on this rank and the emulated link
-/// has carried it; it throws PeerFailure when it failed. Waiting twice is harmless.
+/// has carried it; it throws PeerFailure when it failed (on NCCL, a wait that outlives the timeout
+/// by 10 s ends the process, as Communicator::within_timeout does). Waiting twice is harmless;
+/// wait before the Communicator that launched it is destroyed.
 class PendingCollective {
  public:
   struct State;
@@ -91,7 +93,8 @@ class Communicator {
   /// (NCCL makes its communicator at the first collective on a device and waits for every rank
   /// without one): if it has not returned within the timeout, the process ends with exit code 1
   /// after one line on stderr that names the ranks that stopped answering and `during`, as a
-  /// failed collective is reported. The NCCL launches run under it.
+  /// failed collective is reported. The NCCL launches run under it, and NCCL's waits with 10 s
+  /// more (its blocking wait aborts the communicator before it throws, and an abort may hang).
   void within_timeout(const std::string& during, const std::function<void()>& call);
   /// Every rank calls it with its `value` of `what`; throws std::runtime_error naming the ranks
   /// and both values when they differ ("the ranks disagree on the task: rank 0 has

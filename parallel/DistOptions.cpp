@@ -45,7 +45,7 @@ DistEnv env_from(const std::function<const char*(const char*)>& lookup) {
   if (const char* v = get("LOCAL_RANK")) {
     env.local_rank = parse_int("LOCAL_RANK", v, 0, env.ranks_on_this_host() - 1);
     env.local_rank_given = true;
-  } else if (env.local_world_size > 0) {
+  } else if (env.local_world_size > 0 && env.distributed()) {
     throw InvalidOption("LOCAL_RANK",
                         "is not set, and LOCAL_WORLD_SIZE is: a rank's place among the ranks on "
                         "its host, which picks its GPU, needs both (torchrun sets both)");

@@ -48,7 +48,8 @@ struct DistEnv {
 
 /// Reads the variables through `lookup` (std::getenv, or a map in tests). Unset: one process.
 /// Throws InvalidOption naming the variable when one is set but malformed (a rank outside
-/// 0..WORLD_SIZE-1, a port outside 1..65535, text where a number belongs).
+/// 0..WORLD_SIZE-1, a port outside 1..65535, text where a number belongs), and LOCAL_RANK when
+/// a job gives LOCAL_WORLD_SIZE without it. Without both, LOCAL_RANK is RANK.
 DistEnv env_from(const std::function<const char*(const char*)>& lookup);
 
 /// When gradients are exchanged (docs/ARCHITECTURE.md).

@@ -215,7 +215,7 @@ std::string job_device_name(const TrainingOptions& o, int count) {
                             "--device cuda:N to share one GPU (over gloo; NCCL needs a GPU per "
                             "rank); ranks that each see only their own GPU (CUDA_VISIBLE_DEVICES "
                             "per rank) are each alone on it: LOCAL_RANK=0 LOCAL_WORLD_SIZE=1 "
-                            "--device cuda:0");
+                            "--device cuda:0; a rank alone on its host: LOCAL_RANK=0");
   return "cuda:" + std::to_string(o.job.local_rank);
 }
 

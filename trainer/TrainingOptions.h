@@ -148,7 +148,8 @@ void check_device_support(const TrainingOptions& options);
 void check_device_support(const TrainingOptions& options, int visible_devices);
 
 /// The device this process trains on: `options.device`, except that "cuda" in a job is the
-/// rank's own GPU, cuda:LOCAL_RANK (torchrun's one GPU per rank; "cuda:N" shares one).
+/// rank's own GPU, cuda:LOCAL_RANK (torchrun's one GPU per rank; "cuda:N" shares one; ranks
+/// started without LOCAL_RANK and LOCAL_WORLD_SIZE take their RANK's, parallel::env_from).
 std::string job_device_name(const TrainingOptions& options);
 /// job_device_name() in a process that sees `visible_devices` CUDA devices: InvalidOption for a
 /// LOCAL_RANK beyond them.
