@@ -109,8 +109,8 @@ struct PendingCollective::State {
   /// NCCL's future completes when the collective is enqueued: its end is when wait() returns.
   bool ends_at_wait = false;
   std::function<PeerFailure(const std::string&, const std::string&)> fail;
-  /// Runs the backend's wait under the heartbeat's deadline (NCCL's), or as it is (empty).
-  std::function<void(const std::function<void()>&)> watch;
+  /// Waits for `work` as its backend needs (Communicator::Impl::wait).
+  std::function<void(c10d::Work&)> wait;
   bool waited = false;
 };
 
@@ -121,11 +121,7 @@ void PendingCollective::wait() {
   if (state_->waited) return;
   state_->waited = true;
   try {
-    if (state_->watch) {
-      state_->watch([this] { state_->work->wait(); });
-    } else {
-      state_->work->wait();
-    }
+    state_->wait(*state_->work);
   } catch (const std::exception& e) {
     throw state_->fail("all-reduce of " + state_->name, error_text(e));
   }
@@ -461,12 +457,10 @@ std::unique_ptr<PendingCollective> Communicator::allreduce_async(at::Tensor buff
       impl_->link->push(link.allreduce_seconds(bytes, env_.world_size), std::move(start));
   c10d::Backend& backend = impl_->backend_for(buffer);
   state->ends_at_wait = &backend == impl_->nccl.get();
-  if (state->ends_at_wait) {
-    const std::string during = "the all-reduce of " + state->name + " (NCCL's wait)";
-    state->watch = [impl = impl_.get(), during](const std::function<void()>& call) {
-      impl->watched(during, impl->timeout_seconds + kNcclAbortGraceSeconds, call);
-    };
-  }
+  state->wait = [impl = impl_.get(), on = &backend,
+                 during = "the all-reduce of " + state->name](c10d::Work& work) {
+    impl->wait(*on, work, during);
+  };
   std::vector<at::Tensor> tensors{std::move(buffer)};
   try {
     state->work = impl_->launch(*this, backend, "the all-reduce of " + state->name,
