@@ -506,7 +506,8 @@ json plan_to_json(const trainer::MemoryTechniques& t) {
          {"choice", memory::choice_name(p.choices[i])},
          {"swap_in_trigger", swapped ? json(p.schedule.trigger[i]) : json(nullptr)},
          {"swap_in_slack_ms", swapped ? json(p.schedule.slack_ms[i]) : json(nullptr)},
-         {"predicted_stall_ms", swapped ? json(p.schedule.predicted_stall_ms[i]) : json(nullptr)}});
+         {"predicted_stall_ms", swapped ? json(p.schedule.predicted_stall_ms[i]) : json(nullptr)},
+         {"forward_wait_ms", swapped ? json(p.schedule.forward_wait_ms[i]) : json(nullptr)}});
   }
   return {{"units", units},
           {"budget_bytes", p.budget_bytes > 0 ? json(p.budget_bytes) : json(nullptr)},

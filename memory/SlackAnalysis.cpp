@@ -88,7 +88,8 @@ StepGraph build_graph(const StepTimeline& t) {
   }
   for (int i = n - 1; i > 0; --i) boost::add_edge(s.backward[i], s.backward[i - 1], g);
 
-  // Per swapped unit: F_i -> SO_i -> SI_i -> B_i.
+  // Per swapped unit: F_i -> SO_i -> SI_i -> B_i, and SO_i -> F_{i+1} (H after the last unit):
+  // the forward goes on once the unit's tensors are written.
   s.swap_out.resize(n);
   s.swap_in.resize(n);
   for (int i = 0; i < n; ++i) {
@@ -97,6 +98,7 @@ StepGraph build_graph(const StepTimeline& t) {
     s.swap_out[i] = add(t.swap_out_ms[i]);
     s.swap_in[i] = add(t.swap_in_ms[i]);
     boost::add_edge(s.forward[i], s.swap_out[i], g);
+    boost::add_edge(s.swap_out[i], i + 1 < n ? s.forward[i + 1] : s.head, g);
     boost::add_edge(s.swap_out[i], s.swap_in[i], g);
     boost::add_edge(s.swap_in[i], s.backward[i], g);
   }
@@ -162,10 +164,15 @@ SwapInSchedule schedule_swap_ins(const StepTimeline& timeline, SwapInTiming timi
   out.latest_start_ms.assign(n, 0.0);
   out.slack_ms.assign(n, 0.0);
   out.predicted_stall_ms.assign(n, 0.0);
+  out.forward_wait_ms.assign(n, 0.0);
 
   // Triggers, latest first: trigger times grow as t goes from n down to i, so the latest trigger
   // that is early enough is the smallest t in [i, n] with trigger_time(t) <= LS(SI_i).
   for (const int i : s.swapped) {
+    // What follows unit i's forward starts when both it and the unit's swap-out are done.
+    const Vertex next = i + 1 < n ? s.forward[i + 1] : s.head;
+    const double wait = es[next] - (es[s.forward[i]] + duration(s.forward[i]));
+    if (wait > tolerance) out.forward_wait_ms[i] = wait;
     const Vertex si = s.swap_in[i];
     out.earliest_start_ms[i] = es[si];
     out.latest_start_ms[i] = ls[si];
@@ -181,10 +188,10 @@ SwapInSchedule schedule_swap_ins(const StepTimeline& timeline, SwapInTiming timi
   }
 
   // The simulation: the channel first come first served, the compute chain as in the graph but
-  // with each B_i waiting for its swap-in. Swap-outs follow the forward, which no transfer
-  // delays, so each finishes at its graph time ES(SO_i) + duration. Trigger n fires when forward
-  // ends (ES(H)); trigger k when B_k is ready to begin (before it waits). prefetch_at lists each
-  // trigger's units in decreasing index, the order they are queued in.
+  // with each B_i waiting for its swap-in. The forward, each unit waiting for its swap-out, is
+  // the graph's, so each swap-out finishes at its graph time ES(SO_i) + duration. Trigger n
+  // fires when forward ends (ES(H)); trigger k when B_k is ready to begin (before it waits).
+  // prefetch_at lists each trigger's units in decreasing index, the order they are queued in.
   for (auto it = s.swapped.rbegin(); it != s.swapped.rend(); ++it) {
     out.prefetch_at[out.trigger[*it]].push_back(*it);
   }

@@ -19,6 +19,9 @@
 ///                   unit backwards in reverse order)
 ///   per swapped unit i (swap_out_ms[i] > 0 or swap_in_ms[i] > 0):
 ///                   F_i -> SO_i -> SI_i -> B_i   (out after its forward, back before its backward)
+///                   SO_i -> F_{i+1} (H for the last unit): the next unit's forward begins once
+///                   unit i's tensors are written (memory/SwapStore.h's end_unit), so that the
+///                   forward holds one unit's saved tensors at most beyond what it keeps
 ///   one transfer channel (a single I/O thread runs transfers first come, first served):
 ///                   SO_i -> SO_j for consecutive swapped units i < j, the last SO -> the first
 ///                   SI, and SI_j -> SI_i for consecutive swapped units j > i (swap-ins in
@@ -78,7 +81,11 @@ struct SwapInSchedule {
   std::vector<double> earliest_start_ms, latest_start_ms, slack_ms;
   /// Per unit: the simulated wait of B_i for its swap-in (0 when hidden; 0 if not swapped).
   std::vector<double> predicted_stall_ms;
-  /// Earliest finish of B_0 in the graph: the step time if no transfer delays the compute.
+  /// Per unit: how long the forward waits after unit i for its swap-out (SO_i ending after F_i;
+  /// 0 if not swapped), in the graph.
+  std::vector<double> forward_wait_ms;
+  /// Earliest finish of B_0 in the graph: the step time with the forward's waits for the
+  /// swap-outs, and each swap-in as early as the graph allows.
   double makespan_ms = 0;
 };
 

@@ -27,11 +27,15 @@ std::string choices_text(const std::vector<UnitChoice>& choices) {
   return s;
 }
 
+/// The compute's waits for transfers: the forward's for the swap-outs, the backward's (the
+/// predicted stalls) for the swap-ins.
 double total_stall(const SwapInSchedule& s) {
-  return std::accumulate(s.predicted_stall_ms.begin(), s.predicted_stall_ms.end(), 0.0);
+  return std::accumulate(s.predicted_stall_ms.begin(), s.predicted_stall_ms.end(), 0.0) +
+         std::accumulate(s.forward_wait_ms.begin(), s.forward_wait_ms.end(), 0.0);
 }
 
-/// What a plan is estimated to cost: recompute time plus the stalls the schedule predicts.
+/// What a plan is estimated to cost: recompute time plus the waits for transfers the schedule
+/// predicts.
 double overhead_ms(const std::vector<UnitCosts>& costs, const std::vector<UnitChoice>& choices,
                    const PlannerOptions& o) {
   double ms = 0;
@@ -41,11 +45,13 @@ double overhead_ms(const std::vector<UnitCosts>& costs, const std::vector<UnitCh
   return ms + total_stall(schedule_for(costs, choices, o.swap_bytes_per_ms, o.head_ms));
 }
 
-/// The upgrades of unit `i` from its current choice (see the file comment of the header).
-std::vector<UnitChoice> upgrades(const UnitChoice& c, const PlannerOptions& o) {
+/// The upgrades of a unit from its current choice `c` (see the file comment of the header);
+/// `may_recompute` is false for a unit whose recompute measured no lower than without it.
+std::vector<UnitChoice> upgrades(const UnitChoice& c, const PlannerOptions& o,
+                                 bool may_recompute) {
   std::vector<UnitChoice> next;
   if (!c.recompute && !c.swap) {
-    if (o.allow_recompute) next.push_back({true, false});
+    if (o.allow_recompute && may_recompute) next.push_back({true, false});
     if (o.allow_swap) next.push_back({false, true});
   } else if (c.recompute && !c.swap && o.allow_swap) {
     next.push_back({true, true});
@@ -115,7 +121,7 @@ MemoryPlan plan_units(const std::vector<UnitCosts>& costs, const PlannerOptions&
   MemoryPlan plan;
   plan.budget_bytes = o.budget_bytes;
   plan.choices.assign(costs.size(), UnitChoice{});
-  const auto measured = [&](const char* why) {
+  const auto measured = [&](const std::string& why) {
     const std::int64_t peak =
         measure(plan.choices,
                 schedule_for(costs, plan.choices, o.swap_bytes_per_ms, o.head_ms, plan.timing));
@@ -128,6 +134,8 @@ MemoryPlan plan_units(const std::vector<UnitCosts>& costs, const PlannerOptions&
   std::int64_t peak = measured("every unit kept");
   plan.baseline_peak_bytes = peak;
   std::int64_t smallest = peak;
+  std::vector<bool> recompute_refused(costs.size(), false);
+  bool recomputes_checked = false;
   while (peak > o.budget_bytes) {
     // Upgrade, cheapest per byte first, until the estimate fits; then measure.
     std::int64_t estimate = peak;
@@ -140,7 +148,7 @@ MemoryPlan plan_units(const std::vector<UnitCosts>& costs, const PlannerOptions&
       std::int64_t best_freed = 0;
       double best_cost = 0;
       for (std::size_t i = 0; i < costs.size(); ++i) {
-        for (const UnitChoice& next : upgrades(plan.choices[i], o)) {
+        for (const UnitChoice& next : upgrades(plan.choices[i], o, !recompute_refused[i])) {
           const std::int64_t bytes = freed(costs[i], plan.choices[i], next);
           std::vector<UnitChoice> trial = plan.choices;
           trial[i] = next;
@@ -167,7 +175,29 @@ MemoryPlan plan_units(const std::vector<UnitCosts>& costs, const PlannerOptions&
       estimate -= best_freed;
       any = true;
     }
-    if (!any) {
+    if (any) {
+      peak = measured("after upgrades");
+    } else if (!recomputes_checked) {
+      // Every unit has its last upgrade. A recompute's rerun can raise the peak it was meant to
+      // lower (the unit's forward tensors live again beside the backward's), so each recomputed
+      // unit is measured without its recompute, and keeps it only if that measures no lower.
+      recomputes_checked = true;
+      for (std::size_t i = 0; i < costs.size() && peak > o.budget_bytes; ++i) {
+        if (!plan.choices[i].recompute) continue;
+        const UnitChoice was = plan.choices[i];
+        plan.choices[i].recompute = false;
+        const std::int64_t p = measured(costs[i].name + " without its recompute");
+        smallest = std::min(smallest, p);
+        if (p < peak) {
+          peak = p;
+          recompute_refused[i] = true;
+          plan.log.push_back("undo " + costs[i].name + "'s recompute: " + choice_name(was) +
+                             " -> " + choice_name(plan.choices[i]) + " measures lower");
+        } else {
+          plan.choices[i] = was;
+        }
+      }
+    } else {
       const bool swaps = std::any_of(plan.choices.begin(), plan.choices.end(),
                                      [](const UnitChoice& c) { return c.swap; });
       if (!swaps || plan.timing == SwapInTiming::on_demand) {
@@ -177,8 +207,8 @@ MemoryPlan plan_units(const std::vector<UnitCosts>& costs, const PlannerOptions&
           plan.timing == SwapInTiming::slack ? SwapInTiming::just_in_time : SwapInTiming::on_demand;
       plan.log.push_back(std::string("every unit has its last upgrade: swap-ins ") +
                          timing_name(plan.timing));
+      peak = measured("with the later swap-ins");
     }
-    peak = measured(any ? "after upgrades" : "with the later swap-ins");
     smallest = std::min(smallest, peak);
   }
   plan.activation_peak_bytes = peak;
@@ -222,7 +252,7 @@ std::string explain(const MemoryPlan& plan, const std::vector<UnitCosts>& costs)
     << "; estimated overhead " << std::fixed << std::setprecision(1) << plan.estimated_overhead_ms
     << " ms per step\n";
   s << "  unit          forward ms  backward ms  saves MiB  input MiB  choice           "
-       "swap-in starts at         slack ms  predicted stall ms\n";
+       "swap-in starts at         slack ms  predicted stall ms  forward wait ms\n";
   const std::size_t n = costs.size();
   for (std::size_t i = 0; i < n; ++i) {
     const UnitChoice& c = plan.choices[i];
@@ -239,7 +269,8 @@ std::string explain(const MemoryPlan& plan, const std::vector<UnitCosts>& costs)
       << static_cast<double>(costs[i].input_bytes) / 1048576.0 << "  " << std::left << std::setw(17)
       << choice_name(c) << std::setw(26) << start << std::right << std::setw(8)
       << (c.swap ? at(plan.schedule.slack_ms) : 0.0) << std::setw(20)
-      << (c.swap ? at(plan.schedule.predicted_stall_ms) : 0.0) << "\n";
+      << (c.swap ? at(plan.schedule.predicted_stall_ms) : 0.0) << std::setw(17)
+      << (c.swap ? at(plan.schedule.forward_wait_ms) : 0.0) << "\n";
   }
   s << "  how the planner got there:\n";
   for (const auto& line : plan.log) s << "    " << line << "\n";

@@ -18,20 +18,24 @@
 /// How it chooses. Every upgrade of a unit has an estimated cost in milliseconds and an
 /// estimated saving in bytes:
 ///   keep -> recompute       costs the unit's forward time, frees what only it saves;
-///   keep -> swap            costs the stall the slack schedule predicts for the swapped set
+///   keep -> swap            costs the waits the slack schedule predicts for the swapped set
 ///                           with this unit added (memory/SlackAnalysis.h; transfers take
-///                           bytes / swap_bytes_per_ms), minus the stall predicted without it;
+///                           bytes / swap_bytes_per_ms): the forward's for the swap-outs and
+///                           the backward's for the swap-ins, minus those predicted without it;
 ///                           frees what only it saves;
-///   recompute -> recompute+swap  (both allowed) costs the predicted stall of moving its input,
+///   recompute -> recompute+swap  (both allowed) costs the predicted waits of moving its input,
 ///                           frees its input.
 /// Starting from every unit kept, it measures the activation peak; while the peak is above the
 /// budget it applies the cheapest upgrades per byte until the estimated peak fits, then measures
 /// again. Estimates only order the upgrades: the budget is checked on measured peaks. Swap-ins
 /// follow the slack schedule (memory/SlackAnalysis.h). When every unit has its last upgrade and
-/// the measured peak is still above the budget, and some unit swaps, the planner moves the
-/// swap-ins later and measures again: just in time (each unit's tensors come back when its own
-/// backward begins), then on demand (each tensor when backward loads it): less memory, longer
-/// stalls. When none of these fits, no
+/// the measured peak is still above the budget, the planner first measures each recomputed unit
+/// without its recompute (recompute+swap -> swap, recompute -> keep): a rerun brings the unit's
+/// forward tensors back beside the backward's and can raise the peak it was meant to lower. A
+/// unit that measures lower without it keeps that choice and is not offered recompute again.
+/// Then, if some unit swaps, it moves the swap-ins later and measures again:
+/// just in time (each unit's tensors come back when its own backward begins), then on demand
+/// (each tensor when backward loads it): less memory, longer stalls. When none of these fits, no
 /// plan of this planner reaches the budget: plan_units() throws InfeasibleBudget naming the
 /// smallest measured peak, the smallest feasible budget.
 
@@ -78,7 +82,9 @@ struct MemoryPlan {
   std::int64_t activation_peak_bytes = 0;     ///< measured with `choices`
   std::int64_t baseline_peak_bytes = 0;       ///< measured with every unit kept
   int measurements = 0;                       ///< steps the planner measured
-  double estimated_overhead_ms = 0;           ///< recompute time plus predicted stalls
+  /// Recompute time plus the predicted waits for transfers: the backward's stalls for the
+  /// swap-ins and the forward's waits for the swap-outs.
+  double estimated_overhead_ms = 0;
   SwapInSchedule schedule;                    ///< for the swapped units
   SwapInTiming timing = SwapInTiming::slack;  ///< how `schedule` places the swap-ins
   std::vector<std::string> log;               ///< each decision and measurement, in order

@@ -399,10 +399,14 @@ def memory_swap_bandwidth(res):
     data = res("memory_swap_bandwidth")
     none, swap = by_technique(data, "none"), by_technique(data, "swap")
     s = swap["swap"]
-    rows = [["slack schedule", f"{s['stall_ms']:.1f}", f"{swap['step_ms']:.0f}"],
-            ["on demand", f"{s['on_demand_stall_ms']:.1f}", f"{s['on_demand_step_ms']:.0f}"],
-            ["(`none`, no swap)", "-", f"{none['step_ms']:.0f}"]]
-    header = ["swap-in start", "backward stall per step (ms)", "step ms"]
+    base = none["step_ms"]
+    rows = [["slack schedule", f"{s['stall_ms']:.1f}", f"{swap['step_ms']:.0f}",
+             f"{swap['step_ms'] - base:.0f}", f"{swap['plan']['estimated_overhead_ms']:.0f}"],
+            ["on demand", f"{s['on_demand_stall_ms']:.1f}", f"{s['on_demand_step_ms']:.0f}",
+             f"{s['on_demand_step_ms'] - base:.0f}", "-"],
+            ["(`none`, no swap)", "-", f"{base:.0f}", "-", "-"]]
+    header = ["swap-in start", "backward stall per step (ms)", "step ms", "ms over `none`",
+              "the planner's estimate (ms)"]
     return table(header, rows) + source(res, "memory_swap_bandwidth")
 
 

@@ -48,50 +48,53 @@ TEST(SlackAnalysisTest, NoUnitsIsTheHeadAlone) {
   EXPECT_EQ(s.prefetch_at, (Lists{{}}));
 }
 
-// The header's example: units 1 and 2 swapped.
-//   forward  F0 0-2, F1 2-5, F2 5-8, H 8-9
-//   channel  SO1 5-7, SO2 8-10 (after F2), SI2 10-12, SI1 12-14 (queued behind SI2)
-//   backward B2 12-18 (waits for SI2 until 12), B1 18-24, B0 24-28: makespan 28
-// Latest starts: B0 24, B1 18, B2 12; SI1 = LS(B1) - 2 = 16; SI2 = min(LS(B2), LS(SI1)) - 2 = 10.
-//   SI1: ES 12, LS 16, slack 4.   SI2: ES 10, LS 10, slack 0.
-// Trigger times: 3 (end of forward) 8, 2 (B2 begins) 12, 1 (B1 begins) 18.
-//   unit 2: trigger 2 at 12 > 10, trigger 3 at 8 <= 10: trigger 3.
-//   unit 1: trigger 1 at 18 > 16, trigger 2 at 12 <= 16: trigger 2.
-// Simulation: SI2 starts max(8, channel free 10, SO2 done 10) = 10, ends 12; B2 is ready when
-// the head ends (9) and waits 3 (the graph's ES(B2) = 12 already includes that wait); SI1 starts
-// max(12, 12, 7) = 12, ends 14 < 18, when B1 is ready: no wait.
+// The header's example: units 1 and 2 swapped. The forward waits for each unit's swap-out.
+//   forward  F0 0-2, F1 2-5, SO1 5-7, F2 7-10 (waits 2 for SO1), SO2 10-12, H 12-13 (waits 2)
+//   channel  SO1 5-7, SO2 10-12, SI2 12-14, SI1 14-16 (queued behind SI2)
+//   backward B2 14-20 (waits for SI2 until 14), B1 20-26, B0 26-30: makespan 30
+// Latest starts: B0 26, B1 20, B2 14; SI1 = LS(B1) - 2 = 18; SI2 = min(LS(B2), LS(SI1)) - 2 = 12.
+//   SI1: ES 14, LS 18, slack 4.   SI2: ES 12, LS 12, slack 0.
+// Trigger times: 3 (end of forward) 12, 2 (B2 begins) 14, 1 (B1 begins) 20.
+//   unit 2: trigger 2 at 14 > 12, trigger 3 at 12 <= 12: trigger 3.
+//   unit 1: trigger 1 at 20 > 18, trigger 2 at 14 <= 18: trigger 2.
+// Simulation: SI2 starts max(12, channel free 12, SO2 done 12) = 12, ends 14; B2 is ready when
+// the head ends (13) and waits 1 (the graph's ES(B2) = 14 already includes that wait); SI1 starts
+// max(13, 14, 7) = 14, ends 16 < 20, when B1 is ready: no wait.
 TEST(SlackAnalysisTest, WorkedThreeUnitExample) {
   const SwapInSchedule s =
       schedule_swap_ins(make_timeline({2, 3, 3}, 1, {4, 6, 6}, {0, 2, 2}, {0, 2, 2}));
-  EXPECT_EQ(s.makespan_ms, 28);
-  EXPECT_EQ(s.earliest_start_ms, (std::vector<double>{0, 12, 10}));
-  EXPECT_EQ(s.latest_start_ms, (std::vector<double>{0, 16, 10}));
+  EXPECT_EQ(s.makespan_ms, 30);
+  EXPECT_EQ(s.earliest_start_ms, (std::vector<double>{0, 14, 12}));
+  EXPECT_EQ(s.latest_start_ms, (std::vector<double>{0, 18, 12}));
   EXPECT_EQ(s.slack_ms, (std::vector<double>{0, 4, 0}));
   EXPECT_EQ(s.trigger, (std::vector<int>{-1, 2, 3}));
   EXPECT_EQ(s.prefetch_at, (Lists{{}, {}, {1}, {2}}));
-  EXPECT_EQ(s.predicted_stall_ms, (std::vector<double>{0, 0, 3}));
+  EXPECT_EQ(s.predicted_stall_ms, (std::vector<double>{0, 0, 1}));
+  EXPECT_EQ(s.forward_wait_ms, (std::vector<double>{0, 2, 2}));
 }
 
 // Unit 0 swapped; the graph lets SI0 start right after SO0, during forward, which no trigger can.
-//   F0 0-1, F1 1-11, H 11-12, B1 12-13, B0 13-14; SO0 1-2, SI0 ES 2: makespan 14.
-//   LS(SI0) = LS(B0) - 5 = 8, slack 6. Trigger times: 2 at 11, 1 at 12, 0 at 13; all > 8.
-// So trigger 2 (n); SI0 runs 11-16 and B0, which could start at 13, waits 3.
+//   F0 0-1, SO0 1-2, F1 2-12 (waits 1), H 12-13, B1 13-14, B0 14-15; SI0 ES 2: makespan 15.
+//   LS(SI0) = LS(B0) - 5 = 9, slack 7. Trigger times: 2 at 12, 1 at 13, 0 at 14; all > 9.
+// So trigger 2 (n); SI0 runs 12-17 and B0, which could start at 14, waits 3.
 TEST(SlackAnalysisTest, TransferTooLongToHideStalls) {
   const SwapInSchedule s = schedule_swap_ins(make_timeline({1, 10}, 1, {1, 1}, {1, 0}, {5, 0}));
-  EXPECT_EQ(s.makespan_ms, 14);
+  EXPECT_EQ(s.makespan_ms, 15);
   EXPECT_EQ(s.earliest_start_ms[0], 2);
-  EXPECT_EQ(s.latest_start_ms[0], 8);
-  EXPECT_EQ(s.slack_ms[0], 6);
+  EXPECT_EQ(s.latest_start_ms[0], 9);
+  EXPECT_EQ(s.slack_ms[0], 7);
   EXPECT_EQ(s.trigger, (std::vector<int>{2, -1}));
   EXPECT_EQ(s.prefetch_at, (Lists{{}, {}, {0}}));
   EXPECT_EQ(s.predicted_stall_ms, (std::vector<double>{3, 0}));
+  EXPECT_EQ(s.forward_wait_ms, (std::vector<double>{1, 0}));
 }
 
-// When the swap-in is on the critical path the graph makes B_i wait for it (the makespan grows)
-// and the simulation reports the wait against the compute chain as a stall.
-//   F0 0-2, H 2-3, SO0 2-12, SI0 12-22, B0 22-26: makespan 26; LS(SI0) = 22 - 10 = 12 = ES.
-//   Trigger 1 (end of forward, at 2) is the only one early enough; SI0 runs 12-22 behind the
-//   swap-out; B0 is ready at 3 and waits 19.
+// When the transfers are on the critical path the graph makes the compute wait for them (the
+// makespan grows): the forward for the swap-out, B_i for the swap-in, which the simulation
+// reports as a stall.
+//   F0 0-2, SO0 2-12, H 12-13 (waits 10), SI0 12-22, B0 22-26: makespan 26;
+//   LS(SI0) = 22 - 10 = 12 = ES. Trigger 1 (end of forward, at 12) is the only one early enough;
+//   SI0 runs 12-22; B0 is ready at 13 and waits 9.
 TEST(SlackAnalysisTest, CriticalTransferStallsAndLengthensTheMakespan) {
   const SwapInSchedule s = schedule_swap_ins(make_timeline({2}, 1, {4}, {10}, {10}));
   EXPECT_EQ(s.makespan_ms, 26);
@@ -99,65 +102,70 @@ TEST(SlackAnalysisTest, CriticalTransferStallsAndLengthensTheMakespan) {
   EXPECT_EQ(s.latest_start_ms[0], 12);
   EXPECT_EQ(s.slack_ms[0], 0);
   EXPECT_EQ(s.trigger, (std::vector<int>{1}));
-  EXPECT_EQ(s.predicted_stall_ms, (std::vector<double>{19}));
+  EXPECT_EQ(s.predicted_stall_ms, (std::vector<double>{9}));
+  EXPECT_EQ(s.forward_wait_ms, (std::vector<double>{10}));
 }
 
 // Units 0 and 1 swapped, short transfers.
-//   F0 0-2, F1 2-4, F2 4-6, H 6-8, B2 8-12, B1 12-16, B0 16-20: makespan 20 (compute only)
-//   SO0 2-3, SO1 4-5, SI1 5-6, SI0 6-7.
-//   LS: SI0 = LS(B0) - 1 = 15; SI1 = min(LS(B1) 12, LS(SI0) 15) - 1 = 11.
-//   Trigger times: 3 at 6, 2 at 8, 1 at 12, 0 at 16.
-//   unit 1: trigger 1 at 12 > 11, trigger 2 at 8 <= 11: trigger 2 (B2 begins).
-//   unit 0: trigger 0 at 16 > 15, trigger 1 at 12 <= 15: trigger 1 (B1 begins).
-// Simulation: SI1 8-9 (B1 at 12), SI0 12-13 (B0 at 16): both hidden.
+//   F0 0-2, SO0 2-3, F1 3-5, SO1 5-6, F2 6-8, H 8-10, B2 10-14, B1 14-18, B0 18-22: makespan 22
+//   (compute and the forward's two 1 ms waits); SI1 6-7, SI0 7-8.
+//   LS: SI0 = LS(B0) - 1 = 17; SI1 = min(LS(B1) 14, LS(SI0) 17) - 1 = 13.
+//   Trigger times: 3 at 8, 2 at 10, 1 at 14, 0 at 18.
+//   unit 1: trigger 1 at 14 > 13, trigger 2 at 10 <= 13: trigger 2 (B2 begins).
+//   unit 0: trigger 0 at 18 > 17, trigger 1 at 14 <= 17: trigger 1 (B1 begins).
+// Simulation: SI1 10-11 (B1 at 14), SI0 14-15 (B0 at 18): both hidden.
 TEST(SlackAnalysisTest, HiddenTransfersGetTheLatestTrigger) {
   const SwapInSchedule s =
       schedule_swap_ins(make_timeline({2, 2, 2}, 2, {4, 4, 4}, {1, 1, 0}, {1, 1, 0}));
-  EXPECT_EQ(s.makespan_ms, 20);
-  EXPECT_EQ(s.earliest_start_ms, (std::vector<double>{6, 5, 0}));
-  EXPECT_EQ(s.latest_start_ms, (std::vector<double>{15, 11, 0}));
-  EXPECT_EQ(s.slack_ms, (std::vector<double>{9, 6, 0}));
+  EXPECT_EQ(s.makespan_ms, 22);
+  EXPECT_EQ(s.earliest_start_ms, (std::vector<double>{7, 6, 0}));
+  EXPECT_EQ(s.latest_start_ms, (std::vector<double>{17, 13, 0}));
+  EXPECT_EQ(s.slack_ms, (std::vector<double>{10, 7, 0}));
   EXPECT_EQ(s.trigger, (std::vector<int>{1, 2, -1}));
   EXPECT_EQ(s.prefetch_at, (Lists{{}, {0}, {1}, {}}));
   EXPECT_EQ(s.predicted_stall_ms, (std::vector<double>{0, 0, 0}));
+  EXPECT_EQ(s.forward_wait_ms, (std::vector<double>{1, 1, 0}));
 }
 
 // A unit with only a swap-out is swapped too; its zero-length swap-in can wait for its own
-// backward: LS(SI1) = LS(B1) = 12 = ES(B1), so trigger 1.
+// backward: F1 2-4, SO1 4-5, F2 5-7, H 7-9, B2 9-13, so LS(SI1) = LS(B1) = 13 = ES(B1): trigger 1.
 TEST(SlackAnalysisTest, UnitWithOnlyASwapOutIsSwapped) {
   const SwapInSchedule s =
       schedule_swap_ins(make_timeline({2, 2, 2}, 2, {4, 4, 4}, {0, 1, 0}, {0, 0, 0}));
   EXPECT_EQ(s.trigger, (std::vector<int>{-1, 1, -1}));
   EXPECT_EQ(s.earliest_start_ms[1], 5);
-  EXPECT_EQ(s.latest_start_ms[1], 12);
+  EXPECT_EQ(s.latest_start_ms[1], 13);
   EXPECT_EQ(s.predicted_stall_ms[1], 0);
+  EXPECT_EQ(s.forward_wait_ms[1], 1);
 }
 
 // The channel is serial: SI0 queues behind SI1, so SI1 must end before SI0's latest start.
-//   F0 0-1, F1 1-2, F2 2-3, H 3-4, B2 4-6, B1 6-8, B0 8-10; trigger times 3 at 3, 2 at 4, 1 at 6.
-// Unit 1 alone (SO1 2-3, SI1 3-4): LS(SI1) = LS(B1) - 1 = 5, slack 2; trigger 2 (4 <= 5).
-// With unit 0 swapped too (SO0 1-2, SO1 2-3, SI1 3-4, SI0 4-8):
-//   LS(SI0) = LS(B0) - 4 = 4; LS(SI1) = min(LS(B1) 6, LS(SI0) 4) - 1 = 3, slack 0;
-//   unit 1: trigger 2 at 4 > 3, trigger 3 at 3 <= 3: trigger 3.
-//   unit 0: trigger 1 at 6 > 4, trigger 2 at 4 <= 4: trigger 2.
-//   Simulation: SI1 3-4 (B1 at 6), SI0 starts max(4, 4, 2) = 4, ends 8 = ES(B0): no wait.
+// Unit 1 alone: F0 0-1, F1 1-2, SO1 2-3, F2 3-4, H 4-5, B2 5-7, B1 7-9, B0 9-11; SI1 3-4.
+//   LS(SI1) = LS(B1) - 1 = 6, slack 3; trigger times 3 at 4, 2 at 5, 1 at 7: trigger 2 (5 <= 6).
+// With unit 0 swapped too: F0 0-1, SO0 1-2, F1 2-3, SO1 3-4, F2 4-5, H 5-6, B2 6-8, B1 8-10,
+// B0 10-12; SI1 4-5, SI0 5-9. Trigger times 3 at 5, 2 at 6, 1 at 8, 0 at 10.
+//   LS(SI0) = LS(B0) - 4 = 6; LS(SI1) = min(LS(B1) 8, LS(SI0) 6) - 1 = 5, slack 1;
+//   unit 1: trigger 2 at 6 > 5, trigger 3 at 5 <= 5: trigger 3.
+//   unit 0: trigger 1 at 8 > 6, trigger 2 at 6 <= 6: trigger 2.
+//   Simulation: SI1 5-6 (B1 at 8), SI0 starts max(6, 6, 2) = 6, ends 10 = ES(B0): no wait.
 TEST(SlackAnalysisTest, SerialChannelMovesTheEarlierNeededSwapInEarlier) {
   const SwapInSchedule alone =
       schedule_swap_ins(make_timeline({1, 1, 1}, 1, {2, 2, 2}, {0, 1, 0}, {0, 1, 0}));
   EXPECT_EQ(alone.earliest_start_ms[1], 3);
-  EXPECT_EQ(alone.latest_start_ms[1], 5);
-  EXPECT_EQ(alone.slack_ms[1], 2);
+  EXPECT_EQ(alone.latest_start_ms[1], 6);
+  EXPECT_EQ(alone.slack_ms[1], 3);
   EXPECT_EQ(alone.trigger, (std::vector<int>{-1, 2, -1}));
 
   const SwapInSchedule both =
       schedule_swap_ins(make_timeline({1, 1, 1}, 1, {2, 2, 2}, {1, 1, 0}, {4, 1, 0}));
-  EXPECT_EQ(both.makespan_ms, 10);
-  EXPECT_EQ(both.earliest_start_ms, (std::vector<double>{4, 3, 0}));
-  EXPECT_EQ(both.latest_start_ms, (std::vector<double>{4, 3, 0}));
-  EXPECT_EQ(both.slack_ms, (std::vector<double>{0, 0, 0}));
+  EXPECT_EQ(both.makespan_ms, 12);
+  EXPECT_EQ(both.earliest_start_ms, (std::vector<double>{5, 4, 0}));
+  EXPECT_EQ(both.latest_start_ms, (std::vector<double>{6, 5, 0}));
+  EXPECT_EQ(both.slack_ms, (std::vector<double>{1, 1, 0}));
   EXPECT_EQ(both.trigger, (std::vector<int>{2, 3, -1}));
   EXPECT_EQ(both.prefetch_at, (Lists{{}, {}, {0}, {1}}));
   EXPECT_EQ(both.predicted_stall_ms, (std::vector<double>{0, 0, 0}));
+  EXPECT_EQ(both.forward_wait_ms, (std::vector<double>{1, 1, 0}));
 }
 
 /// Expects schedule_swap_ins(t) to throw std::invalid_argument whose message contains `names`.

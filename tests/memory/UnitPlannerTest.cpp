@@ -8,6 +8,9 @@
 //     swap            -> 0            (what it saves is in the spill file)
 //     recompute+swap  -> 0            (its input is in the spill file)
 //
+// and a unit with rerun_bytes (none unless a test sets them) adds them to the peak whenever it is
+// recomputed: its rerun's tensors live beside the backward's, as the NPI's encoder's do.
+//
 // The planner estimates keep -> recompute as freeing saved_bytes, so in this model a recompute
 // frees input_bytes less than estimated; tests that want exact estimates use small inputs and say
 // so, and one test relies on the difference (estimates order, measurements decide).
@@ -40,11 +43,13 @@ struct SyntheticModel {
   int calls = 0;
   std::vector<UnitChoice> last;
   std::vector<std::int64_t> peaks;  // every peak returned, in order
+  std::vector<std::int64_t> rerun_bytes;  // per unit, or empty for none
 
   std::int64_t peak(const std::vector<UnitChoice>& choices) const {
     std::int64_t bytes = working_set;
     for (std::size_t i = 0; i < units.size(); ++i) {
       const UnitChoice& c = choices.at(i);
+      if (c.recompute && i < rerun_bytes.size()) bytes += rerun_bytes[i];
       if (c.swap) continue;  // swap and recompute+swap keep nothing
       bytes += c.recompute ? units[i].input_bytes : units[i].saved_bytes;
     }
@@ -179,18 +184,22 @@ TEST(UnitPlannerTest, RecomputeOnlyRanksByCostPerByteNotCost) {
   EXPECT_EQ(m.calls, 2);
 }
 
-// Fast transfers (1e9 bytes/ms: 1e-6 ms per unit) and a 1 ms head, so every swap hides in slack:
-// a swap costs 0 ms, a recompute 1 ms. Budget 500 (the working set) needs every unit freed; the
-// planner swaps all three (estimate and measurement 500) and predicts no stall.
+// Fast transfers (1e9 bytes/ms: 1e-6 ms per unit) and a 1 ms head, so every swap-in hides in
+// slack: a swap costs the forward's wait for its swap-out, 1e-6 ms, a recompute 1 ms. Budget 500
+// (the working set) needs every unit freed; the planner swaps all three (estimate and
+// measurement 500) and predicts no stall.
 TEST(UnitPlannerTest, FastTransfersPreferSwap) {
   SyntheticModel m = three_units();
   const MemoryPlan plan = plan_units(m.units, options(500, true, true, 1e9, 1.0), m.measure());
   EXPECT_EQ(plan.choices, std::vector<UnitChoice>(3, kSwap));
   EXPECT_EQ(plan.activation_peak_bytes, 500);
   EXPECT_EQ(m.calls, 2);
-  EXPECT_EQ(plan.estimated_overhead_ms, 0.0);
+  EXPECT_NEAR(plan.estimated_overhead_ms, 3e-6, 1e-12);
   EXPECT_EQ(plan.schedule.predicted_stall_ms, (std::vector<double>{0, 0, 0}));
-  for (int i = 0; i < 3; ++i) EXPECT_GE(plan.schedule.trigger[i], 0) << i;
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_GE(plan.schedule.trigger[i], 0) << i;
+    EXPECT_NEAR(plan.schedule.forward_wait_ms[i], 1e-6, 1e-12) << i;
+  }
 }
 
 // With a budget that one unit reaches, fast transfers still pick a swap, not a recompute.
@@ -200,7 +209,7 @@ TEST(UnitPlannerTest, FastTransfersPreferSwapForASingleUpgrade) {
   EXPECT_EQ(count(plan.choices, kSwap), 1);
   EXPECT_EQ(count(plan.choices, kKeep), 2);
   EXPECT_EQ(plan.activation_peak_bytes, 2500);
-  EXPECT_EQ(plan.estimated_overhead_ms, 0.0);
+  EXPECT_NEAR(plan.estimated_overhead_ms, 1e-6, 1e-12);
 }
 
 // Slow transfers (1 byte/ms: 1000 ms each way for 1000 bytes, far beyond the few ms of slack):
@@ -215,29 +224,34 @@ TEST(UnitPlannerTest, SlowTransfersPreferRecompute) {
   EXPECT_EQ(plan.schedule.trigger, (std::vector<int>{-1, -1, -1}));
 }
 
-// 100 bytes/ms: a unit's 1000 saved bytes take 10 ms each way (cannot hide: a swap stalls), its
-// 100-byte input 1 ms. So a recompute (1 ms per 1000 bytes) beats a swap. Once a unit is
-// recomputed (backward 3 ms, head 1 ms: F 0-3, H 3-4, B2 4-7, B1 7-10, B0 10-13), moving its
-// input costs 0 when the transfer hides: a's input leaves at 1-2 and b's at 2-3 and come back
-// during the later backwards; c's leaves at 3-4 and cannot be back by B2 at 4 (cost > 0). The
-// greedy order is therefore: recompute a, recompute+swap a (0 ms), recompute b, recompute+swap b,
-// recompute c: estimate 3500 - 3 * 1000 - 2 * 100 = 300 <= 600, measured 500 + 0 + 0 + 100 = 600.
-TEST(UnitPlannerTest, RecomputeThenSwapTheInputsThatHide) {
+// 100 bytes/ms: a unit's 1000 saved bytes take 10 ms each way (the forward waits 10 ms for a
+// swap-out), its 100-byte input 1 ms. A recompute costs 1 ms per 1000 bytes, a swap 10 ms or
+// more, moving a recomputed unit's input 1 ms (the forward's wait) per 100 bytes: the planner
+// recomputes all three, estimating 3500 - 3 * 1000 = 500 <= 600, and measures 800 (each keeps its
+// 100-byte input). Then it moves inputs, 1 ms each when the swap-in hides (all recomputed,
+// backward 3 ms: a's input comes back during B_b, b's during B_c, c's at the end of forward),
+// a and b first (ties go to the first unit): estimate 600, measured 600.
+TEST(UnitPlannerTest, RecomputeFirstThenSwapInputsUntilTheMeasuredPeakFits) {
   SyntheticModel m = three_units();
   const MemoryPlan plan = plan_units(m.units, options(600, true, true, 100.0, 1.0), m.measure());
   EXPECT_EQ(plan.choices, (std::vector<UnitChoice>{kRecomputeSwap, kRecomputeSwap, kRecompute}));
   EXPECT_EQ(plan.activation_peak_bytes, 600);
-  EXPECT_EQ(m.calls, 2);
-  EXPECT_EQ(m.peaks, (std::vector<std::int64_t>{3500, 600}));
+  EXPECT_EQ(m.calls, 3);
+  EXPECT_EQ(m.peaks, (std::vector<std::int64_t>{3500, 800, 600}));
   EXPECT_EQ(plan.schedule.predicted_stall_ms, (std::vector<double>{0, 0, 0}));
-  EXPECT_DOUBLE_EQ(plan.estimated_overhead_ms, 3.0);
-  const std::vector<std::string> expected = {
-      "upgrade a: keep -> recompute ", "upgrade a: recompute -> recompute+swap ",
-      "upgrade b: keep -> recompute ", "upgrade b: recompute -> recompute+swap ",
-      "upgrade c: keep -> recompute "};
-  ASSERT_EQ(plan.log.size(), expected.size() + 2);
+  EXPECT_EQ(plan.schedule.forward_wait_ms, (std::vector<double>{1, 1, 0}));
+  EXPECT_DOUBLE_EQ(plan.estimated_overhead_ms, 5.0);  // three reruns, two waits
+  const std::vector<std::string> expected = {"measured every unit kept",
+                                             "upgrade a: keep -> recompute ",
+                                             "upgrade b: keep -> recompute ",
+                                             "upgrade c: keep -> recompute ",
+                                             "measured after upgrades",
+                                             "upgrade a: recompute -> recompute+swap ",
+                                             "upgrade b: recompute -> recompute+swap ",
+                                             "measured after upgrades"};
+  ASSERT_EQ(plan.log.size(), expected.size());
   for (std::size_t i = 0; i < expected.size(); ++i) {
-    EXPECT_EQ(plan.log[i + 1].rfind(expected[i], 0), 0u) << plan.log[i + 1];
+    EXPECT_EQ(plan.log[i].rfind(expected[i], 0), 0u) << plan.log[i];
   }
 }
 
@@ -265,7 +279,8 @@ TEST(UnitPlannerTest, InfeasibleBudgetWithBothTechniques) {
   }
 }
 
-// Recompute only: the most aggressive plan keeps every input, 500 + 3 * 100 = 800.
+// Recompute only: the most aggressive plan keeps every input, 500 + 3 * 100 = 800. Each unit is
+// then measured without its recompute (500 + 1000 + 2 * 100 = 1700, not lower) and keeps it.
 TEST(UnitPlannerTest, InfeasibleBudgetWithRecomputeOnly) {
   SyntheticModel m = three_units();
   try {
@@ -277,12 +292,57 @@ TEST(UnitPlannerTest, InfeasibleBudgetWithRecomputeOnly) {
     const std::string what = e.what();
     EXPECT_NE(what.find("700"), std::string::npos) << what;
     EXPECT_NE(what.find("800"), std::string::npos) << what;
-    EXPECT_EQ(m.last, std::vector<UnitChoice>(3, kRecompute));
+    EXPECT_EQ(m.peaks, (std::vector<std::int64_t>{3500, 800, 1700, 1700, 1700}));
+    EXPECT_EQ(m.last, (std::vector<UnitChoice>{kRecompute, kRecompute, kKeep}));
   }
   // And it is caught as a usage error (exit code 2).
   SyntheticModel again = three_units();
   EXPECT_THROW(plan_units(again.units, options(700, true, false, 1e6), again.measure()),
                UsageError);
+}
+
+// Unit a's rerun adds 2000 bytes. Slow transfers (1 byte/ms) make recompute the cheapest
+// upgrade: the first round recomputes a, b and c (estimate 3500 - 3 * 1000 = 500 <= 600) and
+// measures 500 + 3 * 100 + 2000 = 2800; the second moves their inputs (recompute+swap), 2500.
+// Every unit has its last upgrade: measured without its recompute, a swaps what it saves and
+// the peak is 500, which fits. Without that check, the slower swap-ins measure 2500 again and
+// the planner names 2500 as the smallest feasible budget.
+TEST(UnitPlannerTest, ARecomputeThatRaisesThePeakIsUndoneForSwap) {
+  SyntheticModel m = three_units();
+  m.rerun_bytes = {2000, 0, 0};
+  const MemoryPlan plan = plan_units(m.units, options(600, true, true, 1.0, 1.0), m.measure());
+  EXPECT_EQ(plan.activation_peak_bytes, 500);
+  EXPECT_EQ(plan.choices, (std::vector<UnitChoice>{kSwap, kRecomputeSwap, kRecomputeSwap}));
+  EXPECT_EQ(m.peaks, (std::vector<std::int64_t>{3500, 2800, 2500, 500}));
+  EXPECT_EQ(m.last, plan.choices);
+  EXPECT_EQ(plan.timing, SwapInTiming::slack);
+  EXPECT_EQ(count_lines_starting(plan.log, "undo a's recompute: recompute+swap -> swap"), 1);
+  EXPECT_EQ(count_lines_starting(plan.log, "measured a without its recompute"), 1);
+}
+
+// Recompute only, a's rerun adds 2000 bytes: every unit recomputed measures 2800. Measured
+// without a's recompute, 500 + 1000 + 2 * 100 = 1700: below 2800, so a is kept and not offered
+// recompute again; b's and c's recomputes stay (without them, 2600 each, not below 1700).
+// Budget 2000 fits 1700; budget 1000 does not, and the smallest feasible budget named is 1700.
+TEST(UnitPlannerTest, ARecomputeThatRaisesThePeakIsUndoneWithRecomputeOnly) {
+  SyntheticModel fits = three_units();
+  fits.rerun_bytes = {2000, 0, 0};
+  const MemoryPlan plan =
+      plan_units(fits.units, options(2000, true, false, 1e6), fits.measure());
+  EXPECT_EQ(plan.activation_peak_bytes, 1700);
+  EXPECT_EQ(plan.choices, (std::vector<UnitChoice>{kKeep, kRecompute, kRecompute}));
+  EXPECT_EQ(fits.last, plan.choices);
+
+  SyntheticModel tight = three_units();
+  tight.rerun_bytes = {2000, 0, 0};
+  try {
+    plan_units(tight.units, options(1000, true, false, 1e6), tight.measure());
+    FAIL() << "expected InfeasibleBudget";
+  } catch (const InfeasibleBudget& e) {
+    EXPECT_EQ(e.smallest_feasible_bytes, 1700);
+    // 3500 kept, 2800 all recomputed, 1700 without a's, 2600 without b's, 2600 without c's.
+    EXPECT_EQ(tight.peaks, (std::vector<std::int64_t>{3500, 2800, 1700, 2600, 2600}));
+  }
 }
 
 // A budget exactly at the most aggressive plan's peak is feasible.
@@ -314,41 +374,47 @@ TEST(UnitPlannerTest, InvalidOptionsAreUsageErrors) {
 // Two units, 100 bytes/ms, head 0. u0: forward 1, backward 2, saves 1000, input 500; u1: forward
 // 1, backward 2, saves 1000, input 100.
 // u0 recompute+swap, u1 kept: u0 moves its input, 500 bytes = 5 ms; B0 includes the rerun (3 ms).
-//   F0 0-1, F1 1-2, H 2-2, B1 2-4; SO0 1-6, SI0 6-11, B0 11-14: makespan 14.
-//   LS(SI0) = 11 - 5 = 6 = ES: slack 0. Trigger 0 at 11 > 6, trigger 1 (B1 begins) at 2: 1.
-//   Simulation: SI0 starts max(2, 6, 6) = 6, ends 11; B0 ready at 4 waits 7.
+//   F0 0-1, SO0 1-6, F1 6-7 (waits 5), H 7-7, B1 7-9; SI0 6-11, B0 11-14: makespan 14.
+//   LS(SI0) = 11 - 5 = 6 = ES: slack 0. Trigger 0 at 11, trigger 1 (B1 begins) at 7 and 2 (end
+//   of forward) at 7 are all > 6: 2, the earliest.
+//   Simulation: SI0 starts max(7, 6, 6) = 7, ends 12; B0 ready at 9 waits 3.
 TEST(UnitPlannerTest, ScheduleRecomputeSwapMovesTheInput) {
   const std::vector<UnitCosts> costs = {unit("u0", 1, 2, 1000, 500), unit("u1", 1, 2, 1000, 100)};
   const SwapInSchedule s = schedule_for(costs, {kRecomputeSwap, kKeep}, 100.0, 0.0);
-  EXPECT_EQ(s.trigger, (std::vector<int>{1, -1}));
+  EXPECT_EQ(s.trigger, (std::vector<int>{2, -1}));
   EXPECT_DOUBLE_EQ(s.earliest_start_ms[0], 6);
   EXPECT_DOUBLE_EQ(s.latest_start_ms[0], 6);
   EXPECT_DOUBLE_EQ(s.slack_ms[0], 0);
-  EXPECT_DOUBLE_EQ(s.predicted_stall_ms[0], 7);
+  EXPECT_DOUBLE_EQ(s.predicted_stall_ms[0], 3);
+  EXPECT_DOUBLE_EQ(s.forward_wait_ms[0], 5);
   EXPECT_EQ(s.predicted_stall_ms[1], 0);
   EXPECT_DOUBLE_EQ(s.makespan_ms, 14);
-  EXPECT_EQ(s.prefetch_at, (std::vector<std::vector<int>>{{}, {0}, {}}));
+  EXPECT_EQ(s.prefetch_at, (std::vector<std::vector<int>>{{}, {}, {0}}));
 }
 
 // u0 swapped only moves what it saves, 1000 bytes = 10 ms; B0 has no rerun (2 ms).
-//   SO0 1-11, SI0 11-21, B0 21-23: makespan 23. LS(SI0) = 11 = ES. Trigger 1 (at 2).
-//   B0 ready at 4 waits 17.
-// u1 swapped only (u0 kept): SO1 2-12, SI1 12-22, B1 22-24, B0 24-26: makespan 26.
-//   LS(SI1) = 12; trigger 1 at 22 > 12, trigger 2 (end of forward) at 2: 2. B1 ready at 2 waits 20.
+//   F0 0-1, SO0 1-11, F1 11-12 (waits 10), H 12-12, B1 12-14; SI0 11-21, B0 21-23: makespan 23.
+//   LS(SI0) = 11 = ES; every trigger (2 and 1 at 12, 0 at 21) is later: 2. SI0 12-22, and B0,
+//   ready at 14, waits 8.
+// u1 swapped only (u0 kept): SO1 2-12, H 12-12 (waits 10), SI1 12-22, B1 22-24, B0 24-26:
+//   makespan 26. LS(SI1) = 12; trigger 1 at 22 > 12, trigger 2 (end of forward) at 12: 2. B1
+//   ready at 12 waits 10.
 TEST(UnitPlannerTest, ScheduleSwapMovesWhatItSaves) {
   const std::vector<UnitCosts> costs = {unit("u0", 1, 2, 1000, 500), unit("u1", 1, 2, 1000, 100)};
   const SwapInSchedule s = schedule_for(costs, {kSwap, kKeep}, 100.0, 0.0);
-  EXPECT_EQ(s.trigger, (std::vector<int>{1, -1}));
+  EXPECT_EQ(s.trigger, (std::vector<int>{2, -1}));
   EXPECT_DOUBLE_EQ(s.earliest_start_ms[0], 11);
   EXPECT_DOUBLE_EQ(s.latest_start_ms[0], 11);
-  EXPECT_DOUBLE_EQ(s.predicted_stall_ms[0], 17);
+  EXPECT_DOUBLE_EQ(s.predicted_stall_ms[0], 8);
+  EXPECT_DOUBLE_EQ(s.forward_wait_ms[0], 10);
   EXPECT_DOUBLE_EQ(s.makespan_ms, 23);
 
   const SwapInSchedule t = schedule_for(costs, {kKeep, kSwap}, 100.0, 0.0);
   EXPECT_EQ(t.trigger, (std::vector<int>{-1, 2}));
   EXPECT_DOUBLE_EQ(t.earliest_start_ms[1], 12);
   EXPECT_DOUBLE_EQ(t.latest_start_ms[1], 12);
-  EXPECT_DOUBLE_EQ(t.predicted_stall_ms[1], 20);
+  EXPECT_DOUBLE_EQ(t.predicted_stall_ms[1], 10);
+  EXPECT_DOUBLE_EQ(t.forward_wait_ms[1], 10);
   EXPECT_EQ(t.predicted_stall_ms[0], 0);
   EXPECT_DOUBLE_EQ(t.makespan_ms, 26);
   EXPECT_EQ(t.prefetch_at, (std::vector<std::vector<int>>{{}, {}, {1}}));
