@@ -515,7 +515,8 @@ json plan_to_json(const trainer::MemoryTechniques& t) {
            p.measurements > 0 ? json(p.activation_peak_bytes) : json(nullptr)},
           {"measured_plans", p.measurements},
           {"estimated_overhead_ms", p.estimated_overhead_ms},
-          {"swap_bytes_per_ms", t.swap_bytes_per_ms()},
+          {"swap_out_bytes_per_ms", t.swap_rates().out_bytes_per_ms},
+          {"swap_in_bytes_per_ms", t.swap_rates().in_bytes_per_ms},
           {"triggers", "n = number of units: end of forward; k: unit k's backward begins"},
           {"timing", memory::timing_name(p.timing)},
           {"log", p.log},
@@ -556,7 +557,8 @@ json swap_to_json(const std::vector<memory::SwapStats>& scheduled,
           {"eviction",
            "each write flushed (sync_file_range) and dropped from the page cache "
            "(posix_fadvise DONTNEED), each read dropped again"},
-          {"bandwidth_bytes_per_second", t.swap_bytes_per_ms() * 1000.0}};
+          {"planned_out_bytes_per_second", t.swap_rates().out_bytes_per_ms * 1000.0},
+          {"planned_in_bytes_per_second", t.swap_rates().in_bytes_per_ms * 1000.0}};
 }
 
 /// Trains a fresh workload with `technique` and measures its steps; `last` receives the last

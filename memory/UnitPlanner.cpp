@@ -42,13 +42,12 @@ double overhead_ms(const std::vector<UnitCosts>& costs, const std::vector<UnitCh
   for (std::size_t i = 0; i < costs.size(); ++i) {
     if (choices[i].recompute) ms += costs[i].forward_ms;
   }
-  return ms + total_stall(schedule_for(costs, choices, o.swap_bytes_per_ms, o.head_ms));
+  return ms + total_stall(schedule_for(costs, choices, o.swap_rates, o.head_ms));
 }
 
 /// The upgrades of a unit from its current choice `c` (see the file comment of the header);
 /// `may_recompute` is false for a unit whose recompute measured no lower than without it.
-std::vector<UnitChoice> upgrades(const UnitChoice& c, const PlannerOptions& o,
-                                 bool may_recompute) {
+std::vector<UnitChoice> upgrades(const UnitChoice& c, const PlannerOptions& o, bool may_recompute) {
   std::vector<UnitChoice> next;
   if (!c.recompute && !c.swap) {
     if (o.allow_recompute && may_recompute) next.push_back({true, false});
@@ -84,7 +83,7 @@ InfeasibleBudget::InfeasibleBudget(std::int64_t budget, std::int64_t smallest)
       smallest_feasible_bytes(smallest) {}
 
 SwapInSchedule schedule_for(const std::vector<UnitCosts>& costs,
-                            const std::vector<UnitChoice>& choices, double swap_bytes_per_ms,
+                            const std::vector<UnitChoice>& choices, const SwapRates& rates,
                             double head_ms, SwapInTiming timing) {
   StepTimeline t;
   t.head_ms = head_ms;
@@ -93,14 +92,16 @@ SwapInSchedule schedule_for(const std::vector<UnitCosts>& costs,
     t.forward_ms.push_back(costs[i].forward_ms);
     // A recomputed unit's backward includes its rerun.
     t.backward_ms.push_back(costs[i].backward_ms + (c.recompute ? costs[i].forward_ms : 0.0));
-    double transfer = 0;
+    double out = 0, in = 0;
     if (c.swap) {
-      const std::int64_t bytes = c.recompute ? costs[i].input_bytes : costs[i].saved_bytes;
+      const auto bytes =
+          static_cast<double>(c.recompute ? costs[i].input_bytes : costs[i].saved_bytes);
       // A swapped unit always has a (possibly tiny) transfer, so the schedule sees it.
-      transfer = std::max(static_cast<double>(bytes) / swap_bytes_per_ms, 1e-6);
+      out = std::max(bytes / rates.out_bytes_per_ms, 1e-6);
+      in = std::max(bytes / rates.in_bytes_per_ms, 1e-6);
     }
-    t.swap_out_ms.push_back(transfer);
-    t.swap_in_ms.push_back(transfer);
+    t.swap_out_ms.push_back(out);
+    t.swap_in_ms.push_back(in);
   }
   return schedule_swap_ins(t, timing);
 }
@@ -112,8 +113,10 @@ MemoryPlan plan_units(const std::vector<UnitCosts>& costs, const PlannerOptions&
     throw UsageError("memory budget must be a positive number of bytes, not " +
                      std::to_string(o.budget_bytes));
   }
-  if (!(o.swap_bytes_per_ms > 0) || !std::isfinite(o.swap_bytes_per_ms)) {
-    throw UsageError("memory planner: the swap transfer rate must be positive");
+  for (const double rate : {o.swap_rates.out_bytes_per_ms, o.swap_rates.in_bytes_per_ms}) {
+    if (!(rate > 0) || !std::isfinite(rate)) {
+      throw UsageError("memory planner: the swap transfer rates must be positive");
+    }
   }
   if (!o.allow_recompute && !o.allow_swap) {
     throw UsageError("memory planner: neither recompute nor swap is allowed");
@@ -122,9 +125,8 @@ MemoryPlan plan_units(const std::vector<UnitCosts>& costs, const PlannerOptions&
   plan.budget_bytes = o.budget_bytes;
   plan.choices.assign(costs.size(), UnitChoice{});
   const auto measured = [&](const std::string& why) {
-    const std::int64_t peak =
-        measure(plan.choices,
-                schedule_for(costs, plan.choices, o.swap_bytes_per_ms, o.head_ms, plan.timing));
+    const std::int64_t peak = measure(
+        plan.choices, schedule_for(costs, plan.choices, o.swap_rates, o.head_ms, plan.timing));
     ++plan.measurements;
     plan.log.push_back(std::string("measured ") + why + ": activation peak " +
                        std::to_string(peak) + " bytes (" + mib(peak) + ") with " +
@@ -212,24 +214,24 @@ MemoryPlan plan_units(const std::vector<UnitCosts>& costs, const PlannerOptions&
     smallest = std::min(smallest, peak);
   }
   plan.activation_peak_bytes = peak;
-  plan.schedule = schedule_for(costs, plan.choices, o.swap_bytes_per_ms, o.head_ms, plan.timing);
+  plan.schedule = schedule_for(costs, plan.choices, o.swap_rates, o.head_ms, plan.timing);
   plan.estimated_overhead_ms =
       overhead_ms(costs, plan.choices, o) +
       (plan.timing != SwapInTiming::slack
            ? total_stall(plan.schedule) -
-                 total_stall(schedule_for(costs, plan.choices, o.swap_bytes_per_ms, o.head_ms))
+                 total_stall(schedule_for(costs, plan.choices, o.swap_rates, o.head_ms))
            : 0.0);
   return plan;
 }
 
 MemoryPlan plan_every_unit(const std::vector<UnitCosts>& costs, const UnitChoice& choice,
-                           double swap_bytes_per_ms, double head_ms) {
+                           const SwapRates& rates, double head_ms) {
   PlannerOptions o;
-  o.swap_bytes_per_ms = swap_bytes_per_ms;
+  o.swap_rates = rates;
   o.head_ms = head_ms;
   MemoryPlan plan;
   plan.choices.assign(costs.size(), choice);
-  plan.schedule = schedule_for(costs, plan.choices, swap_bytes_per_ms, head_ms);
+  plan.schedule = schedule_for(costs, plan.choices, rates, head_ms);
   plan.estimated_overhead_ms = overhead_ms(costs, plan.choices, o);
   plan.log.push_back("no budget: every unit " + choice_name(choice));
   return plan;

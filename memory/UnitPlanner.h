@@ -8,7 +8,7 @@
 /// \code
 ///   engram::memory::PlannerOptions o;
 ///   o.budget_bytes = 80 << 20;  o.allow_swap = true;  o.allow_recompute = true;
-///   o.swap_bytes_per_ms = 2e6;                        // measured, or --swap-bandwidth
+///   o.swap_rates = {4e6, 2e6};      // bytes/ms out and in: measured, or --swap-bandwidth
 ///   engram::memory::MemoryPlan plan = engram::memory::plan_units(costs, o, measure);
 ///   plan.choices;              // one UnitChoice per unit
 ///   plan.schedule.prefetch_at; // swap-in start points (memory/SlackAnalysis.h)
@@ -20,7 +20,7 @@
 ///   keep -> recompute       costs the unit's forward time, frees what only it saves;
 ///   keep -> swap            costs the waits the slack schedule predicts for the swapped set
 ///                           with this unit added (memory/SlackAnalysis.h; transfers take
-///                           bytes / swap_bytes_per_ms): the forward's for the swap-outs and
+///                           bytes / the direction's rate): the forward's for the swap-outs and
 ///                           the backward's for the swap-ins, minus those predicted without it;
 ///                           frees what only it saves;
 ///   recompute -> recompute+swap  (both allowed) costs the predicted waits of moving its input,
@@ -68,20 +68,29 @@ struct UnitCosts {
   std::int64_t input_bytes = 0;  ///< bytes of the unit's input
 };
 
+/// The swap store's transfer rates, one per direction, as measured: a spill file's writes go
+/// through the page cache and its reads do not, and a GPU's pinned copies differ by direction.
+struct SwapRates {
+  double out_bytes_per_ms = 1e6;  ///< swap-outs (write to the file, device to host)
+  double in_bytes_per_ms = 1e6;   ///< swap-ins (read from the file, host to device)
+  /// The same rate both ways (--swap-bandwidth throttles every transfer to one rate).
+  static SwapRates both(double bytes_per_ms) { return {bytes_per_ms, bytes_per_ms}; }
+};
+
 struct PlannerOptions {
   std::int64_t budget_bytes = 0;  ///< the bound on activation_peak_bytes
   bool allow_recompute = true;
   bool allow_swap = true;
-  double swap_bytes_per_ms = 1e6;  ///< transfer rate for the slack schedule (> 0)
-  double head_ms = 0;              ///< the step's time outside the units (head, loss)
+  SwapRates swap_rates;  ///< transfer rates for the slack schedule (each > 0)
+  double head_ms = 0;    ///< the step's time outside the units (head, loss)
 };
 
 struct MemoryPlan {
   std::vector<UnitChoice> choices;
   std::int64_t budget_bytes = 0;
-  std::int64_t activation_peak_bytes = 0;     ///< measured with `choices`
-  std::int64_t baseline_peak_bytes = 0;       ///< measured with every unit kept
-  int measurements = 0;                       ///< steps the planner measured
+  std::int64_t activation_peak_bytes = 0;  ///< measured with `choices`
+  std::int64_t baseline_peak_bytes = 0;    ///< measured with every unit kept
+  int measurements = 0;                    ///< steps the planner measured
   /// Recompute time plus the predicted waits for transfers: the backward's stalls for the
   /// swap-ins and the forward's waits for the swap-outs.
   double estimated_overhead_ms = 0;
@@ -110,12 +119,12 @@ MemoryPlan plan_units(const std::vector<UnitCosts>& costs, const PlannerOptions&
 /// The plan without a budget: every unit gets `choice`, swap-ins by the slack schedule; nothing is
 /// measured (measurements 0), the overhead is estimated as plan_units() estimates it.
 MemoryPlan plan_every_unit(const std::vector<UnitCosts>& costs, const UnitChoice& choice,
-                           double swap_bytes_per_ms, double head_ms);
+                           const SwapRates& rates, double head_ms);
 
 /// The slack schedule of `choices` under `costs` (swapped units transfer what they save, or
-/// their input when also recomputed, at `swap_bytes_per_ms`).
+/// their input when also recomputed, out and back at `rates`).
 SwapInSchedule schedule_for(const std::vector<UnitCosts>& costs,
-                            const std::vector<UnitChoice>& choices, double swap_bytes_per_ms,
+                            const std::vector<UnitChoice>& choices, const SwapRates& rates,
                             double head_ms, SwapInTiming timing = SwapInTiming::slack);
 
 /// Bytes as the planners' texts write them: "2.9 MiB".

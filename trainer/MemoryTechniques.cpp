@@ -3,9 +3,9 @@
 #include "common/Errors.h"
 #include "memory/CudaMemoryTracker.h"
 #include "memory/MemoryTracker.h"
+#include "nn/Runtime.h"
 #include "trainer/Device.h"
 #include "trainer/MemoryCap.h"
-#include "nn/Runtime.h"
 #include "trainer/Stepper.h"
 
 #include <ATen/ops/randn.h>
@@ -19,6 +19,7 @@ namespace engram::trainer {
 namespace {
 
 constexpr std::int64_t kRateProbeBytes = std::int64_t{32} << 20;
+constexpr int kRateProbeRounds = 5;  // odd: the median is one of them
 
 void reset_gradients(Workload& workload) {
   for (auto& p : workload.parameters()) p.mutable_grad().reset();
@@ -36,7 +37,8 @@ memory::CudaMemoryTracker& cuda_tracker(const c10::Device& device) {
   if (!memory::CudaMemoryTracker::hooked())
     throw std::runtime_error("planning on " + device.str() +
                              " measures the CUDA allocator's peaks, and its trace hook is not "
-                             "attached (" + memory::CudaMemoryTracker::hook_status() + ")");
+                             "attached (" +
+                             memory::CudaMemoryTracker::hook_status() + ")");
   return tracker;
 }
 
@@ -55,8 +57,7 @@ nn::UnitProbe probe_for(const c10::Device& device) {
 /// the allocator's reserved bytes at the step's live peak.
 memory::MemoryWindow measured_step(Workload& workload, const std::vector<std::size_t>& batch,
                                    nn::UnitRunner* runner, memory::ActivationStore* store,
-                                   memory::SwapStore* swap,
-                                   std::int64_t* backward_end_ns = nullptr,
+                                   memory::SwapStore* swap, std::int64_t* backward_end_ns = nullptr,
                                    std::int64_t* reserved_at_peak = nullptr) {
   const c10::Device device = workload_device(workload);
   memory::CudaMemoryTracker* on_device = device.is_cuda() ? &cuda_tracker(device) : nullptr;
@@ -93,29 +94,42 @@ memory::MemoryWindow measured_step(Workload& workload, const std::vector<std::si
   return w;
 }
 
-/// Bytes per millisecond of a write and read back through a swap store, of a tensor on `device`
-/// (the spill file's rate for the CPU, the pinned copies' for a CUDA device).
-double measure_swap_rate(const MemoryOptions& o, const c10::Device& device) {
+/// The rates of a write and a read back through a swap store, each direction timed on its own,
+/// of a tensor on `device` (the spill file's for the CPU, the pinned copies' for a CUDA device):
+/// one round trip to warm up (the first pinned blocks, the I/O thread), then the median of
+/// kRateProbeRounds.
+memory::SwapRates measure_swap_rates(const MemoryOptions& o, const c10::Device& device) {
   memory::SwapStoreOptions so;
   so.spill_directory = o.spill_directory;
   memory::SwapStore store(so);
   at::Tensor probe = at::randn({kRateProbeBytes / 4}, at::TensorOptions().device(device));
-  // One round trip to warm up (the first pinned blocks, the I/O thread), the second timed.
-  double ms = 0;
-  for (int round = 0; round < 2; ++round) {
+  const auto since = [](std::chrono::steady_clock::time_point start) {
+    return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
+        .count();
+  };
+  std::vector<double> out_ms, in_ms;
+  for (int round = 0; round <= kRateProbeRounds; ++round) {
     synchronize(device);
-    const auto start = std::chrono::steady_clock::now();
+    auto start = std::chrono::steady_clock::now();
     store.begin_unit(0, true);
     auto saved = store.save(probe, memory::SavedKind::activation);
     store.end_forward();
     store.wait_for_transfers();
+    const double out = since(start);
+    start = std::chrono::steady_clock::now();
     saved->load();
     saved->release();
     synchronize(device);
-    ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
-             .count();
+    const double in = since(start);
+    if (round == 0) continue;
+    out_ms.push_back(out);
+    in_ms.push_back(in);
   }
-  return 2.0 * static_cast<double>(kRateProbeBytes) / std::max(ms, 1e-3);
+  const auto rate = [](std::vector<double> ms) {
+    std::nth_element(ms.begin(), ms.begin() + static_cast<std::ptrdiff_t>(ms.size() / 2), ms.end());
+    return static_cast<double>(kRateProbeBytes) / std::max(ms[ms.size() / 2], 1e-3);
+  };
+  return {rate(out_ms), rate(in_ms)};
 }
 
 }  // namespace
@@ -281,8 +295,8 @@ std::int64_t MemoryTechniques::measure_peak(Workload& workload,
   } else {
     nn::UnitRunner trial(*choices, swap_store_.get());
     if (swap_store_) {
-      swap_store_->set_prefetch_schedule(
-          options_.slack_schedule ? schedule.prefetch_at : std::vector<std::vector<int>>{});
+      swap_store_->set_prefetch_schedule(options_.slack_schedule ? schedule.prefetch_at
+                                                                 : std::vector<std::vector<int>>{});
       // Synchronous transfers: the most memory this schedule can hold (see SwapStore).
       swap_store_->set_synchronous(true);
     }
@@ -299,16 +313,17 @@ std::int64_t MemoryTechniques::measure_peak(Workload& workload,
 memory::MemoryPlan MemoryTechniques::plan_units_for(Workload& workload,
                                                     const std::vector<std::size_t>& batch,
                                                     double head_ms) {
-  const double rate = swap_bytes_per_ms_ > 0 ? swap_bytes_per_ms_ : 1e6;
+  // Without swap no transfer is scheduled; any positive rates do.
+  const memory::SwapRates rates = swap_ ? swap_rates_ : memory::SwapRates{};
   if (options_.budget_bytes == 0) {
     // Everything allowed, on every unit.
-    return memory::plan_every_unit(costs_, memory::UnitChoice{recompute_, swap_}, rate, head_ms);
+    return memory::plan_every_unit(costs_, memory::UnitChoice{recompute_, swap_}, rates, head_ms);
   }
   memory::PlannerOptions po;
   po.budget_bytes = options_.budget_bytes;
   po.allow_recompute = recompute_;
   po.allow_swap = swap_;
-  po.swap_bytes_per_ms = rate;
+  po.swap_rates = rates;
   po.head_ms = head_ms;
   const memory::PeakMeasure measure = [&](const std::vector<memory::UnitChoice>& choices,
                                           const memory::SwapInSchedule& schedule) {
@@ -431,11 +446,11 @@ void MemoryTechniques::plan(Workload& workload, const std::vector<std::size_t>& 
       nn::RuntimeGuard use(own_store_.get(), nullptr);
       costs_ = profile_units(workload, batch, head_ms);
     }
-    swap_bytes_per_ms_ = 0;
+    swap_rates_ = {0, 0};
     if (swap_) {
-      swap_bytes_per_ms_ = options_.swap_bandwidth > 0
-                               ? options_.swap_bandwidth / 1000.0
-                               : measure_swap_rate(options_, workload_device(workload));
+      swap_rates_ = options_.swap_bandwidth > 0
+                        ? memory::SwapRates::both(options_.swap_bandwidth / 1000.0)
+                        : measure_swap_rates(options_, workload_device(workload));
     }
   }
   if (algo_ && options_.budget_bytes == 0) {

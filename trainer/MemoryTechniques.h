@@ -67,7 +67,6 @@
 
 namespace engram::trainer {
 
-
 class MemoryTechniques {
  public:
   /// Throws InvalidOption (validate(MemoryOptions)) for an unknown technique, a negative budget
@@ -109,7 +108,7 @@ class MemoryTechniques {
   struct LayerAlgorithms {
     std::string name;
     std::vector<nn::AlgorithmCost> costs;  ///< one per algorithm, the default first
-    std::size_t least = 0;  ///< index in costs of the least workspace (then the least time)
+    std::size_t least = 0;   ///< index in costs of the least workspace (then the least time)
     std::size_t chosen = 0;  ///< index in costs of what the plan runs
   };
   /// The algorithm plan (technique algo).
@@ -127,7 +126,9 @@ class MemoryTechniques {
 
   const memory::MemoryPlan& memory_plan() const { return plan_; }
   const std::vector<memory::UnitCosts>& unit_costs() const { return costs_; }
-  double swap_bytes_per_ms() const { return swap_bytes_per_ms_; }
+  /// The swap store's rates the planner used, per direction: --swap-bandwidth both ways, or
+  /// measured on the workload's device before planning; zero without swap.
+  const memory::SwapRates& swap_rates() const { return swap_rates_; }
   nn::UnitRunner* runner() { return runner_.get(); }
   /// Switches between the slack schedule and on-demand swap-in for the next steps.
   void set_slack_schedule(bool on);
@@ -166,7 +167,7 @@ class MemoryTechniques {
   std::unique_ptr<nn::UnitRunner> runner_;
   memory::MemoryPlan plan_;
   std::vector<memory::UnitCosts> costs_;
-  double swap_bytes_per_ms_ = 0;
+  memory::SwapRates swap_rates_{0, 0};
 };
 
 /// One step with every unit of `workload` kept, measured per unit (see the file comment); also

@@ -42,7 +42,7 @@ struct SyntheticModel {
   std::int64_t working_set = 0;
   int calls = 0;
   std::vector<UnitChoice> last;
-  std::vector<std::int64_t> peaks;  // every peak returned, in order
+  std::vector<std::int64_t> peaks;        // every peak returned, in order
   std::vector<std::int64_t> rerun_bytes;  // per unit, or empty for none
 
   std::int64_t peak(const std::vector<UnitChoice>& choices) const {
@@ -84,7 +84,7 @@ PlannerOptions options(std::int64_t budget, bool recompute, bool swap, double ra
   o.budget_bytes = budget;
   o.allow_recompute = recompute;
   o.allow_swap = swap;
-  o.swap_bytes_per_ms = rate;
+  o.swap_rates = SwapRates::both(rate);
   o.head_ms = head_ms;
   return o;
 }
@@ -327,8 +327,7 @@ TEST(UnitPlannerTest, ARecomputeThatRaisesThePeakIsUndoneForSwap) {
 TEST(UnitPlannerTest, ARecomputeThatRaisesThePeakIsUndoneWithRecomputeOnly) {
   SyntheticModel fits = three_units();
   fits.rerun_bytes = {2000, 0, 0};
-  const MemoryPlan plan =
-      plan_units(fits.units, options(2000, true, false, 1e6), fits.measure());
+  const MemoryPlan plan = plan_units(fits.units, options(2000, true, false, 1e6), fits.measure());
   EXPECT_EQ(plan.activation_peak_bytes, 1700);
   EXPECT_EQ(plan.choices, (std::vector<UnitChoice>{kKeep, kRecompute, kRecompute}));
   EXPECT_EQ(fits.last, plan.choices);
@@ -380,7 +379,8 @@ TEST(UnitPlannerTest, InvalidOptionsAreUsageErrors) {
 //   Simulation: SI0 starts max(7, 6, 6) = 7, ends 12; B0 ready at 9 waits 3.
 TEST(UnitPlannerTest, ScheduleRecomputeSwapMovesTheInput) {
   const std::vector<UnitCosts> costs = {unit("u0", 1, 2, 1000, 500), unit("u1", 1, 2, 1000, 100)};
-  const SwapInSchedule s = schedule_for(costs, {kRecomputeSwap, kKeep}, 100.0, 0.0);
+  const SwapInSchedule s =
+      schedule_for(costs, {kRecomputeSwap, kKeep}, SwapRates::both(100.0), 0.0);
   EXPECT_EQ(s.trigger, (std::vector<int>{2, -1}));
   EXPECT_DOUBLE_EQ(s.earliest_start_ms[0], 6);
   EXPECT_DOUBLE_EQ(s.latest_start_ms[0], 6);
@@ -401,7 +401,7 @@ TEST(UnitPlannerTest, ScheduleRecomputeSwapMovesTheInput) {
 //   ready at 12 waits 10.
 TEST(UnitPlannerTest, ScheduleSwapMovesWhatItSaves) {
   const std::vector<UnitCosts> costs = {unit("u0", 1, 2, 1000, 500), unit("u1", 1, 2, 1000, 100)};
-  const SwapInSchedule s = schedule_for(costs, {kSwap, kKeep}, 100.0, 0.0);
+  const SwapInSchedule s = schedule_for(costs, {kSwap, kKeep}, SwapRates::both(100.0), 0.0);
   EXPECT_EQ(s.trigger, (std::vector<int>{2, -1}));
   EXPECT_DOUBLE_EQ(s.earliest_start_ms[0], 11);
   EXPECT_DOUBLE_EQ(s.latest_start_ms[0], 11);
@@ -409,7 +409,7 @@ TEST(UnitPlannerTest, ScheduleSwapMovesWhatItSaves) {
   EXPECT_DOUBLE_EQ(s.forward_wait_ms[0], 10);
   EXPECT_DOUBLE_EQ(s.makespan_ms, 23);
 
-  const SwapInSchedule t = schedule_for(costs, {kKeep, kSwap}, 100.0, 0.0);
+  const SwapInSchedule t = schedule_for(costs, {kKeep, kSwap}, SwapRates::both(100.0), 0.0);
   EXPECT_EQ(t.trigger, (std::vector<int>{-1, 2}));
   EXPECT_DOUBLE_EQ(t.earliest_start_ms[1], 12);
   EXPECT_DOUBLE_EQ(t.latest_start_ms[1], 12);
@@ -420,15 +420,38 @@ TEST(UnitPlannerTest, ScheduleSwapMovesWhatItSaves) {
   EXPECT_EQ(t.prefetch_at, (std::vector<std::vector<int>>{{}, {}, {1}}));
 
   // Recomputed, not swapped: no transfer, but the rerun lengthens the backward.
-  const SwapInSchedule r = schedule_for(costs, {kRecompute, kKeep}, 100.0, 0.0);
+  const SwapInSchedule r = schedule_for(costs, {kRecompute, kKeep}, SwapRates::both(100.0), 0.0);
   EXPECT_EQ(r.trigger, (std::vector<int>{-1, -1}));
   EXPECT_DOUBLE_EQ(r.makespan_ms, 1 + 1 + 2 + 3);
+}
+
+// Each direction at its own rate: u0 swapped, out at 200 bytes/ms (1000 bytes = 5 ms), in at 50
+// (20 ms). F0 0-1, SO0 1-6, F1 6-7 (waits 5), H 7-7, B1 7-9; SI0 6-26, B0 26-28: makespan 28.
+// LS(SI0) = 6 = ES; trigger 2 (end of forward, 7) is the earliest after it. SI0 7-27, and B0,
+// ready at 9, waits 18. The out rate sets the forward's wait, the in rate the backward's stall.
+TEST(UnitPlannerTest, ScheduleTakesEachDirectionAtItsOwnRate) {
+  const std::vector<UnitCosts> costs = {unit("u0", 1, 2, 1000, 500), unit("u1", 1, 2, 1000, 100)};
+  const SwapInSchedule s = schedule_for(costs, {kSwap, kKeep}, SwapRates{200.0, 50.0}, 0.0);
+  EXPECT_EQ(s.trigger, (std::vector<int>{2, -1}));
+  EXPECT_DOUBLE_EQ(s.earliest_start_ms[0], 6);
+  EXPECT_DOUBLE_EQ(s.latest_start_ms[0], 6);
+  EXPECT_DOUBLE_EQ(s.forward_wait_ms[0], 5);
+  EXPECT_DOUBLE_EQ(s.predicted_stall_ms[0], 18);
+  EXPECT_DOUBLE_EQ(s.makespan_ms, 28);
+  // The planner validates both rates.
+  SyntheticModel m = three_units();
+  PlannerOptions o = options(1000, true, true, 1e6);
+  o.swap_rates.in_bytes_per_ms = 0;
+  EXPECT_THROW(plan_units(m.units, o, m.measure()), UsageError);
+  o.swap_rates = {-1.0, 1e6};
+  EXPECT_THROW(plan_units(m.units, o, m.measure()), UsageError);
+  EXPECT_EQ(m.calls, 0);
 }
 
 // A swapped unit that saves nothing still appears in the schedule (a tiny transfer).
 TEST(UnitPlannerTest, ScheduleSeesAZeroByteSwap) {
   const std::vector<UnitCosts> costs = {unit("u0", 1, 2, 0, 0), unit("u1", 1, 2, 1000, 100)};
-  const SwapInSchedule s = schedule_for(costs, {kSwap, kKeep}, 100.0, 1.0);
+  const SwapInSchedule s = schedule_for(costs, {kSwap, kKeep}, SwapRates::both(100.0), 1.0);
   EXPECT_GE(s.trigger[0], 0);
   EXPECT_EQ(s.trigger[1], -1);
   EXPECT_EQ(s.predicted_stall_ms[0], 0);
