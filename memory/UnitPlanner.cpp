@@ -183,6 +183,7 @@ MemoryPlan plan_units(const std::vector<UnitCosts>& costs, const PlannerOptions&
       // Every unit has its last upgrade. A recompute's rerun can raise the peak it was meant to
       // lower (the unit's forward tensors live again beside the backward's), so each recomputed
       // unit is measured without its recompute, and keeps it only if that measures no lower.
+      // Again after each move of the swap-ins: a swap frees more the later its tensors return.
       recomputes_checked = true;
       for (std::size_t i = 0; i < costs.size() && peak > o.budget_bytes; ++i) {
         if (!plan.choices[i].recompute) continue;
@@ -210,6 +211,7 @@ MemoryPlan plan_units(const std::vector<UnitCosts>& costs, const PlannerOptions&
       plan.log.push_back(std::string("every unit has its last upgrade: swap-ins ") +
                          timing_name(plan.timing));
       peak = measured("with the later swap-ins");
+      recomputes_checked = false;
     }
     smallest = std::min(smallest, peak);
   }

@@ -33,9 +33,10 @@
 /// without its recompute (recompute+swap -> swap, recompute -> keep): a rerun brings the unit's
 /// forward tensors back beside the backward's and can raise the peak it was meant to lower. A
 /// unit that measures lower without it keeps that choice and is not offered recompute again.
-/// Then, if some unit swaps, it moves the swap-ins later and measures again:
-/// just in time (each unit's tensors come back when its own backward begins), then on demand
-/// (each tensor when backward loads it): less memory, longer stalls. When none of these fits, no
+/// Then, if some unit swaps, it moves the swap-ins later, measures again and checks the
+/// recomputes again (a swap frees more the later its tensors return): just in time (each unit's
+/// tensors come back when its own backward begins), then on demand (each tensor when backward
+/// loads it): less memory, longer stalls. When none of these fits, no
 /// plan of this planner reaches the budget: plan_units() throws InfeasibleBudget naming the
 /// smallest measured peak, the smallest feasible budget.
 

@@ -8,18 +8,12 @@
 #include "trainer/MemoryCap.h"
 #include "trainer/Stepper.h"
 
-#include <ATen/ops/randn.h>
-
 #include <algorithm>
-#include <chrono>
 #include <cstdio>
 #include <sstream>
 
 namespace engram::trainer {
 namespace {
-
-constexpr std::int64_t kRateProbeBytes = std::int64_t{32} << 20;
-constexpr int kRateProbeRounds = 5;  // odd: the median is one of them
 
 void reset_gradients(Workload& workload) {
   for (auto& p : workload.parameters()) p.mutable_grad().reset();
@@ -92,44 +86,6 @@ memory::MemoryWindow measured_step(Workload& workload, const std::vector<std::si
   reset_gradients(workload);
   workload.set_unit_runner(nullptr);
   return w;
-}
-
-/// The rates of a write and a read back through a swap store, each direction timed on its own,
-/// of a tensor on `device` (the spill file's for the CPU, the pinned copies' for a CUDA device):
-/// one round trip to warm up (the first pinned blocks, the I/O thread), then the median of
-/// kRateProbeRounds.
-memory::SwapRates measure_swap_rates(const MemoryOptions& o, const c10::Device& device) {
-  memory::SwapStoreOptions so;
-  so.spill_directory = o.spill_directory;
-  memory::SwapStore store(so);
-  at::Tensor probe = at::randn({kRateProbeBytes / 4}, at::TensorOptions().device(device));
-  const auto since = [](std::chrono::steady_clock::time_point start) {
-    return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
-        .count();
-  };
-  std::vector<double> out_ms, in_ms;
-  for (int round = 0; round <= kRateProbeRounds; ++round) {
-    synchronize(device);
-    auto start = std::chrono::steady_clock::now();
-    store.begin_unit(0, true);
-    auto saved = store.save(probe, memory::SavedKind::activation);
-    store.end_forward();
-    store.wait_for_transfers();
-    const double out = since(start);
-    start = std::chrono::steady_clock::now();
-    saved->load();
-    saved->release();
-    synchronize(device);
-    const double in = since(start);
-    if (round == 0) continue;
-    out_ms.push_back(out);
-    in_ms.push_back(in);
-  }
-  const auto rate = [](std::vector<double> ms) {
-    std::nth_element(ms.begin(), ms.begin() + static_cast<std::ptrdiff_t>(ms.size() / 2), ms.end());
-    return static_cast<double>(kRateProbeBytes) / std::max(ms[ms.size() / 2], 1e-3);
-  };
-  return {rate(out_ms), rate(in_ms)};
 }
 
 }  // namespace
@@ -435,6 +391,26 @@ void MemoryTechniques::plan_algorithms_with_units(Workload& workload,
   plan_.activation_peak_bytes = a.peak_bytes;
 }
 
+memory::SwapRates MemoryTechniques::measure_swap_rates(Workload& workload,
+                                                       const std::vector<std::size_t>& batch) {
+  const std::vector<memory::UnitChoice> every(costs_.size(), memory::UnitChoice{false, true});
+  for (int step = 0; step < 2; ++step) {
+    swap_store_->reset_stats();
+    // No prefetch schedule: each tensor read when backward loads it.
+    measure_peak(workload, batch, &every, memory::SwapInSchedule{});
+  }
+  const memory::SwapStats s = swap_store_->stats();
+  swap_store_->reset_stats();
+  const auto per_ms = [](std::int64_t bytes, std::int64_t ns, double otherwise) {
+    return bytes > 0 && ns > 0 ? static_cast<double>(bytes) / (static_cast<double>(ns) / 1e6)
+                               : otherwise;
+  };
+  // A workload whose units save nothing moves nothing: any rate schedules it.
+  const memory::SwapRates unmoved;
+  return {per_ms(s.swapped_out_bytes, s.swap_out_ns, unmoved.out_bytes_per_ms),
+          per_ms(s.swapped_in_bytes, s.swap_in_ns, unmoved.in_bytes_per_ms)};
+}
+
 void MemoryTechniques::plan(Workload& workload, const std::vector<std::size_t>& batch) {
   if (!plans()) return;
   if (algo_) profile_algorithms(workload, batch);
@@ -450,7 +426,7 @@ void MemoryTechniques::plan(Workload& workload, const std::vector<std::size_t>& 
     if (swap_) {
       swap_rates_ = options_.swap_bandwidth > 0
                         ? memory::SwapRates::both(options_.swap_bandwidth / 1000.0)
-                        : measure_swap_rates(options_, workload_device(workload));
+                        : measure_swap_rates(workload, batch);
     }
   }
   if (algo_ && options_.budget_bytes == 0) {

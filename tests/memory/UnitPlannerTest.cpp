@@ -9,7 +9,9 @@
 //     recompute+swap  -> 0            (its input is in the spill file)
 //
 // and a unit with rerun_bytes (none unless a test sets them) adds them to the peak whenever it is
-// recomputed: its rerun's tensors live beside the backward's, as the NPI's encoder's do.
+// recomputed: its rerun's tensors live beside the backward's, as the NPI's encoder's do. With
+// prefetched_at_peak (off unless a test sets it), a swapped unit whose swap-in starts before its
+// own backward (its trigger is not its index) is back at the peak and counts what it moved.
 //
 // The planner estimates keep -> recompute as freeing saved_bytes, so in this model a recompute
 // frees input_bytes less than estimated; tests that want exact estimates use small inputs and say
@@ -44,24 +46,27 @@ struct SyntheticModel {
   std::vector<UnitChoice> last;
   std::vector<std::int64_t> peaks;        // every peak returned, in order
   std::vector<std::int64_t> rerun_bytes;  // per unit, or empty for none
+  bool prefetched_at_peak = false;
 
-  std::int64_t peak(const std::vector<UnitChoice>& choices) const {
+  std::int64_t peak(const std::vector<UnitChoice>& choices, const SwapInSchedule& s) const {
     std::int64_t bytes = working_set;
     for (std::size_t i = 0; i < units.size(); ++i) {
       const UnitChoice& c = choices.at(i);
       if (c.recompute && i < rerun_bytes.size()) bytes += rerun_bytes[i];
-      if (c.swap) continue;  // swap and recompute+swap keep nothing
+      const bool back =
+          prefetched_at_peak && i < s.trigger.size() && s.trigger[i] != static_cast<int>(i);
+      if (c.swap && !back) continue;  // swap and recompute+swap keep nothing
       bytes += c.recompute ? units[i].input_bytes : units[i].saved_bytes;
     }
     return bytes;
   }
 
   PeakMeasure measure() {
-    return [this](const std::vector<UnitChoice>& choices, const SwapInSchedule&) {
+    return [this](const std::vector<UnitChoice>& choices, const SwapInSchedule& s) {
       EXPECT_EQ(choices.size(), units.size());
       ++calls;
       last = choices;
-      peaks.push_back(peak(choices));
+      peaks.push_back(peak(choices, s));
       return peaks.back();
     };
   }
@@ -320,6 +325,28 @@ TEST(UnitPlannerTest, ARecomputeThatRaisesThePeakIsUndoneForSwap) {
   EXPECT_EQ(count_lines_starting(plan.log, "measured a without its recompute"), 1);
 }
 
+// As the NPI's encoder: a's rerun adds 500, less than the 1000 it saves, and swap-ins that start
+// before their unit's backward are back at the peak. Recompute a, b, c: 500 + 3 * 100 + 500 =
+// 1300. Recompute+swap: slow transfers (1 byte/ms, inputs 100 ms each) put F0 0-1, SO0 1-101,
+// F1 101-102, SO1 102-202, F2 202-203, SO2 203-303, H 303-304, then SI2, SI1, SI0 from 303 in
+// 100 ms steps, B2 403-406, B1 503-506, B0 603-606: LS(SI0) = 503, LS(SI1) = 403, LS(SI2) =
+// 303, so the triggers are 1, 2 and 3 (B1 at 503, B2 at 403, the end of forward at 303), none
+// a unit's own: every input back at the peak, 1300. Without a's recompute (a's 1000 back):
+// 1700; without b's or c's: 2200; none lower. Just in time nothing is back: 500 + 500 = 1000,
+// above 600; now without a's recompute, 500: fits. Checking the recomputes at the slack
+// schedule only, the planner named 1000 the smallest feasible budget.
+TEST(UnitPlannerTest, RecomputesAreCheckedAgainWhenTheSwapInsMoveLater) {
+  SyntheticModel m = three_units();
+  m.rerun_bytes = {500, 0, 0};
+  m.prefetched_at_peak = true;
+  const MemoryPlan plan = plan_units(m.units, options(600, true, true, 1.0, 1.0), m.measure());
+  EXPECT_EQ(plan.activation_peak_bytes, 500);
+  EXPECT_EQ(plan.timing, SwapInTiming::just_in_time);
+  EXPECT_EQ(plan.choices, (std::vector<UnitChoice>{kSwap, kRecomputeSwap, kRecomputeSwap}));
+  EXPECT_EQ(m.peaks, (std::vector<std::int64_t>{3500, 1300, 1300, 1700, 2200, 2200, 1000, 500}));
+  EXPECT_EQ(m.last, plan.choices);
+}
+
 // Recompute only, a's rerun adds 2000 bytes: every unit recomputed measures 2800. Measured
 // without a's recompute, 500 + 1000 + 2 * 100 = 1700: below 2800, so a is kept and not offered
 // recompute again; b's and c's recomputes stay (without them, 2600 each, not below 1700).
@@ -556,7 +583,7 @@ TEST(UnitPlannerTest, JustInTimeSwapInsWhenPrefetchingHoldsTooMuch) {
   int early_seen = 0;
   const PeakMeasure measure = [&](const std::vector<UnitChoice>& choices,
                                   const SwapInSchedule& schedule) {
-    std::int64_t bytes = m.peak(choices);
+    std::int64_t bytes = m.peak(choices, schedule);
     for (std::size_t i = 0; i < choices.size(); ++i) {
       if (choices[i].swap && schedule.trigger.at(i) != static_cast<int>(i)) {
         bytes += m.units[i].saved_bytes;
@@ -594,7 +621,7 @@ TEST(UnitPlannerTest, OnDemandWhenJustInTimeHoldsTooMuch) {
   std::vector<SwapInTiming> seen;
   const PeakMeasure measure = [&](const std::vector<UnitChoice>& choices,
                                   const SwapInSchedule& schedule) {
-    std::int64_t bytes = m.peak(choices);
+    std::int64_t bytes = m.peak(choices, schedule);
     for (const auto& units : schedule.prefetch_at) bytes += units.empty() ? 0 : 50;
     return bytes;
   };
