@@ -46,7 +46,7 @@ double overhead_ms(const std::vector<UnitCosts>& costs, const std::vector<UnitCh
 }
 
 /// The upgrades of a unit from its current choice `c` (see the file comment of the header);
-/// `may_recompute` is false for a unit whose recompute measured no lower than without it.
+/// `may_recompute` is false for a unit that measured lower without its recompute.
 std::vector<UnitChoice> upgrades(const UnitChoice& c, const PlannerOptions& o, bool may_recompute) {
   std::vector<UnitChoice> next;
   if (!c.recompute && !c.swap) {
